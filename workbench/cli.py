@@ -1,0 +1,70 @@
+"""Command-line entry point. Subcommands live in workbench/commands/<name>.py.
+
+Each command module is light to import (no torch, matplotlib or textual at module level) and
+defines HELP, add_arguments(parser) and run(args) -> int. Heavy imports happen inside run().
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from workbench import __version__
+from workbench.errors import EXIT_BAD_ARGS, WorkbenchError
+
+# name -> module; the order is the order of `workbench --help`.
+COMMANDS: dict[str, str] = {
+    "ab": "workbench.commands.ab",
+    "build": "workbench.commands.build",
+    "check": "workbench.commands.check",
+    "calibrate": "workbench.commands.calibrate",
+    "capacity": "workbench.commands.capacity",
+    "sessions": "workbench.commands.sessions",
+    "plot": "workbench.commands.plot",
+    "report": "workbench.commands.report",
+    "tui": "workbench.commands.tui",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep its message short
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="workbench",
+        description=(
+            "Build, check and A/B-time the scalar and cooperative readers of compact AWQ metadata "
+            "in int4 MoE decode kernels. With no command, opens the TUI."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, modname in COMMANDS.items():
+        mod = importlib.import_module(modname)
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["tui", *(argv or [])])
+    try:
+        return int(args._run(args) or 0)
+    except WorkbenchError as e:
+        print(f"workbench {args.command}: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"workbench {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
