@@ -1,0 +1,112 @@
+"""Provenance of a session (DESIGN §8): package version, git commit, file hashes, Python/platform.
+
+Torch-free on purpose: callers add the torch/CUDA/GPU facts they already hold (under
+``environment``, see docs/ARCHITECTURE.md), so this module stays cheap and CPU-testable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from workbench import __version__
+from workbench.errors import BadArgument
+
+_GIT_TIMEOUT_S = 5.0  # provenance must never hang a run on a slow or locked repository
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file's bytes. A missing file is a BadArgument naming it."""
+    p = Path(path)
+    if not p.is_file():
+        raise BadArgument(f"provenance file {str(p)!r} does not exist or is not a file")
+    h = hashlib.sha256()
+    with p.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_files(
+    paths: Iterable[str | os.PathLike], base: str | os.PathLike | None = None
+) -> dict[str, str]:
+    """{name: sha256} for each file; names are relative to ``base`` (default: the repository root)
+    when the file lies under it, else absolute, so the keys match across checkouts."""
+    base_p = Path(base).resolve() if base is not None else REPO_ROOT
+    out: dict[str, str] = {}
+    for path in paths:
+        p = Path(path).resolve()
+        try:
+            name = p.relative_to(base_p).as_posix()
+        except ValueError:
+            name = str(p)
+        out[name] = sha256_file(p)
+    return dict(sorted(out.items()))
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        r = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def git_info(repo: str | os.PathLike | None = None) -> dict[str, Any]:
+    """{"commit": sha or None, "dirty": bool or None, "branch": name or None} of ``repo``.
+
+    ``dirty`` counts modified tracked files only: new session folders (untracked) do not make a
+    checkout dirty. All None when git or the repository is absent.
+    """
+    cwd = Path(repo) if repo is not None else REPO_ROOT
+    commit = _git(["rev-parse", "HEAD"], cwd)
+    if commit is None:
+        return {"commit": None, "dirty": None, "branch": None}
+    status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
+    branch = _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
+    return {"commit": commit, "dirty": None if status is None else bool(status), "branch": branch}
+
+
+def python_platform() -> dict[str, Any]:
+    """Interpreter, OS and the numeric libraries' versions (not torch: callers add it)."""
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+    }
+    for mod in ("numpy", "scipy"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except ImportError:
+            info[mod] = None
+    return info
+
+
+def collect(
+    files: Iterable[str | os.PathLike] = (), repo: str | os.PathLike | None = None
+) -> dict[str, Any]:
+    """The provenance dict for session.json.
+
+    ``files``: kernel sources (and anything else whose exact bytes matter) to hash; the keys of
+    ``"files"`` are repository-relative paths. Callers may add ``"builds"`` ({variant: sha256 of
+    the built library}) themselves; `workbench sessions compare` compares ``"files"`` only,
+    since built libraries differ legitimately across GPUs.
+    """
+    return {
+        "package": "workbench",
+        "version": __version__,
+        "git": git_info(repo),
+        "files": sha256_files(files, base=repo),
+        **python_platform(),
+    }
