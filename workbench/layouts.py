@@ -1,0 +1,228 @@
+"""Data layouts of DESIGN §3, the contract between Python and the CUDA kernels.
+
+* Metadata records, one per (group of 32 along K, column), ordered ``[K/32][N]``:
+  ``b4`` = little-endian u32 ``scale_bits | bias_bits << 16``; ``b3`` = bytes
+  ``[scale_lo, scale_hi, zero]``. Both decode to the same ``(scale, bias)`` pair with
+  ``bias = fp16(fp16(-zero) * scale)``, rounded once.
+* Dequantized weight ``w = fp16(q * scale + bias)``, rounded once (the kernel's ``__hfma2``).
+* Kernel int4 packing: int32 ``[K/32, N, 4]``; word j of (group g, column n) holds
+  ``k = 32g + 8j + e`` at nibble ``(e // 2) + 4 * (e % 2)`` (docs/ARCHITECTURE.md).
+
+Torch tensors (CPU) in and out; the arithmetic is NumPy. Every function accepts optional leading
+dimensions (e.g. experts ``[E, ...]``) in front of the documented 2-D shapes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from workbench.errors import BadArgument
+
+if TYPE_CHECKING:
+    import torch
+
+GROUP = 32
+LAYOUTS = {"b4": 4, "b3": 3}  # layout name -> bytes per record
+# Nibble that holds element e (0..7) of a packed 32-bit word: pairs (2p, 2p+1) sit at nibbles
+# (p, p+4), so the kernel's one mask 0x000F000F after a shift by 4p yields a half2 of the pair.
+NIBBLE_OF_ELEMENT = tuple((e // 2) + 4 * (e % 2) for e in range(8))
+
+
+# ---------------------------------------------------------------- validation helpers
+
+
+def _np(name: str, t: object, dtype: str, min_dims: int = 2) -> np.ndarray:
+    """``t`` as a NumPy array after checking it is a torch tensor of ``dtype`` with enough dims."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise BadArgument(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    want = getattr(torch, dtype)
+    if t.dtype != want:
+        raise BadArgument(f"{name} must be torch.{dtype}, got {t.dtype}")
+    if t.dim() < min_dims:
+        raise BadArgument(f"{name} must have at least {min_dims} dims, got shape {tuple(t.shape)}")
+    return t.detach().cpu().numpy()
+
+
+def _torch(a: np.ndarray) -> torch.Tensor:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _check_layout(layout: object) -> int:
+    if layout not in LAYOUTS:
+        raise BadArgument(f"layout={layout!r} is not one of {', '.join(LAYOUTS)}")
+    return LAYOUTS[layout]
+
+
+def _check_q(q: np.ndarray) -> None:
+    if q.size and int(q.max()) > 15:
+        bad = tuple(int(i) for i in np.unravel_index(int(np.argmax(q > 15)), q.shape))
+        raise BadArgument(f"q must hold int4 values 0..15, got {int(q[bad])} at index {bad}")
+
+
+def _check_k(name: str, k: int) -> None:
+    if k % GROUP:
+        raise BadArgument(f"{name}: K={k} is not a multiple of the group size {GROUP}")
+
+
+def _check_meta_pair(scales: np.ndarray, zeros: np.ndarray) -> None:
+    if scales.shape != zeros.shape:
+        raise BadArgument(
+            f"zeros shape {zeros.shape} does not match scales shape {scales.shape} ([..., K/32, N])"
+        )
+    finite = np.isfinite(scales)
+    if not finite.all():
+        bad = tuple(int(i) for i in np.unravel_index(int(np.argmin(finite)), scales.shape))
+        raise BadArgument(f"scales must be finite, got {scales[bad]} at index {bad}")
+
+
+# ---------------------------------------------------------------- metadata records
+
+
+def bias_of(scales: np.ndarray, zeros: np.ndarray) -> np.ndarray:
+    """``bias = fp16(fp16(-zero) * scale)`` as the kernels compute it; NumPy fp16 in and out.
+
+    ``fp16(-zero)`` is the integer ``-zero`` converted to FP16 (the kernel's
+    ``__int2half_rn(-(int)zero)``), exact for 0..255, and +0.0 (not -0.0) for zero 0. The product
+    of two FP16 values has at most 22 significant bits, so it is exact in float64 and the one
+    conversion to float16 (round to nearest even, overflow to inf) is the kernel's one rounding.
+    """
+    neg_zero = (-zeros.astype(np.int32)).astype(np.float64)  # integer negation: 0 stays +0.0
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf, as in the kernel
+        return (neg_zero * scales.astype(np.float64)).astype(np.float16)
+
+
+def encode_metadata(scales: torch.Tensor, zeros: torch.Tensor, layout: str) -> torch.Tensor:
+    """Records of ``layout`` ("b4" or "b3") for one or more experts.
+
+    scales: torch.float16 ``[..., K/32, N]`` (finite); zeros: torch.uint8 ``[..., K/32, N]``.
+    Returns torch.uint8 ``[..., K/32, N*4]`` (b4) or ``[..., K/32, N*3]`` (b3).
+    """
+    r = _check_layout(layout)
+    s = _np("scales", scales, "float16")
+    z = _np("zeros", zeros, "uint8")
+    _check_meta_pair(s, z)
+    scale_bits = s.view(np.uint16)
+    if r == 4:
+        bias_bits = bias_of(s, z).view(np.uint16)
+        words = scale_bits.astype("<u4") | (bias_bits.astype("<u4") << 16)
+        out = words.view(np.uint8)  # little-endian u32 -> 4 bytes, low byte first
+    else:
+        out = np.stack(
+            [(scale_bits & 0xFF).astype(np.uint8), (scale_bits >> 8).astype(np.uint8), z], axis=-1
+        )
+    return _torch(out.reshape(*s.shape[:-1], s.shape[-1] * r))
+
+
+def decode_metadata(meta: torch.Tensor, layout: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse of encode_metadata, including bias reconstruction for b3.
+
+    meta: torch.uint8 ``[..., K/32, n*R]``. Returns ``(scales, biases)``, torch.float16
+    ``[..., K/32, n]`` each: what the kernel's reader hands to the dequantizer.
+    """
+    r = _check_layout(layout)
+    m = _np("meta", meta, "uint8")
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise BadArgument(f"n={n!r} must be a positive integer")
+    if m.shape[-1] != n * r:
+        raise BadArgument(
+            f"meta last dim {m.shape[-1]} != n*{r} = {n * r} for layout {layout} and n={n}"
+        )
+    rec = m.reshape(*m.shape[:-1], n, r).astype(np.uint32)
+    scale_bits = (rec[..., 0] | (rec[..., 1] << 8)).astype(np.uint16)
+    scales = scale_bits.view(np.float16)
+    if r == 4:
+        biases = (rec[..., 2] | (rec[..., 3] << 8)).astype(np.uint16).view(np.float16)
+    else:
+        biases = bias_of(scales, rec[..., 2].astype(np.uint8))
+    return _torch(scales), _torch(biases)
+
+
+# ---------------------------------------------------------------- dequantization
+
+
+def _fma_fp16(q: np.ndarray, scales: np.ndarray, biases: np.ndarray) -> np.ndarray:
+    """``fp16(q * scale + bias)`` with one rounding; per-group scales/biases broadcast over K.
+
+    Why float64 is exact: q (0..15, 4 bits) times an FP16 scale has at most 15 significant
+    bits, and every FP16 value (subnormals included) is an integer multiple of 2^-24 below
+    2^16, so q*scale and q*scale + bias are multiples of 2^-24 below 2^21: at most 45
+    significant bits, well inside float64's 53. The only rounding is the final cast to FP16,
+    which is what one FP16 FMA does. An infinite bias stays infinite, as in the kernel.
+    """
+    rep = lambda a: np.repeat(a.astype(np.float64), GROUP, axis=-2)  # noqa: E731
+    with np.errstate(over="ignore", invalid="ignore"):
+        return (q.astype(np.float64) * rep(scales) + rep(biases)).astype(np.float16)
+
+
+def _check_dequant_args(q: np.ndarray, scales: np.ndarray, other: np.ndarray, what: str) -> None:
+    _check_k("q", q.shape[-2])
+    _check_q(q)
+    want = (*q.shape[:-2], q.shape[-2] // GROUP, q.shape[-1])
+    for name, a in (("scales", scales), (what, other)):
+        if a.shape != want:
+            raise BadArgument(f"{name} shape {a.shape} != {want} for q shape {q.shape}")
+
+
+def dequantize(q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
+    """Weights as the kernels see them: ``w = fp16(q * scale + bias)``, one rounding.
+
+    q: torch.uint8 ``[..., K, N]`` with values 0..15 (K % 32 == 0); scales: torch.float16
+    ``[..., K/32, N]``; zeros: torch.uint8 ``[..., K/32, N]``. Returns torch.float16 ``[..., K, N]``.
+    """
+    qn = _np("q", q, "uint8")
+    s = _np("scales", scales, "float16")
+    z = _np("zeros", zeros, "uint8")
+    _check_dequant_args(qn, s, z, "zeros")
+    _check_meta_pair(s, z)
+    return _torch(_fma_fp16(qn, s, bias_of(s, z)))
+
+
+def dequantize_records(q: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor) -> torch.Tensor:
+    """Like dequantize, from decoded ``(scales, biases)`` (torch.float16 ``[..., K/32, N]``)."""
+    qn = _np("q", q, "uint8")
+    s = _np("scales", scales, "float16")
+    b = _np("biases", biases, "float16")
+    _check_dequant_args(qn, s, b, "biases")
+    return _torch(_fma_fp16(qn, s, b))
+
+
+# ---------------------------------------------------------------- kernel int4 packing
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """Pack ``q`` (torch.uint8 ``[..., K, N]``, 0..15) into the kernels' int32 ``[..., K/32, N, 4]``.
+
+    Group g, column n, word j holds k = 32g + 8j + e at nibble NIBBLE_OF_ELEMENT[e], so one
+    16-byte load per lane fetches a whole (group, column) of 32 weights.
+    """
+    qn = _np("q", q, "uint8")
+    k, n = qn.shape[-2:]
+    _check_k("q", k)
+    _check_q(qn)
+    lead = qn.shape[:-2]
+    # [..., g, j, e, n] -> [..., g, n, j, e]
+    blocks = qn.reshape(*lead, k // GROUP, 4, 8, n)
+    blocks = np.moveaxis(blocks, -1, -3).astype(np.uint32)
+    shifts = np.array([4 * p for p in NIBBLE_OF_ELEMENT], dtype=np.uint32)
+    words = np.bitwise_or.reduce(blocks << shifts, axis=-1)
+    return _torch(words.astype(np.uint32).view(np.int32))
+
+
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of pack_int4: int32 ``[..., K/32, N, 4]`` -> torch.uint8 ``[..., K, N]``."""
+    p = _np("packed", packed, "int32", min_dims=3)
+    if p.shape[-1] != 4:
+        raise BadArgument(
+            f"packed last dim must be 4 words, got shape {p.shape} ([..., K/32, N, 4])"
+        )
+    shifts = np.array([4 * s for s in NIBBLE_OF_ELEMENT], dtype=np.uint32)
+    elems = (p.view(np.uint32)[..., None] >> shifts) & 0xF  # [..., g, n, j, e]
+    g, n = p.shape[-3], p.shape[-2]
+    elems = np.moveaxis(elems, -3, -1)  # [..., g, j, e, n]
+    return _torch(elems.reshape(*p.shape[:-3], g * GROUP, n).astype(np.uint8))
