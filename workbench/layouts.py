@@ -33,7 +33,7 @@ NIBBLE_OF_ELEMENT = tuple((e // 2) + 4 * (e % 2) for e in range(8))
 # ---------------------------------------------------------------- validation helpers
 
 
-def _np(name: str, t: object, dtype: str, min_dims: int = 2) -> np.ndarray:
+def as_array(name: str, t: object, dtype: str, min_dims: int = 2) -> np.ndarray:
     """``t`` as a NumPy array after checking it is a torch tensor of ``dtype`` with enough dims."""
     import torch
 
@@ -47,7 +47,8 @@ def _np(name: str, t: object, dtype: str, min_dims: int = 2) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
-def _torch(a: np.ndarray) -> torch.Tensor:
+def to_tensor(a: np.ndarray) -> torch.Tensor:
+    """A CPU torch tensor sharing (a contiguous copy of) ``a``."""
     import torch
 
     return torch.from_numpy(np.ascontiguousarray(a))
@@ -104,8 +105,8 @@ def encode_metadata(scales: torch.Tensor, zeros: torch.Tensor, layout: str) -> t
     Returns torch.uint8 ``[..., K/32, N*4]`` (b4) or ``[..., K/32, N*3]`` (b3).
     """
     r = _check_layout(layout)
-    s = _np("scales", scales, "float16")
-    z = _np("zeros", zeros, "uint8")
+    s = as_array("scales", scales, "float16")
+    z = as_array("zeros", zeros, "uint8")
     _check_meta_pair(s, z)
     scale_bits = s.view(np.uint16)
     if r == 4:
@@ -116,7 +117,7 @@ def encode_metadata(scales: torch.Tensor, zeros: torch.Tensor, layout: str) -> t
         out = np.stack(
             [(scale_bits & 0xFF).astype(np.uint8), (scale_bits >> 8).astype(np.uint8), z], axis=-1
         )
-    return _torch(out.reshape(*s.shape[:-1], s.shape[-1] * r))
+    return to_tensor(out.reshape(*s.shape[:-1], s.shape[-1] * r))
 
 
 def decode_metadata(meta: torch.Tensor, layout: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,7 +127,7 @@ def decode_metadata(meta: torch.Tensor, layout: str, n: int) -> tuple[torch.Tens
     ``[..., K/32, n]`` each: what the kernel's reader hands to the dequantizer.
     """
     r = _check_layout(layout)
-    m = _np("meta", meta, "uint8")
+    m = as_array("meta", meta, "uint8")
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise BadArgument(f"n={n!r} must be a positive integer")
     if m.shape[-1] != n * r:
@@ -140,7 +141,7 @@ def decode_metadata(meta: torch.Tensor, layout: str, n: int) -> tuple[torch.Tens
         biases = (rec[..., 2] | (rec[..., 3] << 8)).astype(np.uint16).view(np.float16)
     else:
         biases = bias_of(scales, rec[..., 2].astype(np.uint8))
-    return _torch(scales), _torch(biases)
+    return to_tensor(scales), to_tensor(biases)
 
 
 # ---------------------------------------------------------------- dequantization
@@ -175,21 +176,21 @@ def dequantize(q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> to
     q: torch.uint8 ``[..., K, N]`` with values 0..15 (K % 32 == 0); scales: torch.float16
     ``[..., K/32, N]``; zeros: torch.uint8 ``[..., K/32, N]``. Returns torch.float16 ``[..., K, N]``.
     """
-    qn = _np("q", q, "uint8")
-    s = _np("scales", scales, "float16")
-    z = _np("zeros", zeros, "uint8")
+    qn = as_array("q", q, "uint8")
+    s = as_array("scales", scales, "float16")
+    z = as_array("zeros", zeros, "uint8")
     _check_dequant_args(qn, s, z, "zeros")
     _check_meta_pair(s, z)
-    return _torch(_fma_fp16(qn, s, bias_of(s, z)))
+    return to_tensor(_fma_fp16(qn, s, bias_of(s, z)))
 
 
 def dequantize_records(q: torch.Tensor, scales: torch.Tensor, biases: torch.Tensor) -> torch.Tensor:
     """Like dequantize, from decoded ``(scales, biases)`` (torch.float16 ``[..., K/32, N]``)."""
-    qn = _np("q", q, "uint8")
-    s = _np("scales", scales, "float16")
-    b = _np("biases", biases, "float16")
+    qn = as_array("q", q, "uint8")
+    s = as_array("scales", scales, "float16")
+    b = as_array("biases", biases, "float16")
     _check_dequant_args(qn, s, b, "biases")
-    return _torch(_fma_fp16(qn, s, b))
+    return to_tensor(_fma_fp16(qn, s, b))
 
 
 # ---------------------------------------------------------------- kernel int4 packing
@@ -201,7 +202,7 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
     Group g, column n, word j holds k = 32g + 8j + e at nibble NIBBLE_OF_ELEMENT[e], so one
     16-byte load per lane fetches a whole (group, column) of 32 weights.
     """
-    qn = _np("q", q, "uint8")
+    qn = as_array("q", q, "uint8")
     k, n = qn.shape[-2:]
     _check_k("q", k)
     _check_q(qn)
@@ -211,12 +212,12 @@ def pack_int4(q: torch.Tensor) -> torch.Tensor:
     blocks = np.moveaxis(blocks, -1, -3).astype(np.uint32)
     shifts = np.array([4 * p for p in NIBBLE_OF_ELEMENT], dtype=np.uint32)
     words = np.bitwise_or.reduce(blocks << shifts, axis=-1)
-    return _torch(words.astype(np.uint32).view(np.int32))
+    return to_tensor(words.astype(np.uint32).view(np.int32))
 
 
 def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     """The inverse of pack_int4: int32 ``[..., K/32, N, 4]`` -> torch.uint8 ``[..., K, N]``."""
-    p = _np("packed", packed, "int32", min_dims=3)
+    p = as_array("packed", packed, "int32", min_dims=3)
     if p.shape[-1] != 4:
         raise BadArgument(
             f"packed last dim must be 4 words, got shape {p.shape} ([..., K/32, N, 4])"
@@ -225,4 +226,4 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     elems = (p.view(np.uint32)[..., None] >> shifts) & 0xF  # [..., g, n, j, e]
     g, n = p.shape[-3], p.shape[-2]
     elems = np.moveaxis(elems, -3, -1)  # [..., g, j, e, n]
-    return _torch(elems.reshape(*p.shape[:-3], g * GROUP, n).astype(np.uint8))
+    return to_tensor(elems.reshape(*p.shape[:-3], g * GROUP, n).astype(np.uint8))
