@@ -16,6 +16,7 @@ NumPy and SciPy only: this module imports neither torch nor textual.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -139,14 +140,23 @@ def median_ci(values: Sequence[float], conf: float = DEFAULT_CONF) -> MedianCI:
     if n == 0:
         return MedianCI(math.nan, -math.inf, math.inf, 1.0, 0)
     med = float(np.median(x))
+    k, cov = _order_index(n, conf)
+    if k == 0:
+        return MedianCI(med, -math.inf, math.inf, 1.0, n)
+    return MedianCI(med, float(x[k - 1]), float(x[n - k]), cov, n)
+
+
+@functools.lru_cache(maxsize=1024)
+def _order_index(n: int, conf: float) -> tuple[int, float]:
+    """(k, coverage) of the CI [x_(k), x_(n+1-k)], 1-based; (0, 1.0) when none reaches conf."""
     # coverage(k) = P(k <= Bin(n, 1/2) <= n-k) = 1 - 2 P(Bin <= k-1), decreasing in k
     ks = np.arange(1, n // 2 + 1)
     cov = 1.0 - 2.0 * sps.binom.cdf(ks - 1, n, 0.5)
     ok = ks[cov >= conf]
     if ok.size == 0:
-        return MedianCI(med, -math.inf, math.inf, 1.0, n)
+        return 0, 1.0
     k = int(ok.max())
-    return MedianCI(med, float(x[k - 1]), float(x[n - k]), float(cov[k - 1]), n)
+    return k, float(cov[k - 1])
 
 
 def ci_half_width(
