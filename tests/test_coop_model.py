@@ -1,0 +1,139 @@
+"""The cooperative reader's index arithmetic against scalar byte reads (DESIGN §1, §3)."""
+
+import numpy as np
+import pytest
+import torch
+
+from workbench.coop_model import (
+    TILE_BYTES_B3,
+    WARP,
+    coop_indices,
+    coop_read_b3,
+    coop_table,
+    funnelshift_r,
+    read_b4,
+    scalar_read_b3,
+    split_b3,
+    split_b4,
+    tile_offset,
+    words_used,
+)
+from workbench.errors import BadArgument
+from workbench.layouts import encode_metadata
+
+RNG = np.random.default_rng(20240917)
+
+
+def test_index_table_by_hand():
+    # (lane, w0, w1, shift, hi_used): record byte 3*lane sits in word 3*lane//4 at offset 3*lane%4
+    expected = [
+        (0, 0, 1, 0, False),
+        (1, 0, 1, 24, True),  # bytes 3,4,5: last byte of word 0, then two of word 1
+        (2, 1, 2, 16, True),  # bytes 6,7,8
+        (3, 2, 3, 8, False),  # bytes 9,10,11 all in word 2
+        (29, 21, 22, 24, True),
+        (30, 22, 23, 16, True),
+        (31, 23, 24, 8, False),  # byte 93: word 23 only; lane 24 holds no word, never used
+    ]
+    for lane, *want in expected:
+        assert tuple(coop_indices(lane)) == tuple(want), lane
+
+
+def test_every_lane_uses_only_tile_words_it_shuffles_for():
+    for lane in range(WARP):
+        c = coop_indices(lane)
+        used = words_used(lane)
+        assert max(used) < 24, f"lane {lane} needs word {max(used)} beyond the tile"
+        assert used == ({c.w0, c.w1} if c.hi_used else {c.w0}), lane
+    assert words_used(31) == {23}
+
+
+def test_funnelshift_by_hand():
+    assert funnelshift_r(0x44332211, 0x88776655, 0) == 0x44332211
+    assert funnelshift_r(0x44332211, 0x88776655, 8) == 0x55443322
+    assert funnelshift_r(0x44332211, 0x88776655, 24) == 0x77665544
+    assert funnelshift_r(0x44332211, 0x88776655, 32 + 16) == 0x66554433  # amount taken mod 32
+
+
+@pytest.mark.parametrize("offset", [0, 4, 8, 12, 96, 100, 388, 1024 - TILE_BYTES_B3])
+def test_coop_equals_scalar_at_several_offsets(offset):
+    buf = RNG.integers(0, 256, 1024, dtype=np.uint8)
+    want = scalar_read_b3(buf, offset).records
+    # independent check of the scalar model itself, lane 31 = bytes 93..95 included
+    for lane in (0, 1, 17, 31):
+        b = buf[offset + 3 * lane : offset + 3 * lane + 3]
+        assert want[lane] == int(b[0]) | int(b[1]) << 8 | int(b[2]) << 16
+    for seed in range(4):
+        got = coop_read_b3(buf, offset, seed=seed)
+        np.testing.assert_array_equal(got.records, want)
+    for fixed in (0, 0xFFFFFFFF):
+        garbage = np.full(8, fixed, dtype=np.uint64)
+        np.testing.assert_array_equal(coop_read_b3(buf, offset, garbage=garbage).records, want)
+
+
+def test_loads_stay_inside_the_tile_and_bytes_outside_do_not_matter():
+    buf = RNG.integers(0, 256, 512, dtype=np.uint8)
+    off = 200
+    read = coop_read_b3(buf, off, seed=1)
+    assert len(read.loads) == 24
+    assert all(lane < 24 and off <= a and a + n <= off + TILE_BYTES_B3 for lane, a, n in read.loads)
+    poisoned = buf.copy()
+    poisoned[:off] ^= 0xFF
+    poisoned[off + TILE_BYTES_B3 :] ^= 0xFF
+    np.testing.assert_array_equal(coop_read_b3(poisoned, off, seed=2).records, read.records)
+
+
+def test_each_record_depends_exactly_on_its_words():
+    buf = RNG.integers(0, 256, 96, dtype=np.uint8)
+    base = coop_read_b3(buf, 0).records
+    for w in range(24):
+        changed = buf.copy()
+        changed[4 * w : 4 * w + 4] ^= 0xFF
+        rec = coop_read_b3(changed, 0).records
+        for lane in range(WARP):
+            assert (rec[lane] != base[lane]) == (w in words_used(lane)), (w, lane)
+
+
+def test_readers_recover_encoded_metadata():
+    # one expert, N = 64 columns (2 tiles per group), 3 groups: encode with layouts, read per tile
+    gen = torch.Generator().manual_seed(4)
+    n, groups = 64, 3
+    scales = torch.empty(groups, n).uniform_(1e-3, 1e-2, generator=gen).half()
+    zeros = torch.randint(0, 256, (groups, n), generator=gen, dtype=torch.uint8)
+    b3 = encode_metadata(scales, zeros, "b3").numpy().reshape(-1)
+    b4 = encode_metadata(scales, zeros, "b4").numpy().reshape(-1)
+    sbits = scales.view(torch.int16).numpy().view(np.uint16)
+    for g in range(groups):
+        for t in range(n // WARP):
+            cols = slice(t * WARP, (t + 1) * WARP)
+            for read in (coop_read_b3, scalar_read_b3):
+                s, z = split_b3(read(b3, tile_offset(g, t, n, "b3")).records)
+                np.testing.assert_array_equal(s, sbits[g, cols])
+                np.testing.assert_array_equal(z, zeros.numpy()[g, cols])
+            s4, bias4 = split_b4(read_b4(b4, tile_offset(g, t, n, "b4")).records)
+            np.testing.assert_array_equal(s4, sbits[g, cols])
+            want_bias = (-zeros[g, cols].to(torch.int32)).half() * scales[g, cols]
+            np.testing.assert_array_equal(
+                bias4, want_bias.view(torch.int16).numpy().view(np.uint16)
+            )
+
+
+def test_table_prints_every_lane():
+    table = coop_table().splitlines()
+    assert len(table) == 1 + WARP
+    assert table[-1].split()[:5] == ["31", "93", "23", "24", "8"]
+    assert table[-1].endswith("[23]")
+
+
+def test_errors():
+    buf = np.zeros(200, dtype=np.uint8)
+    with pytest.raises(BadArgument, match=r"offset=6 is not 4-byte aligned"):
+        coop_read_b3(buf, 6)
+    with pytest.raises(BadArgument, match=r"offset=108 \+ 96 bytes exceeds buffer of 200"):
+        scalar_read_b3(buf, 108)
+    with pytest.raises(BadArgument, match=r"lane=32"):
+        coop_indices(32)
+    with pytest.raises(BadArgument, match=r"n=48"):
+        tile_offset(0, 0, 48, "b3")
+    with pytest.raises(BadArgument, match=r"layout='b2'"):
+        tile_offset(0, 0, 64, "b2")
