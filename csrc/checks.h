@@ -1,0 +1,105 @@
+// Argument checks shared by the launchers: every failure names the op, the argument and the bad
+// value, and raises ValueError in Python before anything reaches the GPU.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+
+namespace wb {
+
+#define WB_CHECK(cond, op, ...) TORCH_CHECK_VALUE(cond, op, ": ", __VA_ARGS__)
+
+inline void check_dtype(const char* op, const char* name, const at::Tensor& t, at::ScalarType want) {
+  WB_CHECK(t.scalar_type() == want, op, "argument '", name, "' must be ", want, ", got ",
+           t.scalar_type());
+}
+
+inline void check_dim(const char* op, const char* name, const at::Tensor& t, int64_t want) {
+  WB_CHECK(t.dim() == want, op, "argument '", name, "' must have ", want, " dimensions, got ",
+           t.dim(), " (shape ", t.sizes(), ")");
+}
+
+inline void check_size(const char* op, const char* name, const at::Tensor& t, int64_t d, int64_t want,
+                       const char* what) {
+  WB_CHECK(t.size(d) == want, op, "argument '", name, "' has size ", t.size(d), " in dimension ", d,
+           ", expected ", want, " (", what, "); shape ", t.sizes());
+}
+
+inline void check_contiguous(const char* op, const char* name, const at::Tensor& t) {
+  WB_CHECK(t.is_contiguous(), op, "argument '", name, "' must be contiguous, got strides ",
+           t.strides());
+}
+
+inline void check_aligned(const char* op, const char* name, const at::Tensor& t, int64_t bytes) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+  WB_CHECK(addr % bytes == 0, op, "argument '", name, "' must start ", bytes,
+           "-byte aligned, got address offset ", addr % bytes, " (mod ", bytes, ")");
+}
+
+inline void check_cuda(const char* op, const char* name, const at::Tensor& t, const at::Tensor& ref) {
+  WB_CHECK(t.is_cuda(), op, "argument '", name, "' must be a CUDA tensor, got device ", t.device());
+  WB_CHECK(t.device() == ref.device(), op, "argument '", name, "' is on ", t.device(),
+           " but the weights are on ", ref.device());
+}
+
+inline void check_numel_at_least(const char* op, const char* name, const at::Tensor& t, int64_t want,
+                                 const char* what) {
+  WB_CHECK(t.numel() >= want, op, "argument '", name, "' has ", t.numel(), " elements, needs at least ",
+           want, " (", what, ")");
+}
+
+// weights [E][K/32][N][4] int32 and meta [E][K/32][N*R] uint8 must describe the same bank.
+inline void check_bank(const char* op, const at::Tensor& weights, const at::Tensor& meta,
+                       int64_t record_bytes, const char* layout) {
+  check_dtype(op, "weights", weights, at::kInt);
+  check_dim(op, "weights", weights, 4);
+  check_size(op, "weights", weights, 3, 4, "4 int32 words = 32 int4 values per group and column");
+  WB_CHECK(weights.size(0) >= 1, op, "argument 'weights' holds ", weights.size(0), " experts, needs >= 1");
+  WB_CHECK(weights.size(2) % 32 == 0, op, "argument 'weights' has N = ", weights.size(2),
+           " columns, must be a multiple of 32 (one record tile per warp)");
+  check_contiguous(op, "weights", weights);
+  check_aligned(op, "weights", weights, 16);
+  check_dtype(op, "meta", meta, at::kByte);
+  check_dim(op, "meta", meta, 3);
+  check_size(op, "meta", meta, 0, weights.size(0), "experts, as in 'weights'");
+  check_size(op, "meta", meta, 1, weights.size(1), "K/32 groups, as in 'weights'");
+  WB_CHECK(meta.size(2) == weights.size(2) * record_bytes, op, "argument 'meta' has ", meta.size(2),
+           " bytes per group row, but this build reads ", record_bytes, "-byte records (", layout,
+           "): expected N*", record_bytes, " = ", weights.size(2) * record_bytes);
+  check_contiguous(op, "meta", meta);
+  check_aligned(op, "meta", meta, 4);
+}
+
+inline void check_ids(const char* op, const at::Tensor& ids, int64_t experts, int64_t max_top_k) {
+  check_dtype(op, "ids", ids, at::kInt);
+  check_dim(op, "ids", ids, 1);
+  check_contiguous(op, "ids", ids);
+  WB_CHECK(ids.numel() >= 1 && ids.numel() <= experts, op, "argument 'ids' routes top_k = ",
+           ids.numel(), " experts, must be in [1, ", experts, "] (experts in the bank)");
+  WB_CHECK(ids.numel() <= max_top_k, op, "argument 'ids' routes top_k = ", ids.numel(),
+           " experts, this build supports at most ", max_top_k);
+}
+
+inline void check_launch(const char* op, int64_t splits, int64_t max_splits, int64_t spin_cycles,
+                         bool calibration_build) {
+  WB_CHECK(splits >= 1 && splits <= max_splits, op, "argument 'splits' = ", splits,
+           " must be in [1, ", max_splits, "]");
+  WB_CHECK(spin_cycles >= 0, op, "argument 'spin_cycles' = ", spin_cycles, " must be >= 0");
+  WB_CHECK(spin_cycles == 0 || calibration_build, op, "argument 'spin_cycles' = ", spin_cycles,
+           " needs a calibration build (this build has no spin)");
+}
+
+#ifdef WB_CALIBRATION
+constexpr bool kCalibrationBuild = true;
+#else
+constexpr bool kCalibrationBuild = false;
+#endif
+#ifdef WB_LAYOUT_B3
+constexpr const char* kLayoutName = "b3";
+#else
+constexpr const char* kLayoutName = "b4";
+#endif
+constexpr int64_t kMaxTopK = 64;  // grid.y / unit counts stay small; real MoE routers use <= 16
+
+}  // namespace wb

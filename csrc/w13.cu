@@ -1,0 +1,60 @@
+// W13 launcher: every argument check, then one launch on the current stream (graph-capturable).
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "checks.h"
+#include "kernels/w13.cuh"
+
+void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& meta,
+                 const at::Tensor& ids, const at::Tensor& out, const at::Tensor& ws,
+                 const at::Tensor& counters, int64_t splits, int64_t spin_cycles) {
+  constexpr const char* op = "w13";
+  wb::check_bank(op, weights, meta, wb::kRecordBytes, wb::kLayoutName);
+  const int64_t experts = weights.size(0), G = weights.size(1), N = weights.size(2), K = G * 32;
+  WB_CHECK(N % 64 == 0, op, "argument 'weights' has N = ", N,
+           " columns; W13 needs N/2 (gate = up columns) to be a multiple of 32");
+  wb::check_dtype(op, "x", x, at::kHalf);
+  WB_CHECK(x.numel() == K && (x.dim() == 1 || (x.dim() == 2 && x.size(0) == 1)), op,
+           "argument 'x' must have shape [1, K] or [K] with K = ", K, ", got ", x.sizes());
+  wb::check_contiguous(op, "x", x);
+  wb::check_ids(op, ids, experts, wb::kMaxTopK);
+  const int64_t top_k = ids.numel(), T = N / 64;
+  wb::check_dtype(op, "out", out, at::kHalf);
+  wb::check_dim(op, "out", out, 2);
+  wb::check_size(op, "out", out, 0, top_k, "top_k rows, one per routed expert");
+  wb::check_size(op, "out", out, 1, N / 2, "N/2 SwiGLU outputs");
+  wb::check_contiguous(op, "out", out);
+  wb::check_launch(op, splits, G, spin_cycles, wb::kCalibrationBuild);
+  wb::check_dtype(op, "ws", ws, at::kFloat);
+  wb::check_contiguous(op, "ws", ws);
+  wb::check_numel_at_least(op, "ws", ws, top_k * T * splits * 64, "top_k * N/64 * splits * 64");
+  wb::check_dtype(op, "counters", counters, at::kInt);
+  wb::check_contiguous(op, "counters", counters);
+  wb::check_numel_at_least(op, "counters", counters, top_k * T, "top_k * N/64");
+  for (auto [name, t] : {std::pair{"x", &x}, {"meta", &meta}, {"ids", &ids}, {"out", &out},
+                         {"ws", &ws}, {"counters", &counters}, {"weights", &weights}})
+    wb::check_cuda(op, name, *t, weights);
+
+  const c10::cuda::CUDAGuard guard(weights.device());
+  wb::W13Params p{};
+  p.x = reinterpret_cast<const __half*>(x.data_ptr());
+  p.weights = reinterpret_cast<const uint4*>(weights.data_ptr());
+  p.meta = meta.data_ptr<uint8_t>();
+  p.ids = ids.data_ptr<int>();
+  p.inter = reinterpret_cast<__half*>(out.data_ptr());
+  p.ws = ws.data_ptr<float>();
+  p.counters = reinterpret_cast<unsigned*>(counters.data_ptr<int>());
+  p.K = static_cast<int>(K);
+  p.N = static_cast<int>(N);
+  p.experts = static_cast<int>(experts);
+  p.splits = static_cast<int>(splits);
+  p.spin_cycles = spin_cycles;
+  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(top_k), static_cast<unsigned>(splits));
+  const size_t smem = static_cast<size_t>((G + splits - 1) / splits) * 32 * sizeof(float);
+  WB_CHECK(smem <= 48 * 1024, op, "argument 'splits' = ", splits, " leaves ", smem,
+           " bytes of activations per CTA (max 49152): use more splits");
+  auto stream = c10::cuda::getCurrentCUDAStream();
+  wb::w13_kernel<<<grid, wb::kWarps * 32, smem, stream>>>(p);
+  const cudaError_t err = cudaGetLastError();
+  TORCH_CHECK(err == cudaSuccess, "w13: launch failed: ", cudaGetErrorString(err));
+}
