@@ -1,17 +1,275 @@
-"""`workbench sessions` (not implemented yet)."""
+"""`workbench sessions list | show SESSION | compare A B`: browse and compare saved sessions.
+
+SESSION is a path to a session folder (or its session.json), a folder name under --root, a
+unique part of one (e.g. the slug or the timestamp), or "latest".
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
 
-from workbench.commands._stub import not_implemented
+from workbench.errors import BadArgument
 
-HELP = "sessions (not implemented yet)"
+HELP = "list, show or compare saved sessions"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    pass
+    sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--root", default="sessions", help="folder holding the sessions (default: ./sessions)"
+    )
+    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    sub.add_parser(
+        "list", parents=[common], help="sessions under --root, oldest first, with status"
+    )
+    stats = argparse.ArgumentParser(add_help=False)
+    stats.add_argument(
+        "--m", type=float, default=None, help="minimum effect (default: the session's, else 0.01)"
+    )
+    show = sub.add_parser(
+        "show", parents=[common, stats], help="config, GPU and verdicts recomputed from the journal"
+    )
+    show.add_argument("session", metavar="SESSION")
+    cmp = sub.add_parser(
+        "compare", parents=[common, stats], help="shift of each comparison's ratio from A to B"
+    )
+    cmp.add_argument("a", metavar="A")
+    cmp.add_argument("b", metavar="B")
+
+
+def resolve(arg: str, root: str | Path) -> Path:
+    """Find a session folder from a path, a name under ``root``, a unique part of one, or "latest"."""
+    from workbench.session import list_sessions
+
+    p = Path(arg)
+    if p.exists():
+        return p
+    root = Path(root)
+    if (root / arg).exists():
+        return root / arg
+    infos = list_sessions(root)
+    if arg == "latest":
+        if not infos:
+            raise BadArgument(f"SESSION 'latest': no sessions under {str(root)!r}")
+        return infos[-1].path
+    hits = [i.path for i in infos if arg in i.path.name]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise BadArgument(
+            f"SESSION {arg!r} not found (not a path, nor a session under {str(root)!r})"
+        )
+    raise BadArgument(f"SESSION {arg!r} is ambiguous: {', '.join(h.name for h in hits[:6])}")
+
+
+def _dump(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+
+
+def _f(x: float | None, fmt: str = ".4f") -> str:
+    return "-" if x is None or not math.isfinite(x) else format(x, fmt)
+
+
+def _ci(lo: float, hi: float) -> str:
+    return f"[{_f(lo)}, {_f(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "[-inf, inf]"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def _list(args: argparse.Namespace) -> int:
+    from workbench.session import list_sessions
+
+    infos = list_sessions(args.root)
+    if args.json:
+        _dump(
+            {
+                "root": str(args.root),
+                "sessions": [i.to_dict() for i in infos],
+                "skipped": [{"path": str(p), "error": e} for p, e in infos.skipped],
+            }
+        )
+        return 0
+    if not infos:
+        print(f"no sessions under {args.root}")
+    else:
+        rows = [["session", "status", "GPU", "comparisons", "samples"]]
+        rows += [
+            [i.path.name, i.status, i.gpu or "-", str(i.comparisons), str(i.samples)] for i in infos
+        ]
+        print(_table(rows))
+    for p, e in infos.skipped:
+        print(f"skipped {p.name}: {e}", file=sys.stderr)
+    return 0
+
+
+def _gpu_line(env: dict[str, Any]) -> str:
+    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
+    bits = [f"{k} {gpu[k]}" for k in ("driver", "cuda", "torch", "sm") if gpu.get(k)]
+    return f"{gpu.get('name', 'unknown')}" + (f" ({', '.join(bits)})" if bits else "")
+
+
+def _show(args: argparse.Namespace) -> int:
+    from workbench.compare import analyse, recommendations, session_m
+    from workbench.session import load_session
+
+    s = load_session(resolve(args.session, args.root))
+    results = analyse(s, args.m)
+    recs = recommendations(results)
+    if args.json:
+        _dump(
+            {
+                "path": str(s.path),
+                "status": s.status,
+                "warnings": s.warnings,
+                "meta": s.meta,
+                "m": session_m(s, args.m),
+                "comparisons": [r.to_dict() for r in results],
+                "recommendations": [r.to_dict() for r in recs],
+            }
+        )
+        return 0
+    git = s.provenance.get("git") or {}
+    print(f"session   {s.path.name}  ({s.status})")
+    print(f"path      {s.path}")
+    print(f"created   {s.created}   finished {s.finished or '-'}")
+    print(f"GPU       {_gpu_line(s.environment)}")
+    commit = str(git.get("commit") or "unknown")[:10] + (" (dirty)" if git.get("dirty") else "")
+    print(f"commit    {commit}   workbench {s.provenance.get('version', '?')}")
+    cfg = " ".join(f"{k}={json.dumps(v)}" for k, v in s.config.items())
+    print(f"config    {cfg or '-'}")
+    print(f"samples   {len(s.samples)} in {len(results)} comparisons; {len(s.nvml)} NVML readings")
+    if s.meta.get("error"):
+        print(f"error     {s.meta['error']}")
+    for w in s.warnings:
+        print(f"warning   {w}")
+    if results:
+        print()
+        rows = [
+            [
+                "comparison",
+                "role",
+                "A -> B",
+                "pairs",
+                "A ms",
+                "B ms",
+                "us/call A/B",
+                "ratio",
+                "95% CI",
+                "p",
+                "k/n",
+                "flagged",
+                "gate",
+                "verdict",
+            ]
+        ]
+        for r in results:
+            v = r.verdict
+            rows.append(
+                [
+                    r.id,
+                    r.cmp["role"],
+                    f"{r.cmp['a']} -> {r.cmp['b']}",
+                    f"{v.n}" + (f" (-{v.dropped})" if v.dropped else ""),
+                    _f(r.a_ms),
+                    _f(r.b_ms),
+                    f"{_f(r.us_per_call(r.a_ms), '.2f')}/{_f(r.us_per_call(r.b_ms), '.2f')}",
+                    _f(v.median),
+                    _ci(v.ci_low, v.ci_high),
+                    _f(v.wilcoxon_p, ".2g"),
+                    f"{v.k_faster}/{v.n}",
+                    str(r.flagged),
+                    {True: "ok", False: "FAIL", None: "-"}[r.gate],
+                    v.verdict,
+                ]
+            )
+        print(_table(rows))
+        print(
+            f"(m = {session_m(s, args.m) * 100:g} %; ratio = B/A, below 1 favours B; "
+            "verdicts recomputed from the journal)"
+        )
+        for r in results:
+            if r.verdict.verdict == "AMBIGUOUS":
+                print(f"  {r.id}: {r.verdict.reason}")
+    for rec in recs:
+        print(f"\nrecommendation {rec.kernel}: {rec.decision} ({rec.arm})")
+        for line in rec.evidence:
+            print(f"  {line}")
+    if recs:
+        print(f"\nrule: {recs[0].rule}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from workbench.compare import compare_sessions
+    from workbench.session import load_session
+
+    a = load_session(resolve(args.a, args.root))
+    b = load_session(resolve(args.b, args.root))
+    d = compare_sessions(a, b, args.m)
+    if args.json:
+        _dump(d.to_dict())
+    else:
+        print(f"A  {a.path.name}  ({a.status}, {a.gpu_name or 'GPU unknown'})")
+        print(f"B  {b.path.name}  ({b.status}, {b.gpu_name or 'GPU unknown'})")
+        for w in d.warnings:
+            print(f"!! WARNING: {w}")
+        for n in d.notes:
+            print(f"note: {n}")
+        if d.shifts:
+            rows = [
+                [
+                    "comparison",
+                    "A: ms A/B",
+                    "B: ms A/B",
+                    "A: ratio [95% CI]",
+                    "B: ratio [95% CI]",
+                    "verdicts A/B",
+                    "shift B-A",
+                    f"{d.shifts[0].conf * 100:g}% interval",
+                    "changed",
+                ]
+            ]
+            for s in d.shifts:
+                va, vb = s.a.verdict, s.b.verdict
+                rows.append(
+                    [
+                        s.id,
+                        f"{_f(s.a.a_ms)}/{_f(s.a.b_ms)}",
+                        f"{_f(s.b.a_ms)}/{_f(s.b.b_ms)}",
+                        f"{_f(va.median)} {_ci(va.ci_low, va.ci_high)}",
+                        f"{_f(vb.median)} {_ci(vb.ci_low, vb.ci_high)}",
+                        f"{va.verdict}/{vb.verdict}",
+                        f"{s.shift:+.4f}",
+                        _ci(s.low, s.high),
+                        "yes" if s.changed else "no",
+                    ]
+                )
+            print(_table(rows))
+            print(f"method: {d.method}")
+        else:
+            print("no comparison id is present in both sessions")
+        for name, ids in (("A", d.only_a), ("B", d.only_b)):
+            if ids:
+                print(f"only in {name}: {', '.join(ids)}")
+    if d.warnings:
+        print(
+            f"workbench sessions compare: {len(d.warnings)} WARNING(S): the sessions are not like for like",
+            file=sys.stderr,
+        )
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("sessions", 5)
+    return {"list": _list, "show": _show, "compare": _compare}[args.action](args)
