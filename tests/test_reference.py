@@ -136,3 +136,20 @@ def test_errors_name_argument_and_value():
         w2_reference(inter, w2[:, :20], rw)
     with pytest.raises(BadArgument, match=r"got shape \(3,\) != want shape \(4,\)"):
         rel_l2(np.ones(3), np.ones(4))
+
+
+def test_pipeline_from_synthetic_weights():
+    # synthetic -> layouts.dequantize -> reference: realistic data gives finite, non-zero outputs
+    from workbench.layouts import dequantize
+    from workbench.synthetic import activations, expert_weights, routing
+
+    r = routing(1, experts=6, top_k=3)
+    deq = {}
+    for name, (k, n) in {"w13": (128, 64), "w2": (32, 96)}.items():
+        w = expert_weights(2 if name == "w13" else 3, k, n, experts=6)
+        full = dequantize(*(torch.from_numpy(a) for a in (w.q, w.scales, w.zeros))).numpy()
+        deq[name] = full[r.ids]
+    first, second = step_reference(activations(4, 128), deq["w13"], deq["w2"], r.rw)
+    assert np.isfinite(first.inter_fp16).all() and np.count_nonzero(first.inter_fp16) > 90
+    assert np.isfinite(second.y_fp16).all() and np.count_nonzero(second.y_fp16) > 90
+    assert rel_l2(second.y_fp16, second.y) < 2e-3
