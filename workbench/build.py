@@ -63,7 +63,9 @@ def kernel_sources(kernel: str) -> list[Path]:
 
 
 def all_source_files() -> list[Path]:
-    return sorted([*CSRC.glob("*.cu"), *CSRC.glob("*.cpp"), *CSRC.glob("*.h"), *CSRC.glob("kernels/*.cuh")])
+    return sorted(
+        [*CSRC.glob("*.cu"), *CSRC.glob("*.cpp"), *CSRC.glob("*.h"), *CSRC.glob("kernels/*.cuh")]
+    )
 
 
 def source_hashes() -> dict[str, str]:
@@ -88,7 +90,11 @@ def cuda_home() -> str | None:
             cands.append(m.group(1).decode())
     cands += ["/usr/local/cuda", "/opt/cuda"]
     for c in cands:
-        if c and (Path(c) / "bin" / "nvcc").exists() and (Path(c) / "include" / "cuda_runtime.h").exists():
+        if (
+            c
+            and (Path(c) / "bin" / "nvcc").exists()
+            and (Path(c) / "include" / "cuda_runtime.h").exists()
+        ):
             return str(Path(c).resolve())
     return None
 
@@ -119,14 +125,18 @@ def build_name(v: Variant, arch: str) -> str:
     h = hashlib.sha256()
     for p in all_source_files():  # headers included: any change to any kernel source rebuilds
         h.update(p.name.encode() + b"\0" + p.read_bytes())
-    h.update(json.dumps([cuda_flags, cxx_flags, arch, torch.__version__, torch.version.cuda]).encode())
+    h.update(
+        json.dumps([cuda_flags, cxx_flags, arch, torch.__version__, torch.version.cuda]).encode()
+    )
     calib = "_calib" if v.calib else ""
     return f"wb_{v.kernel}_{v.layout}_{v.reader}{calib}_{h.hexdigest()[:16]}"
 
 
 _PTXAS_FN = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+a?)'")
 _PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
-_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_FRAME = re.compile(
+    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
+)
 
 
 def parse_ptxas(log: str) -> dict[str, dict]:
@@ -137,7 +147,9 @@ def parse_ptxas(log: str) -> dict[str, dict]:
         if m := _PTXAS_FN.search(line):
             current = out.setdefault(m.group(1), {"arch": m.group(2)})
         elif current is not None and (m := _PTXAS_FRAME.search(line)):
-            current.update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+            current.update(
+                stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3))
+            )
         elif current is not None and (m := _PTXAS_USED.search(line)):
             current.update(registers=int(m.group(1)), smem=int(m.group(2) or 0))
     return out
@@ -175,9 +187,17 @@ def _cached(v: Variant, arch: str) -> BuildResult | None:
     if meta.get("status") != "ok" or not lib.exists():
         return None
     return BuildResult(
-        variant=v, name=name, build_dir=str(bdir), lib_path=str(lib), lib_sha256=meta["lib_sha256"],
-        seconds=meta["seconds"], cache_hit=True, load_seconds=0.0, arch=arch,
-        ptxas=meta.get("ptxas", {}), log=meta.get("log", ""),
+        variant=v,
+        name=name,
+        build_dir=str(bdir),
+        lib_path=str(lib),
+        lib_sha256=meta["lib_sha256"],
+        seconds=meta["seconds"],
+        cache_hit=True,
+        load_seconds=0.0,
+        arch=arch,
+        ptxas=meta.get("ptxas", {}),
+        log=meta.get("log", ""),
     )
 
 
@@ -200,13 +220,17 @@ def build_variant(v: Variant, *, load: bool = True, max_jobs: int | None = None)
     return res
 
 
-def build_many(variants: list[Variant], max_jobs: int | None = None, load: bool = True) -> list[BuildResult]:
+def build_many(
+    variants: list[Variant], max_jobs: int | None = None, load: bool = True
+) -> list[BuildResult]:
     """Builds in parallel (one child process per variant, ninja's MAX_JOBS shared out)."""
     jobs = max_jobs or int(os.environ.get("MAX_JOBS", os.cpu_count() or 1))
     workers = max(1, min(len(variants), jobs))
     per_child = max(1, jobs // workers)
     with ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(lambda v: build_variant(v, load=False, max_jobs=per_child), variants))
+        results = list(
+            pool.map(lambda v: build_variant(v, load=False, max_jobs=per_child), variants)
+        )
     if load:
         results = [build_variant(r.variant) if r.module is None else r for r in results]
     return results
@@ -225,7 +249,9 @@ def _build_in_child(v: Variant, arch: str, max_jobs: int | None) -> None:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         log = proc.stdout + proc.stderr
-        raise BuildError(f"build of {v.name} failed (sm_{arch.replace('.', '')}):\n{error_excerpt(log)}", log)
+        raise BuildError(
+            f"build of {v.name} failed (sm_{arch.replace('.', '')}):\n{error_excerpt(log)}", log
+        )
 
 
 def error_excerpt(log: str, limit: int = 25) -> str:
@@ -264,9 +290,13 @@ def _child_main(argv: list[str]) -> int:
         os.dup2(fh.fileno(), 1)
         try:
             load(
-                name=name, sources=[str(p) for p in kernel_sources(v.kernel)],
-                extra_cflags=cxx_flags, extra_cuda_cflags=cuda_flags, extra_include_paths=[str(CSRC)],
-                build_directory=str(bdir), verbose=True,
+                name=name,
+                sources=[str(p) for p in kernel_sources(v.kernel)],
+                extra_cflags=cxx_flags,
+                extra_cuda_cflags=cuda_flags,
+                extra_include_paths=[str(CSRC)],
+                build_directory=str(bdir),
+                verbose=True,
             )
         except Exception:
             sys.stdout.flush()
@@ -280,9 +310,14 @@ def _child_main(argv: list[str]) -> int:
     lib = bdir / f"{name}.so"
     report = parse_ptxas(log)
     meta = {
-        "status": "ok", "variant": v.name, "arch": a.arch, "seconds": round(seconds, 2),
-        "lib_sha256": _sha256(lib.read_bytes()), "ptxas": kernel_ptxas(v, report),
-        "ptxas_all": report, "log": log[-20000:],
+        "status": "ok",
+        "variant": v.name,
+        "arch": a.arch,
+        "seconds": round(seconds, 2),
+        "lib_sha256": _sha256(lib.read_bytes()),
+        "ptxas": kernel_ptxas(v, report),
+        "ptxas_all": report,
+        "log": log[-20000:],
     }
     (bdir / BUILD_META).write_text(json.dumps(meta, indent=1))
     return 0

@@ -1,0 +1,57 @@
+"""ops' device-side bank generation is the torch twin of layouts (the §3 contract): held bit-exact
+to layouts.pack_int4 / encode_metadata here, on the CPU device."""
+
+import pytest
+import torch
+
+from workbench import layouts
+from workbench.errors import BadArgument
+from workbench.ops import default_splits, make_bank, make_inputs
+from workbench.shapes import Shape
+
+SMALL = Shape(hidden=128, inter=256, experts=6, top_k=3, layers=2, tp=4)
+
+
+@pytest.mark.parametrize("kernel", ["w13", "w2"])
+def test_bank_matches_layouts(kernel):
+    b3 = make_bank(SMALL, kernel, "b3", seed=11, device="cpu")
+    b4 = make_bank(SMALL, kernel, "b4", seed=11, device="cpu")
+    experts = list(range(SMALL.experts))
+    q, scales, _ = b3.expert_arrays(experts)
+    zeros = b3.meta.reshape(*b3.meta.shape[:2], -1, 3)[..., 2].contiguous()
+    assert int(q.max()) == 15 and int(q.min()) == 0 and q.float().std() > 3  # real, not zeros
+    assert torch.equal(layouts.pack_int4(q), b3.weights)
+    assert torch.equal(b3.weights, b4.weights)
+    assert torch.equal(layouts.encode_metadata(scales, zeros, "b3"), b3.meta)
+    assert torch.equal(layouts.encode_metadata(scales, zeros, "b4"), b4.meta)
+    # both layouts decode to the same weights
+    assert (b3.dequantized(experts[:2]).view("u2") == b4.dequantized(experts[:2]).view("u2")).all()
+    s = scales.float()
+    assert s.min() >= 1e-3 * 0.999 and s.max() <= 1e-2 * 1.001
+
+
+def test_bank_seed_changes_content():
+    a = make_bank(SMALL, "w2", "b3", seed=1, device="cpu")
+    b = make_bank(SMALL, "w2", "b3", seed=2, device="cpu")
+    assert not torch.equal(a.weights, b.weights)
+
+
+def test_bank_rejects_unknown_layout():
+    with pytest.raises(BadArgument, match="layout='b5'"):
+        make_bank(SMALL, "w13", "b5", seed=1, device="cpu")
+
+
+def test_inputs_are_fresh_and_poisoned():
+    a = make_inputs(SMALL, "w2", seed=3, device="cpu")
+    b = make_inputs(SMALL, "w2", seed=4, device="cpu")
+    assert a["inter"].shape == (SMALL.top_k, SMALL.w2_k) and a["out"].isnan().all()
+    assert not torch.equal(a["inter"], b["inter"]) and a["inter"].abs().sum() > 0
+    assert len(set(a["ids"].tolist())) == SMALL.top_k
+    assert abs(float(a["rw"].sum()) - 1) < 1e-6
+
+
+def test_default_splits_fill_the_gpu():
+    # default shape on an H200: W13 has 5 tiles x 10 experts, W2 80 tiles
+    assert default_splits("w13", 2560, 320, 10, 132) == 8
+    assert default_splits("w2", 160, 2560, 10, 132) == 5
+    assert default_splits("w2", 64, 64, 1, 132) == 1  # never more splits than work
