@@ -1,17 +1,83 @@
-"""`workbench check` (not implemented yet)."""
+"""`workbench check`: numerics gate of every variant and the invalid-argument rejections."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from dataclasses import replace
 
-from workbench.commands._stub import not_implemented
+from workbench.errors import EXIT_NUMERICS_DIFFER, NoGPUError
+from workbench.shapes import PRESETS, add_shape_arguments, shape_from_args, valid_tps
 
-HELP = "check (not implemented yet)"
+HELP = "check that every variant is bit-identical, fully written, graph-safe and near the float64 reference"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    pass
+    add_shape_arguments(p)
+    p.add_argument("--kernel", default="w13,w2", help="comma-separated: w13, w2 (default both)")
+    p.add_argument(
+        "--all-presets", action="store_true", help="every preset at every valid tp in 1,2,4,8"
+    )
+    p.add_argument(
+        "--banks", type=int, default=2, help="fresh banks (hot + rotating) per shape (default 2)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-args", action="store_true", help="skip the invalid-argument rejections")
+    p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("check", 3)
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoGPUError(
+            "no CUDA device: `workbench check` runs the kernels (the compile tests run without one)"
+        )
+    from workbench.check import check_args, check_kernel
+    from workbench.variants import all_variants
+
+    kernels = [k.strip() for k in args.kernel.split(",") if k.strip()]
+    shapes = (
+        [replace(s, tp=tp) for s in PRESETS.values() for tp in valid_tps(s)]
+        if args.all_presets
+        else [shape_from_args(args)]
+    )
+    rows = []
+    for shape in shapes:
+        for kernel in kernels:
+            for r in check_kernel(shape, kernel, seed=args.seed, banks=args.banks):
+                rows.append({**r.to_dict(), "tp": shape.tp})
+                if not args.json:
+                    print(
+                        f"{shape.name:>22} tp{shape.tp} {kernel:>3} bank {r.bank} {r.arm:>9}: "
+                        f"{'ok  ' if r.ok else 'FAIL'} relL2 {r.rel_l2:.2e} written={r.fully_written} "
+                        f"graph={r.graph_equal} identical={r.identical_to_first} worst {r.worst}",
+                        file=sys.stderr,
+                    )
+    arg_rows = []
+    if not args.no_args:
+        from workbench.build import build_variant
+
+        for v in all_variants(calib=True):
+            mod = build_variant(v).module
+            for name, ok, msg in check_args(v.kernel, v.layout, v.reader, mod):
+                arg_rows.append({"variant": v.name, "case": name, "rejected": ok, "message": msg})
+        bad = [a for a in arg_rows if not a["rejected"]]
+        print(
+            f"invalid-argument cases: {len(arg_rows) - len(bad)}/{len(arg_rows)} rejected with the "
+            f"expected message",
+            file=sys.stderr,
+        )
+        for a in bad:
+            print(
+                f"  NOT REJECTED AS EXPECTED: {a['variant']} {a['case']}: {a['message']}",
+                file=sys.stderr,
+            )
+    failed = [r for r in rows if not r["ok"]]
+    if args.json:
+        print(json.dumps({"numerics": rows, "arguments": arg_rows, "ok": not failed}, indent=1))
+    print(f"numerics: {len(rows) - len(failed)}/{len(rows)} rows ok", file=sys.stderr)
+    if failed:
+        return EXIT_NUMERICS_DIFFER
+    return 1 if any(not a["rejected"] for a in arg_rows) else 0

@@ -1,0 +1,156 @@
+"""Kernel speed on the current GPU (issue 3 item 5): µs per call of every variant, hot and rotating,
+in graphs of `calls` calls, next to the tinygemm peer and the bandwidth floor.
+
+    python3 benchmarks/bench_kernels.py [--calls 48] [--replays 200] [--out FILE.json]
+
+Hot: every call uses the same top_k experts of one bank. Rotating: call l uses bank l and its own
+experts; several graphs over disjoint banks alternate so that the working set is >= 5x the L2.
+This is a plain benchmark (median of CUDA-event-timed replays), not the ABBA protocol of `workbench ab`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+
+from workbench.ops import KernelOp, TinyGemmPeer, make_bank, make_inputs
+from workbench.shapes import PRESETS
+from workbench.variants import ARMS, RECORD_BYTES, parse_arm
+
+
+def call_bytes(shape, kernel: str, layout: str) -> int:
+    K, N = shape.dims(kernel)
+    return shape.top_k * (K * N // 2 + (K // 32) * N * RECORD_BYTES[layout])
+
+
+def time_graphs(graphs: list, replays: int) -> float:
+    """Median ms per replay, alternating graphs replay by replay."""
+    for g in graphs:  # warm-up
+        for _ in range(3):
+            g.replay()
+    torch.cuda.synchronize()
+    ev = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(replays)
+    ]
+    for i, (a, b) in enumerate(ev):
+        a.record()
+        graphs[i % len(graphs)].replay()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in ev)
+
+
+def capture(fns: list, calls: list[tuple]) -> torch.cuda.CUDAGraph:
+    """One graph of len(calls) calls; call i runs fns[i] (a KernelOp or a tinygemm peer)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for fn, c in zip(fns, calls, strict=True):  # eager warm-up on the side stream
+            fn(*c[:4], rw=c[4])
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for fn, c in zip(fns, calls, strict=True):
+            fn(*c[:4], rw=c[4])
+    return g
+
+
+def bench_arm(kernel, arm, shape, banks, inputs, n_sets, n_calls, replays) -> dict | None:
+    """Median µs per call of one arm on the hot set and on the rotating sets."""
+    if arm == "tinygemm":
+        if not TinyGemmPeer.supported():
+            return None
+        peers: dict[int, TinyGemmPeer] = {}
+
+        def fn_for(i: int):
+            if i not in peers:  # experts are fixed per peer, as in a per-expert loop
+                peers[i] = TinyGemmPeer(kernel, shape, banks[i], inputs[i]["ids"].tolist())
+            return peers[i]
+    else:
+        op = KernelOp(parse_arm(kernel, arm), shape)
+
+        def fn_for(i: int):
+            return op
+
+    row = {"kernel": kernel, "arm": arm, "sets": n_sets}
+    for set_name in ("hot", "rotating"):
+        graphs = []
+        for s in range(n_sets if set_name == "rotating" else 1):
+            idx = [s * n_calls + c if set_name == "rotating" else 0 for c in range(n_calls)]
+            calls = []
+            for i in idx:
+                act = inputs[i]["x"] if kernel == "w13" else inputs[i]["inter"]
+                calls.append((act, banks[i], inputs[i]["ids"], inputs[i]["out"], inputs[i]["rw"]))
+            graphs.append(capture([fn_for(i) for i in idx], calls))
+        ms = time_graphs(graphs, replays)
+        us = ms * 1000 / n_calls
+        layout = "b4" if arm.startswith("b4") else "b3"
+        gbs = call_bytes(shape, kernel, layout) / (us * 1e-6) / 1e9
+        row[set_name] = {
+            "ms_per_replay": round(ms, 5),
+            "us_per_call": round(us, 3),
+            "GB_s": round(gbs, 1),
+        }
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="qwen3.8-flash-next")
+    ap.add_argument("--calls", type=int, default=48)
+    ap.add_argument("--replays", type=int, default=200)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    shape = PRESETS[a.preset]
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 60 * 2**20)
+    results = {
+        "gpu": props.name,
+        "shape": shape.to_dict(),
+        "calls": a.calls,
+        "replays": a.replays,
+        "rows": [],
+    }
+    for kernel in ("w13", "w2"):
+        K, N = shape.dims(kernel)
+        per_graph = a.calls * call_bytes(shape, kernel, "b3")
+        n_sets = max(1, -(-5 * l2 // per_graph))  # graphs over disjoint banks: >= 5x L2 in rotation
+        inputs = [make_inputs(shape, kernel, seed=100 + i) for i in range(a.calls * n_sets)]
+        for layout in ("b4", "b3"):
+            banks = [make_bank(shape, kernel, layout, seed=i) for i in range(a.calls * n_sets)]
+            arms = [x for x in ARMS if x.startswith(layout)] + (
+                ["tinygemm"] if layout == "b3" else []
+            )
+            for arm in arms:
+                row = bench_arm(kernel, arm, shape, banks, inputs, n_sets, a.calls, a.replays)
+                if row is None:
+                    continue
+                results["rows"].append(row)
+                hot, rot = row["hot"], row["rotating"]
+                print(
+                    f"{kernel:>3} {arm:>9}  hot {hot['us_per_call']:7.3f} us/call  rotating "
+                    f"{rot['us_per_call']:7.3f} us/call ({rot['GB_s']:.0f} GB/s, {n_sets} graph sets)",
+                    flush=True,
+                )
+            banks.clear()
+            torch.cuda.empty_cache()
+        floor_us = 0.6 + call_bytes(shape, kernel, "b3") / 4.2e12 * 1e6
+        results.setdefault("floor_us_per_call", {})[kernel] = round(floor_us, 3)
+        print(
+            f"{kernel:>3} floor ~{floor_us:.2f} us/call (0.6 us graph node + b3 bytes at 4.2 TB/s)",
+            flush=True,
+        )
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

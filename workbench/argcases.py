@@ -1,0 +1,253 @@
+"""The invalid-argument cases every kernel build must reject before launch (issue 3, item 3).
+
+Each case mutates one argument of an otherwise valid call and names the text the error must
+contain (the argument's name and its bad value). Used by the compile tests (CPU tensors: every
+check but the device one runs before anything touches a GPU) and by `workbench check` on a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+# A small shape every check can be exercised on: E=4 experts, K=64 (2 groups), N=64, top_k=2.
+E, K, N, TOP_K = 4, 64, 64, 2
+
+
+@dataclass(frozen=True)
+class Case:
+    kernel: str
+    name: str
+    mutate: Callable[[dict], None]  # edits the argument dict in place
+    expect: str  # a substring the error message must contain
+
+
+def valid_args(kernel: str, layout: str, device: str | torch.device = "cpu") -> dict:
+    """A valid call (random data, never zeros) of `kernel` for a build reading `layout` records."""
+    rb = 4 if layout == "b4" else 3
+    g = torch.Generator().manual_seed(7)
+    n_out = N // 2 if kernel == "w13" else N
+    a = {
+        "weights": torch.randint(
+            -(2**31), 2**31 - 1, (E, K // 32, N, 4), generator=g, dtype=torch.int32
+        ),
+        "meta": torch.randint(0, 256, (E, K // 32, N * rb), generator=g, dtype=torch.uint8),
+        "ids": torch.tensor([2, 0], dtype=torch.int32),
+        "splits": 1,
+        "spin_cycles": 0,
+    }
+    if kernel == "w13":
+        a["x"] = torch.randn(1, K, generator=g).half()
+        a["out"] = torch.full((TOP_K, n_out), float("nan"), dtype=torch.half)
+        a["ws"] = torch.empty(TOP_K * (N // 64) * 64 * 4, dtype=torch.float32)
+        a["counters"] = torch.zeros(TOP_K * (N // 64), dtype=torch.int32)
+    else:
+        a["inter"] = torch.randn(TOP_K, K, generator=g).half()
+        a["rw"] = torch.softmax(torch.randn(TOP_K, generator=g), 0)
+        a["out"] = torch.full((1, n_out), float("nan"), dtype=torch.half)
+        a["ws"] = torch.empty((N // 32) * 32 * 4, dtype=torch.float32)
+        a["counters"] = torch.zeros(N // 32, dtype=torch.int32)
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in a.items()}
+
+
+def call(module, kernel: str, a: dict) -> None:
+    if kernel == "w13":
+        module.forward(
+            a["x"],
+            a["weights"],
+            a["meta"],
+            a["ids"],
+            a["out"],
+            a["ws"],
+            a["counters"],
+            a["splits"],
+            a["spin_cycles"],
+        )
+    else:
+        module.forward(
+            a["inter"],
+            a["weights"],
+            a["meta"],
+            a["ids"],
+            a["rw"],
+            a["out"],
+            a["ws"],
+            a["counters"],
+            a["splits"],
+            a["spin_cycles"],
+        )
+
+
+def _set(key: str, fn: Callable[[torch.Tensor], object]) -> Callable[[dict], None]:
+    def mutate(a: dict) -> None:
+        a[key] = fn(a[key])
+
+    return mutate
+
+
+def _noncontig(t: torch.Tensor) -> torch.Tensor:
+    """Same shape and dtype, but a strided view (every other element of a doubled last dim)."""
+    return torch.stack([t, t], dim=-1)[..., 0]
+
+
+def _misaligned(t: torch.Tensor, elems: int = 1) -> torch.Tensor:
+    """Same shape, contiguous, but starting `elems` elements past an aligned allocation."""
+    flat = torch.empty(t.numel() + elems, dtype=t.dtype, device=t.device)
+    return flat[elems:].view(t.shape).copy_(t)
+
+
+def _common(kernel: str, act: str, other_layout_width: int) -> list[tuple[str, Callable, str]]:
+    """Checks both ops share. `act` is the activation argument's name (x or inter)."""
+    return [
+        ("weights dtype", _set("weights", lambda t: t.float()), "'weights' must be Int"),
+        ("weights dims", _set("weights", lambda t: t[0]), "'weights' must have 4 dimensions"),
+        (
+            "weights words",
+            _set("weights", lambda t: t[..., :2].contiguous()),
+            "size 2 in dimension 3",
+        ),
+        ("weights N % 32", _set("weights", lambda t: t[:, :, :48].contiguous()), "N = 48"),
+        ("weights contiguous", _set("weights", _noncontig), "'weights' must be contiguous"),
+        (
+            "weights aligned",
+            _set("weights", lambda t: _misaligned(t, 1)),
+            "'weights' must start 16-byte aligned",
+        ),
+        ("weights no experts", _set("weights", lambda t: t[:0]), "holds 0 experts"),
+        ("meta dtype", _set("meta", lambda t: t.to(torch.int8)), "'meta' must be Byte"),
+        ("meta dims", _set("meta", lambda t: t[0]), "'meta' must have 3 dimensions"),
+        ("meta experts", _set("meta", lambda t: t[:3].contiguous()), "size 3 in dimension 0"),
+        ("meta groups", _set("meta", lambda t: t[:, :1].contiguous()), "size 1 in dimension 1"),
+        (
+            "meta layout width",
+            _set(
+                "meta",
+                lambda t: torch.randint(
+                    0,
+                    256,
+                    (*t.shape[:2], N * other_layout_width),
+                    dtype=torch.uint8,
+                    device=t.device,
+                ),
+            ),
+            "-byte records",
+        ),
+        ("meta contiguous", _set("meta", _noncontig), "'meta' must be contiguous"),
+        (
+            "meta aligned",
+            _set("meta", lambda t: _misaligned(t, 1)),
+            "'meta' must start 4-byte aligned",
+        ),
+        ("ids dtype", _set("ids", lambda t: t.long()), "'ids' must be Int"),
+        ("ids dims", _set("ids", lambda t: t.view(1, -1)), "'ids' must have 1 dimensions"),
+        ("ids contiguous", _set("ids", _noncontig), "'ids' must be contiguous"),
+        ("ids empty", _set("ids", lambda t: t[:0]), "top_k = 0"),
+        (
+            "ids too many",
+            _set("ids", lambda t: torch.arange(E + 1, dtype=torch.int32, device=t.device)),
+            f"top_k = {E + 1}",
+        ),
+        (f"{act} dtype", _set(act, lambda t: t.float()), f"'{act}' must be Half"),
+        (f"{act} contiguous", _set(act, _noncontig), f"'{act}' must be contiguous"),
+        ("out dtype", _set("out", lambda t: t.float()), "'out' must be Half"),
+        ("out contiguous", _set("out", _noncontig), "'out' must be contiguous"),
+        ("splits zero", _set("splits", lambda v: 0), "'splits' = 0"),
+        ("splits too many", _set("splits", lambda v: 10_000), "'splits' = 10000"),
+        ("spin negative", _set("spin_cycles", lambda v: -5), "'spin_cycles' = -5"),
+        ("ws dtype", _set("ws", lambda t: t.double()), "'ws' must be Float"),
+        ("ws too small", _set("ws", lambda t: t[:3]), "'ws' has 3 elements"),
+        ("ws contiguous", _set("ws", _noncontig), "'ws' must be contiguous"),
+        ("counters dtype", _set("counters", lambda t: t.long()), "'counters' must be Int"),
+        ("counters too small", _set("counters", lambda t: t[:0]), "'counters' has 0 elements"),
+        ("counters contiguous", _set("counters", _noncontig), "'counters' must be contiguous"),
+    ]
+
+
+def cases(kernel: str, layout: str, calibration_build: bool = False) -> list[Case]:
+    other = 3 if layout == "b4" else 4
+    if kernel == "w13":
+        specific = [
+            (
+                "x length",
+                _set("x", lambda t: t[:, :32].contiguous()),
+                "'x' must have shape [1, K] or [K] with K = 64",
+            ),
+            ("x rows", _set("x", lambda t: t.repeat(2, 1)), "'x' must have shape"),
+            (
+                "out rows",
+                _set("out", lambda t: t[:1].contiguous()),
+                "'out' has size 1 in dimension 0",
+            ),
+            (
+                "out cols",
+                _set("out", lambda t: t[:, :16].contiguous()),
+                "'out' has size 16 in dimension 1",
+            ),
+            ("out dims", _set("out", lambda t: t.reshape(-1)), "'out' must have 2 dimensions"),
+            (
+                "W13 N/2 % 32",
+                lambda a: a.update(
+                    weights=a["weights"][:, :, :32].contiguous(),
+                    meta=a["meta"][:, :, : 32 * (7 - other)].contiguous(),
+                ),
+                "N/2",
+            ),
+        ]
+        act = "x"
+    else:
+        specific = [
+            (
+                "inter rows",
+                _set("inter", lambda t: t[:1].contiguous()),
+                "'inter' has size 1 in dimension 0",
+            ),
+            (
+                "inter cols",
+                _set("inter", lambda t: t[:, :32].contiguous()),
+                "'inter' has size 32 in dimension 1",
+            ),
+            (
+                "inter dims",
+                _set("inter", lambda t: t.reshape(-1)),
+                "'inter' must have 2 dimensions",
+            ),
+            ("rw dtype", _set("rw", lambda t: t.half()), "'rw' must be Float"),
+            (
+                "rw length",
+                _set("rw", lambda t: t[:1].contiguous()),
+                "'rw' must have shape [top_k] = [2]",
+            ),
+            ("rw contiguous", _set("rw", _noncontig), "'rw' must be contiguous"),
+            (
+                "out length",
+                _set("out", lambda t: t[:, :32].contiguous()),
+                "'out' must have shape [1, N] or [N] with N = 64",
+            ),
+        ]
+        act = "inter"
+    out = [Case(kernel, n, m, e) for n, m, e in [*_common(kernel, act, other), *specific]]
+    if not calibration_build:
+        out.append(
+            Case(
+                kernel,
+                "spin without calibration build",
+                _set("spin_cycles", lambda v: 100),
+                "needs a calibration build",
+            )
+        )
+    # All-CPU arguments pass every other check; the first device check names the activation.
+    out.append(Case(kernel, f"{act} on cpu", lambda a: None, f"'{act}' must be a CUDA tensor"))
+    return out
+
+
+def device_cases(kernel: str, layout: str) -> list[Case]:
+    """Cases that need a GPU: everything valid on cuda but one argument left on the CPU."""
+    names = ["meta", "ids", "out", "ws", "counters", "x" if kernel == "w13" else "inter"]
+    if kernel == "w2":
+        names.append("rw")
+    return [
+        Case(kernel, f"{n} on cpu", _set(n, lambda t: t.cpu()), f"'{n}' must be a CUDA tensor")
+        for n in names
+    ]
