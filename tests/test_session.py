@@ -319,3 +319,53 @@ def test_list_sessions(tmp_path):
     assert list_sessions(tmp_path / "absent") == []
     with pytest.raises(BadArgument, match="--root"):
         list_sessions(tmp_path / "README.txt")
+
+
+# ------------------------------------------------------------------------------ provenance
+
+
+def test_provenance_hashes_and_git(tmp_path):
+    import hashlib
+
+    from workbench import __version__
+    from workbench.provenance import collect, git_info, sha256_file
+
+    rng = np.random.default_rng(9)
+    blob = rng.integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()  # spans several read chunks
+    src = tmp_path / "repo" / "csrc" / "k.cu"
+    src.parent.mkdir(parents=True)
+    src.write_bytes(blob)
+    assert sha256_file(src) == hashlib.sha256(blob).hexdigest()
+    with pytest.raises(BadArgument, match="nope.cu"):
+        sha256_file(tmp_path / "nope.cu")
+
+    repo = tmp_path / "repo"
+    assert git_info(repo) == {"commit": None, "dirty": None, "branch": None}  # not a repository
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "-C", str(repo), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(repo), "commit", "-qm", "x"], check=True)
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout
+    info = git_info(repo)
+    assert info["commit"] == head.strip() and info["dirty"] is False
+    (repo / "untracked.json").write_text("{}")
+    assert git_info(repo)["dirty"] is False  # new session folders do not make a checkout dirty
+    src.write_bytes(blob[::-1])
+    assert git_info(repo)["dirty"] is True
+
+    prov = collect([src], repo=repo)
+    assert prov["version"] == __version__ and prov["git"]["commit"] == head.strip()
+    assert prov["files"] == {"csrc/k.cu": hashlib.sha256(blob[::-1]).hexdigest()}
+    assert prov["python"].count(".") == 2 and prov["numpy"] == np.__version__
+    json.dumps(prov)  # goes straight into session.json
+
+
+def test_provenance_and_session_import_no_torch():
+    code = (
+        "import sys, workbench.provenance, workbench.session, workbench.compare\n"
+        "print([m for m in ('torch', 'textual', 'matplotlib') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

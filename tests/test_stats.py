@@ -211,6 +211,13 @@ def test_small_n_is_ambiguous_with_more_pairs():
     assert "only 3" in v.reason
 
 
+def test_no_pairs_at_all():
+    pr = pair_ratios([])
+    v = compare(pr)
+    assert v.n == 0 and v.verdict == "AMBIGUOUS" and "no complete pairs" in v.reason
+    assert v.more_pairs == min_pairs() and "nan" not in v.reason
+
+
 def test_m_threshold_separates_faster_from_same_and_ambiguous():
     rng = np.random.default_rng(22)
     # A real 0.5 % effect measured precisely is smaller than m = 1 %: SAME at m = 1 %, but

@@ -143,7 +143,7 @@ class SessionWriter:
         }
         self._journal_lock = threading.Lock()
         self._nvml_lock = threading.Lock()
-        self._meta_lock = threading.Lock()
+        self._meta_lock = threading.RLock()  # guards self._meta and session.json together
         # Journals exist before session.json does, so a valid session.json implies both files.
         self._journal = open(self.path / JOURNAL_FILE, "a", encoding="utf-8")  # noqa: SIM115
         self._nvml = open(self.path / NVML_FILE, "a", encoding="utf-8")  # noqa: SIM115
@@ -180,8 +180,9 @@ class SessionWriter:
         for k in fields:
             if k not in allowed:
                 raise BadArgument(f"session field {k!r} cannot be updated (allowed: {allowed})")
-        self._meta.update(fields)
-        self._write_meta()
+        with self._meta_lock:
+            self._meta.update(fields)
+            self._write_meta()
 
     def record(self, type: str, **fields: Any) -> dict[str, Any]:
         """Append one journal record, then flush and fsync it; returns the record written.
@@ -232,12 +233,13 @@ class SessionWriter:
                 f.flush()
                 os.fsync(f.fileno())
                 f.close()
-        self._meta.update(status=status, finished=_utc_iso())
-        if summary is not None:
-            self._meta["summary"] = dict(summary)
-        if error is not None:
-            self._meta["error"] = error
-        self._write_meta()
+        with self._meta_lock:
+            self._meta.update(status=status, finished=_utc_iso())
+            if summary is not None:
+                self._meta["summary"] = dict(summary)
+            if error is not None:
+                self._meta["error"] = error
+            self._write_meta()
 
     def __enter__(self) -> SessionWriter:
         return self

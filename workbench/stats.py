@@ -275,7 +275,11 @@ def compare(
     ratios: Sequence[float] | Sequence[PairRatio], m: float = DEFAULT_M, conf: float = DEFAULT_CONF
 ) -> Verdict:
     """Verdict on pair ratios B/A (see the module docstring for the rules)."""
-    if not (isinstance(m, (int, float)) and 0.0 <= m < 0.5):
+    try:
+        m = float(m)
+    except (TypeError, ValueError):
+        raise BadArgument(f"m (minimum effect) must be a number, got {m!r}") from None
+    if not 0.0 <= m < 0.5:
         raise BadArgument(f"m (minimum effect) must be in [0, 0.5), got {m!r}")
     vals = _as_values(ratios)
     dropped = len(getattr(ratios, "dropped", {}))
@@ -293,7 +297,10 @@ def compare(
         + (f", {dropped} pair(s) dropped" if dropped else "")
     )
     more = None
-    if n < min_pairs(conf):
+    if n == 0:
+        verdict, why = "AMBIGUOUS", "no complete pairs"
+        facts = f"{dropped} pair(s) dropped" if dropped else "no samples"
+    elif n < min_pairs(conf):
         verdict = "AMBIGUOUS"
         why = f"only {n} pair(s): a distribution-free {pct} CI needs at least {min_pairs(conf)}"
     elif c.high < 1.0 and c.median <= lo_m:

@@ -68,8 +68,19 @@ def resolve(arg: str, root: str | Path) -> Path:
     raise BadArgument(f"SESSION {arg!r} is ambiguous: {', '.join(h.name for h in hits[:6])}")
 
 
+def _clean(x: Any) -> Any:
+    """Strict JSON: non-finite floats (which callers may have stored) become null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
 def _dump(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
+    json.dump(_clean(obj), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
 
 
