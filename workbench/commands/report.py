@@ -1,17 +1,50 @@
-"""`workbench report` (not implemented yet)."""
+"""`workbench report SESSION`: the Markdown an engineer pastes into a pull request."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from workbench.commands._stub import not_implemented
+from workbench.commands.plot import add_session_argument
 
-HELP = "report (not implemented yet)"
+HELP = "Markdown report of a session, recomputed from its journals (tables, verdicts, plots)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    pass
+    add_session_argument(p)
+    p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    p.add_argument(
+        "--plots-dir",
+        default="plots",
+        metavar="DIR",
+        help="where the session's figures are (drawn there first if missing; default: plots)",
+    )
+    p.add_argument("--no-plots", action="store_true", help="neither draw nor link figures")
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("report", 5)
+    from workbench.plots import existing_plots, plot_session
+    from workbench.report import render_report, resolve_session
+    from workbench.session import load_session
+
+    session = load_session(resolve_session(args.session, args.root))
+    for w in session.warnings:
+        print(f"workbench report: warning: {w}", file=sys.stderr)
+    plots_dir = None
+    if not args.no_plots:
+        plots_dir = Path(args.plots_dir)
+        if not existing_plots(session.path.name, plots_dir):
+            print(f"workbench report: drawing the figures into {plots_dir}/", file=sys.stderr)
+            plot_session(session, plots_dir, ("png", "svg"))
+    out = Path(args.output) if args.output else None
+    # links are relative to where the Markdown lives, so they work once pasted next to it
+    base = out.resolve().parent if out else Path.cwd()
+    text = render_report(session, plots_dir=plots_dir, link_base=base)
+    if out is None:
+        sys.stdout.write(text)
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(out, file=sys.stderr)
+    return 0

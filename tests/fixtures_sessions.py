@@ -1,0 +1,252 @@
+"""Realistic synthetic sessions for CPU tests of plots and reports, written with SessionWriter.
+
+What a default `workbench ab` run on an H200 journals, with timings of known effect: per kernel
+(w13, w2) a main comparison (b3-scalar vs b3-coop) on the hot and the rotating set, reference
+comparisons against the 4-byte baseline and the tinygemm peer, one `step` confirmation, numerics
+gates, memory records of b4 and b3 banks and 20 Hz NVML readings. Every sample carries its
+replay times; one sample is flagged and re-measured, one is flagged and kept.
+
+Real H200 sessions committed under ``sessions/`` are used as fixtures too (``real_sessions``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from workbench.capacity import expert_footprint
+from workbench.session import SessionWriter
+from workbench.shapes import PRESETS
+
+REPO = Path(__file__).resolve().parent.parent
+SHAPE = PRESETS["qwen3.8-flash-next"]
+L2_BYTES = 62_914_560  # the H200's L2, as the device reports it
+T0 = 1_795_000_000.0  # a fixed start (unix s) so that fixture sessions are reproducible
+
+# True B/A effects (seed-like: the cooperative reader helps W13 and hurts W2).
+EFFECT = {("w13", "hot"): 0.925, ("w13", "rotating"): 0.916}
+EFFECT |= {("w2", "hot"): 1.119, ("w2", "rotating"): 1.114}
+STEP_EFFECT = 0.958
+# µs per call of each arm on the H200-like fixture GPU: b3-scalar is the A arm of every main
+# comparison; b4-scalar is a touch faster (aligned records), tinygemm is the DEVICE.md peer.
+US_PER_CALL = {
+    ("w13", "hot"): 2.30,
+    ("w13", "rotating"): 2.52,
+    ("w2", "hot"): 1.55,
+    ("w2", "rotating"): 1.75,
+}
+TINYGEMM_US = {("w13", "hot"): 29.3, ("w13", "rotating"): 45.1}
+TINYGEMM_US |= {("w2", "hot"): 22.2, ("w2", "rotating"): 28.6}
+B4_FACTOR = 0.985
+
+
+@dataclass
+class Plan:
+    """One comparison to write: its record and the true ms per replay of arms A and B."""
+
+    rec: dict
+    a_ms: float
+    b_ms: float
+    pairs: int
+
+
+def _plans(calls: int, replays: int, pairs: int) -> list[Plan]:
+    plans = []
+    for kernel in ("w13", "w2"):
+        for st in ("hot", "rotating"):
+            a = US_PER_CALL[kernel, st] * calls / 1000.0
+            k, n = SHAPE.dims(kernel)
+            per_call = expert_footprint(k, n).total("b3") * SHAPE.top_k
+            # rotating: the runner adds banks to reach >= 5x L2 and alternates 3 graphs
+            graphs = 3 if st == "rotating" else 1
+            ws = per_call * SHAPE.layers * graphs if st == "rotating" else per_call
+            base = {"kernel": kernel, "set": st, "calls": calls, "replays": replays}
+            base |= {"working_set_bytes": ws, "l2_bytes": L2_BYTES}
+            base["graphs"] = graphs
+            main = {"id": f"{kernel}/{st}", "role": "main", "a": "b3-scalar", "b": "b3-coop"}
+            plans.append(Plan(base | main, a, a * EFFECT[kernel, st], pairs))
+            ref = {"id": f"{kernel}/{st}/b4", "role": "reference", "a": "b3-scalar"}
+            plans.append(Plan(base | ref | {"b": "b4-scalar"}, a, a * B4_FACTOR, pairs // 2))
+            peer = {"id": f"{kernel}/{st}/tinygemm", "role": "reference", "a": "b3-scalar"}
+            tg = TINYGEMM_US[kernel, st] * calls / 1000.0
+            plans.append(Plan(base | peer | {"b": "tinygemm"}, a, tg, pairs // 2))
+    step_a = (US_PER_CALL["w13", "hot"] + US_PER_CALL["w2", "hot"]) * calls / 1000.0
+    step = {"id": "step/hot", "kernel": "step", "set": "hot", "role": "confirm"}
+    step |= {"a": "w13=b3-scalar,w2=b3-scalar", "b": "w13=b3-coop,w2=b3-scalar"}
+    step |= {"calls": calls, "replays": replays, "working_set_bytes": None}
+    step |= {"l2_bytes": L2_BYTES, "graphs": 1}
+    plans.append(Plan(step, step_a, step_a * STEP_EFFECT, pairs))
+    return plans
+
+
+class _Gpu:
+    """The fixture GPU's NVML state over time: clocks, temperature, power and memory used."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.mem_used = 1_100 * (1 << 20)
+        self.dips: list[tuple[float, float]] = []  # (t0, t1) of throttled intervals
+
+    def reading(self, t: float, t_start: float) -> dict:
+        throttled = any(a <= t <= b for a, b in self.dips)
+        sm = 1755 if throttled else 1980
+        warm = 1.0 - math.exp(-(t - t_start) / 8.0)
+        return {
+            "t": t,
+            "mem_used": self.mem_used,
+            "mem_free": 150_754_820_096 - self.mem_used,
+            "mem_total": 150_754_820_096,
+            "sm_mhz": sm,
+            "mem_mhz": 3201,
+            "temp_c": int(round(36 + 14 * warm)),
+            "power_w": round(float(118 + 170 * warm + self.rng.normal(0, 6)), 1),
+            "throttle": 0x4 if throttled else 0x0,
+        }
+
+
+def write_session(
+    root: str | Path,
+    seed: int = 0,
+    slug: str = "fixture",
+    pairs: int = 12,
+    calls: int = 48,
+    replays: int = 20,
+    nvml: bool = True,
+    stop_after_samples: int | None = None,
+    summary: bool = True,
+) -> Path:
+    """Write one synthetic session under ``root``; return its folder.
+
+    ``nvml=False``: no NVML readings and no measured memory (the "NVML unavailable" case).
+    ``stop_after_samples``: stop there and finish "interrupted" (what Ctrl-C leaves behind).
+    ``summary``: store a summary in session.json, as the runner does (reports must ignore it).
+    """
+    rng = np.random.default_rng(seed)
+    gpu = _Gpu(rng)
+    env = {
+        "gpu": {
+            "name": "NVIDIA H200",
+            "uuid": "GPU-5e1f0c2a-7d43-4b8e-9a61-0f2c3d4e5f60",
+            "driver": "580.95.05",
+            "cuda": "13.0",
+            "torch": "2.11.0+cu130",
+            "sm": "9.0",
+            "l2_bytes": L2_BYTES,
+            "clocks": {"sm_mhz": 1980, "mem_mhz": 3201},
+        },
+        "nvml": "available" if nvml else "NVML unavailable: NVMLError_LibraryNotFound",
+    }
+    prov = {
+        "package": "workbench",
+        "version": "0.1.0",
+        "git": {"commit": "3f9c2d1e8b7a6f5e4d3c2b1a09f8e7d6c5b4a392", "dirty": False},
+        "files": {
+            "csrc/kernels/w13.cuh": "55010c76" + "a1" * 27 + "9481b5",
+            "csrc/kernels/w2.cuh": "c0ed337c" + "b2" * 27 + "d7c1a9",
+            "csrc/kernels/meta_reader.cuh": "7e21aa40" + "c3" * 27 + "02f3e8",
+        },
+        "python": "3.12.3",
+        "platform": "Linux-6.8-x86_64",
+    }
+    config = {"preset": SHAPE.name, "shape": SHAPE.to_dict(), "pairs": pairs, "calls": calls}
+    config |= {"replays": replays, "m": 0.01, "seed": seed, "kernels": ["w13", "w2"]}
+    config |= {"sets": ["hot", "rotating"], "a": "b3-scalar", "b": "b3-coop"}
+    w = SessionWriter(Path(root), slug, config=config, provenance=prov, environment=env)
+    t = T0
+    t_start = t
+    plans = _plans(calls, replays, pairs)
+    flag_at = {("w13/rotating", 5, 2): "exclude", ("w2/hot", 8, 1): "keep"}
+
+    next_reading = t
+
+    def tick(dt: float) -> None:
+        """Advance the clock by ``dt`` s; the 20 Hz sampler writes what falls in between."""
+        nonlocal t, next_reading
+        t += dt
+        while nvml and next_reading <= t:
+            w.nvml(gpu.reading(next_reading, t_start))
+            next_reading += 0.05
+
+    # Memory: banks of each layout for each kernel, NVML used before/after, as the runner does.
+    for kernel in ("w13", "w2"):
+        k, n = SHAPE.dims(kernel)
+        fp = expert_footprint(k, n).scaled(SHAPE.experts * SHAPE.layers)
+        for layout in ("b4", "b3"):
+            total = fp.total(layout)
+            before = gpu.mem_used
+            # NVML counts whole 2 MiB pages and a few allocator pages more
+            gpu.mem_used += -(-total // (2 << 20)) * (2 << 20) + int(rng.integers(0, 3)) * (2 << 20)
+            tick(0.4)
+            w.record(
+                "memory",
+                t=t,
+                kernel=kernel,
+                layout=layout,
+                banks=SHAPE.layers,
+                used_before=before if nvml else None,
+                used_after=gpu.mem_used if nvml else None,
+                computed=fp.meta_b4 if layout == "b4" else fp.meta_b3,
+            )
+    written = 0
+    for plan in plans:
+        tick(0.3)
+        w.record("comparison", t=t, **plan.rec)
+        if plan.rec["b"] != "tinygemm":  # the peer is bf16: timed, not gated
+            w.record("gate", t=t, cmp=plan.rec["id"], ok=True, max_abs_diff=0.0, rel_l2=4.1e-4)
+        drift_phase = rng.uniform(0, 2 * math.pi)
+        for p in range(plan.pairs):
+            order = "ABBA" if p % 2 == 0 else "BAAB"
+            for slot, arm in enumerate(order):
+                # without NVML nothing can flag a sample
+                mode = flag_at.get((plan.rec["id"], p, slot)) if nvml else None
+                attempts = [True, False] if mode == "exclude" else [mode == "keep"]
+                for flagged in attempts:
+                    if stop_after_samples is not None and written >= stop_after_samples:
+                        w.finish("interrupted", error="interrupted (KeyboardInterrupt)")
+                        return w.path
+                    true = plan.a_ms if arm == "A" else plan.b_ms
+                    drift = 1.0 + 0.004 * math.sin(drift_phase + 0.35 * p)
+                    slow = 1.09 if flagged else 1.0
+                    reps = true * drift * slow * rng.lognormal(0.0, 0.006, replays)
+                    dur = float(reps.sum()) / 1000.0 + 0.004  # replays + launch overhead
+                    if flagged:  # the clock dip outlasts the sample: the sampler sees it
+                        gpu.dips.append((t - 0.04, t + dur + 0.04))
+                    tick(dur)
+                    w.record(
+                        "sample",
+                        t=t,
+                        cmp=plan.rec["id"],
+                        pair=p,
+                        slot=slot,
+                        arm=arm,
+                        variant=plan.rec[arm.lower()],
+                        ms=float(np.median(reps)),
+                        replay_ms=[round(float(x), 6) for x in reps],
+                        sm_mhz_min=(1755 if flagged else 1980) if nvml else None,
+                        sm_mhz_max=1980 if nvml else None,
+                        throttle=0x4 if flagged else 0,
+                        flagged=flagged,
+                        excluded=flagged and mode == "exclude",
+                    )
+                    written += 1
+                    if flagged and mode == "exclude":
+                        tick(0.05)  # the runner lets the clocks recover before re-measuring
+    tick(0.2)
+    w.finish("complete", summary=_summary() if summary else None)
+    return w.path
+
+
+def _summary() -> dict:
+    """A summary such as the runner stores; reports recompute everything and must ignore it."""
+    return {"note": "runner summary (not read by report)", "w13/hot": {"median": 0.925}}
+
+
+def real_sessions() -> list[Path]:
+    """Folders of the real sessions committed under sessions/ (empty until there are some)."""
+    root = REPO / "sessions"
+    if not root.is_dir():
+        return []
+    return sorted(d for d in root.iterdir() if (d / "session.json").is_file())

@@ -1,0 +1,491 @@
+"""Markdown report of a session, recomputed from its raw journals (DESIGN §8).
+
+Every number here comes from the ``sample`` records through ``workbench.stats``: the summary that
+the runner stores in session.json is never read, so a report cannot disagree with the evidence
+it cites. ``analyse`` does the arithmetic (the plots use it too); ``render_report`` formats it.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench import stats
+from workbench.errors import SessionError
+from workbench.session import Session, list_sessions, load_session
+
+KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
+PEERS = {"tinygemm": "peer: torch int4 tinygemm, bf16"}
+BASELINE = "b4-scalar"
+# Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
+TIMING_ROLES = ("main", "reference", "confirm", "aa")
+MIB = 1 << 20
+
+
+@dataclass
+class CmpResult:
+    """One comparison, recomputed: its pair ratios, verdict and per-arm sample medians."""
+
+    cmp: dict[str, Any]
+    ratios: stats.PairRatios
+    verdict: stats.Verdict
+    a_ms: list[float]  # sample medians (ms per replay) of A in complete pairs, pair order
+    b_ms: list[float]
+    samples: int
+    flagged: int  # samples flagged by the monitor, kept or excluded
+    excluded: int
+    gates: list[dict[str, Any]]
+
+    id = property(lambda self: self.cmp["id"])
+    kernel = property(lambda self: self.cmp["kernel"])
+    set = property(lambda self: self.cmp["set"])
+    role = property(lambda self: self.cmp["role"])
+    calls = property(lambda self: int(self.cmp["calls"]))
+
+    @property
+    def gate_ok(self) -> bool | None:
+        return None if not self.gates else all(bool(g["ok"]) for g in self.gates)
+
+
+@dataclass
+class Analysis:
+    """Everything a report or a plot states about a session, from its journals."""
+
+    session: Session
+    m: float
+    results: list[CmpResult]
+    recommendations: dict[str, stats.Recommendation] = field(default_factory=dict)
+
+    def by_role(self, *roles: str) -> list[CmpResult]:
+        return [r for r in self.results if r.role in roles]
+
+    def variant_us(self) -> dict[tuple[str, str, str], list[float]]:
+        """µs per call of each (kernel, set, variant): every kept sample in a complete pair."""
+        out: dict[tuple[str, str, str], list[float]] = {}
+        for r in self.by_role(*TIMING_ROLES):
+            for arm, ms in (("a", r.a_ms), ("b", r.b_ms)):
+                key = (r.kernel, r.set, str(r.cmp[arm]))
+                out.setdefault(key, []).extend(x * 1000.0 / r.calls for x in ms)
+        return out
+
+
+def analyse(session: Session, m: float | None = None) -> Analysis:
+    """Recompute pair ratios, verdicts and recommendations from ``session``'s samples.
+
+    ``m``: minimum effect; default the session's ``config["m"]`` (else stats.DEFAULT_M).
+    """
+    if m is None:
+        m = float(session.config.get("m", stats.DEFAULT_M))
+    results = []
+    seen: set[str] = set()
+    for c in reversed(session.comparisons):  # a re-declared id: the last declaration counts
+        if c["id"] in seen:
+            continue
+        seen.add(c["id"])
+        samples = session.samples_for(c["id"])
+        ratios = stats.pair_ratios(samples)
+        a = [x for p in ratios for x in p.a_ms]
+        b = [x for p in ratios for x in p.b_ms]
+        results.append(
+            CmpResult(
+                cmp=c,
+                ratios=ratios,
+                verdict=stats.compare(ratios, m=m),
+                a_ms=a,
+                b_ms=b,
+                samples=len(samples),
+                flagged=sum(bool(s.get("flagged")) for s in samples),
+                excluded=sum(bool(s.get("excluded")) for s in samples),
+                gates=session.gates_for(c["id"]),
+            )
+        )
+    results.reverse()
+    an = Analysis(session, m, results)
+    for kernel in ("w13", "w2"):
+        main = {r.set: r for r in an.by_role("main") if r.kernel == kernel}
+        if main:
+            first = next(iter(main.values()))
+            an.recommendations[kernel] = stats.recommend(
+                kernel,
+                {s: r.verdict for s, r in main.items()},
+                a=first.cmp["a"],
+                b=first.cmp["b"],
+            )
+    return an
+
+
+# ------------------------------------------------------------------------------ formatting
+
+
+def fmt(x: float | None, digits: int = 4) -> str:
+    """A number for a table: fixed digits; "n/a" for None, NaN and infinities."""
+    if x is None or x != x or x in (float("inf"), float("-inf")):
+        return "n/a"
+    return f"{x:.{digits}f}"
+
+
+def fmt_pct(ratio: float | None) -> str:
+    """Change of a ratio B/A in percent, signed: 0.925 -> "-7.50 %"."""
+    return "n/a" if fmt(ratio) == "n/a" else f"{(ratio - 1) * 100:+.2f} %"
+
+
+def fmt_ci(v: stats.Verdict) -> str:
+    """The CI as "[low, high]", or "n/a" when too few pairs give none."""
+    if fmt(v.ci_low) == "n/a" or fmt(v.ci_high) == "n/a":
+        return "n/a"
+    return f"[{fmt(v.ci_low)}, {fmt(v.ci_high)}]"
+
+
+def fmt_p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2g}"
+
+
+def fmt_bytes(n: float | None) -> str:
+    return "n/a" if n is None else f"{n:,.0f} B ({n / MIB:,.1f} MiB)"
+
+
+def _table(header: list[str], rows: Iterable[list[str]], align: str) -> list[str]:
+    """Markdown table; ``align`` holds one of "l"/"r" per column."""
+    rule = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def shape_text(session: Session) -> str:
+    """Shape in words, e.g. ``qwen3.8-flash-next, tp 4 (H 2560, I 640, E 512, ...)``."""
+    s = session.config.get("shape")
+    name = session.config.get("preset")
+    if isinstance(s, dict):
+        name = s.get("name") or name
+        dims = (
+            f"H {s.get('hidden')}, I {s.get('inter')}, E {s.get('experts')}, "
+            f"top-k {s.get('top_k')}, {s.get('layers')} layers"
+        )
+        return f"{name}, tp {s.get('tp')} ({dims})"
+    return str(name) if name else "shape not recorded"
+
+
+def protocol_text(an: Analysis) -> str:
+    """Protocol in words from the comparisons: calls per replay, replays per sample, pairs."""
+    main = an.by_role("main", "confirm") or an.results
+    if not main:
+        return "no comparisons"
+    calls = sorted({r.calls for r in main})
+    replays = sorted({int(r.cmp["replays"]) for r in main})
+    pairs = sorted({r.verdict.n for r in main})
+    j = lambda xs: "/".join(map(str, xs))  # noqa: E731
+    return f"{j(calls)} calls per replay, {j(replays)} replays per sample, {j(pairs)} ABBA pairs"
+
+
+def gpu_text(session: Session) -> str:
+    return session.gpu_name or "GPU not recorded"
+
+
+def variant_label(v: str) -> str:
+    if v == BASELINE:
+        return f"{v} (4-byte baseline)"
+    return f"{v} ({PEERS[v]})" if v in PEERS else v
+
+
+def _variant_order(names: Iterable[str]) -> list[str]:
+    """Baseline first, then the readers with the scalar ones before the cooperative ones
+    (for step mixes: fewer cooperative kernels first), peers last."""
+
+    def key(v: str) -> tuple[int, int, int, str]:
+        if v == BASELINE:
+            return (0, 0, 0, v)
+        if v in PEERS:
+            return (2, 0, 0, v)
+        return (1, v.count("coop"), -v.count("b4"), v)
+
+    return sorted(set(names), key=key)
+
+
+# ------------------------------------------------------------------------------- sections
+
+
+def _set_title(st: str, top_k: int | None, calls: int) -> str:
+    """Column title of an expert set, seed-style: "hot 10 experts", "rotating 480 experts"."""
+    if top_k and st == "hot":
+        return f"hot {top_k} experts"
+    if top_k and st == "rotating":
+        return f"rotating {top_k * calls} experts"
+    return st
+
+
+def _seed_tables(an: Analysis) -> list[str]:
+    us = an.variant_us()
+    shape = an.session.config.get("shape") or {}
+    top_k = shape.get("top_k") if isinstance(shape, dict) else None
+    out: list[str] = []
+    for kernel in ("w13", "w2", "step"):
+        rows = an.by_role(*TIMING_ROLES)
+        rows = [r for r in rows if r.kernel == kernel]
+        if not rows:
+            continue
+        calls = statistics.mode(r.calls for r in rows)
+        sets = [s for s in ("hot", "rotating") if any(r.set == s for r in rows)]
+        sets += sorted({r.set for r in rows} - set(sets))
+
+        header = [f"{KERNEL_TITLES.get(kernel, kernel)}, ms per {calls} calls (median)"]
+        header += [_set_title(s, top_k, calls) for s in sets] + [f"µs/call {s}" for s in sets]
+        body = []
+        for v in _variant_order(k[2] for k in us if k[0] == kernel):
+            vals = [us.get((kernel, s, v)) for s in sets]
+            med = [statistics.median(x) if x else None for x in vals]
+            cells = [fmt(None if u is None else u * calls / 1000.0) for u in med]
+            body.append([variant_label(v), *cells, *(fmt(u, 2) for u in med)])
+        out += _table(header, body, "l" + "r" * 2 * len(sets)) + [""]
+    if out:
+        out.append(
+            "Medians of the sample medians (each sample: the median of its timed replays) over "
+            "the complete ABBA pairs; excluded samples left out."
+        )
+    return out
+
+
+def _verdict_table(an: Analysis) -> list[str]:
+    header = ["comparison", "role", "A", "B", "ratio B/A", "change", "95 % CI", "Wilcoxon p"]
+    header += ["k/n", "flagged", "verdict"]
+    body = []
+    for r in an.results:
+        v = r.verdict
+        ci = fmt_ci(v)
+        flag = f"{r.flagged} ({r.excluded} excluded)" if r.flagged else "0"
+        body.append(
+            [f"`{r.id}`", r.role, f"`{r.cmp['a']}`", f"`{r.cmp['b']}`", fmt(v.median)]
+            + [fmt_pct(v.median), ci, fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", flag]
+            + [f"**{v.verdict}**"]
+        )
+    lines = _table(header, body, "lllllrrrrrl")
+    lines.append("")
+    lines.append(
+        f"Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B; median over pairs, "
+        f"distribution-free 95 % CI of the median, Wilcoxon signed-rank on log-ratios, k/n = "
+        f"pairs favouring B. Minimum effect m = {an.m * 100:g} %."
+    )
+    dropped = [f"`{r.id}`: {len(r.ratios.dropped)}" for r in an.results if r.ratios.dropped]
+    if dropped:
+        lines.append(f"Incomplete pairs dropped: {', '.join(dropped)}.")
+    amb = [r for r in an.results if r.verdict.verdict == "AMBIGUOUS" and r.verdict.more_pairs]
+    for r in amb:
+        lines.append(f"`{r.id}`: about {r.verdict.more_pairs} more pair(s) would likely settle it.")
+    return lines
+
+
+def _recommendations(an: Analysis) -> list[str]:
+    if not an.recommendations:
+        return ["No main comparison (b3-scalar vs b3-coop) in this session: no recommendation."]
+    out = []
+    for kernel, rec in an.recommendations.items():
+        title = KERNEL_TITLES.get(kernel, kernel)
+        sets = ", ".join(f"{s} {v}" for s, v in rec.verdicts.items())
+        out.append(f"- **{title}: {rec.decision}** → `{rec.arm}` ({sets})")
+        out += [f"  - {e}" for e in rec.evidence]
+    out += ["", f"Rule: {next(iter(an.recommendations.values())).rule}"]
+    return out
+
+
+def _confirmation(an: Analysis) -> list[str]:
+    conf = an.by_role("confirm")
+    if not conf:
+        return ["No step confirmation in this session."]
+    out = []
+    for r in conf:
+        v = r.verdict
+        us_a = statistics.median(r.a_ms) * 1000 / r.calls if r.a_ms else None
+        us_b = statistics.median(r.b_ms) * 1000 / r.calls if r.b_ms else None
+        out.append(
+            f"- `{r.id}`: `{r.cmp['b']}` against the all-scalar `{r.cmp['a']}`: "
+            f"{fmt(us_b, 3)} vs {fmt(us_a, 3)} µs per step, ratio {fmt(v.median)} "
+            f"({fmt_pct(v.median)}), 95 % CI {fmt_ci(v)}, "
+            f"{v.k_faster}/{v.n} pairs favour the mix: **{v.verdict}**"
+        )
+    return out
+
+
+def _memory(an: Analysis) -> list[str]:
+    from workbench.capacity import capacity
+    from workbench.shapes import Shape
+
+    recs: dict[str, dict[str, dict[str, Any]]] = {}
+    for m in an.session.memory:
+        if m.get("layout") in ("b4", "b3"):
+            recs.setdefault(str(m.get("kernel", "all")), {})[m["layout"]] = m
+    out = []
+    body = []
+    for kernel, lay in recs.items():
+        if set(lay) != {"b4", "b3"}:
+            continue
+        used = {}
+        for k, m in lay.items():
+            if m.get("used_before") is None or m.get("used_after") is None:
+                used[k] = None
+            else:
+                used[k] = int(m["used_after"]) - int(m["used_before"])
+        meas = None if None in used.values() else used["b4"] - used["b3"]
+        comp = None
+        if all(m.get("computed") is not None for m in lay.values()):
+            comp = int(lay["b4"]["computed"]) - int(lay["b3"]["computed"])
+        diff = "n/a" if meas is None or not comp else f"{(meas - comp) / comp * 100:+.1f} %"
+        body.append(
+            [KERNEL_TITLES.get(kernel, kernel), str(lay["b4"].get("banks", "n/a"))]
+            + [fmt_bytes(used["b4"]), fmt_bytes(used["b3"])]
+            + [fmt_bytes(meas) if meas is not None else "NVML unavailable", fmt_bytes(comp), diff]
+        )
+    if body:
+        header = ["kernel", "banks", "NVML Δused b4", "NVML Δused b3", "saving measured"]
+        out += _table(header + ["saving computed", "measured vs computed"], body, "lrrrrrr")
+        out += ["", "NVML counts whole pages, so the measured figure is rounded to a few MiB."]
+    else:
+        out.append("No memory records with both layouts in this session.")
+    s = an.session.config.get("shape")
+    if isinstance(s, dict):
+        try:
+            cap = capacity(Shape(**s))
+        except (TypeError, ValueError):
+            cap = None
+        if cap is not None:
+            sv = cap.per_rank.saving
+            out += [
+                "",
+                f"Computed for the whole model per rank ({s.get('layers')} layers × "
+                f"{s.get('experts')} experts, W13 and W2): 3-byte metadata saves "
+                f"{sv:,} bytes ({sv / MIB:,.1f} MiB) over 4-byte records.",
+            ]
+    return out
+
+
+def _working_set(an: Analysis) -> list[str]:
+    """One row per (kernel, set, geometry): every comparison of a set shares its banks."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for r in an.results:
+        ws, l2 = r.cmp.get("working_set_bytes"), r.cmp.get("l2_bytes")
+        if ws is not None:
+            groups.setdefault((r.kernel, r.set, ws, l2, r.cmp.get("graphs", 1)), []).append(r.id)
+    if not groups:
+        return ["Working set not recorded."]
+    body = []
+    for (kernel, st, ws, l2, graphs), ids in groups.items():
+        ratio = f"{ws / l2:.2f}×" if l2 else "L2 unknown"
+        body.append([f"{kernel} / {st}", fmt_bytes(ws), fmt_bytes(l2), ratio, str(graphs)])
+        body[-1].append(", ".join(f"`{i}`" for i in ids))
+    header = ["kernel / set", "working set (one cycle of graphs)", "L2", "working set / L2"]
+    lines = _table(header + ["graphs", "comparisons"], body, "lrrrrl")
+    return lines + [
+        "",
+        "Rotating sets below 5× L2 get extra banks and alternate several captured graphs, so "
+        "that consecutive replays touch disjoint memory (DESIGN §5).",
+    ]
+
+
+def _numerics(an: Analysis) -> list[str]:
+    gated = [r for r in an.results if r.gates]
+    bad = [r for r in gated if not r.gate_ok]
+    ungated = [f"`{r.id}`" for r in an.results if not r.gates]
+    line = f"Numerics gate: {len(gated) - len(bad)} of {len(gated)} gated comparisons bit-identical"
+    if bad:
+        line += "; **FAILED**: " + ", ".join(f"`{r.id}`" for r in bad)
+    if ungated:
+        line += f"; not gated: {', '.join(ungated)}"
+    return [line + "."]
+
+
+def provenance_line(session: Session) -> str:
+    env, prov = session.environment, session.provenance
+    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
+    parts = [f"GPU {gpu_text(session)}"]
+    if gpu.get("sm"):
+        parts.append(f"sm {gpu['sm']}")
+    for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch")):
+        parts.append(f"{label} {gpu.get(key) or env.get(key) or 'n/a'}")
+    git = prov.get("git") or {}
+    commit = (git.get("commit") or "n/a")[:12]
+    dirty = " (dirty)" if git.get("dirty") else ""
+    parts.append(f"workbench {prov.get('version', 'n/a')} @ {commit}{dirty}")
+    files = prov.get("files") or {}
+    if files:
+        parts.append(
+            "sources " + ", ".join(f"{Path(p).name} {h[:10]}" for p, h in sorted(files.items()))
+        )
+    builds = prov.get("builds") or {}
+    if builds:
+        parts.append("builds " + ", ".join(f"{v} {h[:10]}" for v, h in sorted(builds.items())))
+    return " · ".join(parts)
+
+
+def _plot_links(session: Session, plots_dir: Path | None, link_base: Path | None) -> list[str]:
+    if plots_dir is None:
+        return []
+    from workbench.plots import existing_plots
+
+    found = existing_plots(session.path.name, plots_dir)
+    if not found:
+        return [f"No plots in `{plots_dir}`: run `workbench plot {session.path}`."]
+    base = link_base if link_base is not None else Path.cwd()
+    rel = {k: Path(os.path.relpath(p, base)).as_posix() for k, p in found.items()}
+    out = []
+    if "summary" in rel:
+        out += [f"![summary of {session.path.name}]({rel['summary']})", ""]
+    out += [f"- [{k}]({p})" for k, p in rel.items()]
+    return out
+
+
+def render_report(
+    session: Session | str | os.PathLike,
+    plots_dir: str | os.PathLike | None = None,
+    link_base: str | os.PathLike | None = None,
+) -> str:
+    """Markdown report of ``session`` (a loaded Session or a path), recomputed from its journals.
+
+    ``plots_dir``: where `workbench plot` wrote this session's figures (linked if present);
+    ``link_base``: the folder the links are relative to (the report file's folder; default cwd).
+    """
+    s = session if isinstance(session, Session) else load_session(session)
+    an = analyse(s)
+    title = f"# Reader A/B on {gpu_text(s)}: `{s.path.name}`"
+    out = [title, ""]
+    out.append(
+        f"Shape {shape_text(s)} · {protocol_text(an)} · status **{s.status}** · "
+        f"created {s.created or 'n/a'}"
+    )
+    if s.status != "complete" or s.warnings:
+        out.append("")
+        if s.status != "complete":
+            out.append(
+                f"> **This session is {s.status}**: figures cover the samples measured before it "
+                "stopped."
+            )
+        out += [f"> warning: {w}" for w in s.warnings]
+    sections = [
+        ("Operator results", _seed_tables(an)),
+        ("Verdicts", _verdict_table(an) + [""] + _numerics(an)),
+        ("Recommendation", _recommendations(an)),
+        ("Step confirmation", _confirmation(an)),
+        ("Metadata memory: measured vs computed", _memory(an)),
+        ("Working set and L2", _working_set(an)),
+    ]
+    links = _plot_links(s, Path(plots_dir) if plots_dir else None, link_base and Path(link_base))
+    if links:
+        sections.append(("Plots", links))
+    sections.append(("Provenance", [provenance_line(s)]))
+    for name, body in sections:
+        if body:
+            out += ["", f"## {name}", "", *body]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def resolve_session(arg: str, root: str | os.PathLike = "sessions") -> Path:
+    """SESSION argument of `workbench report`/`plot`: a folder, a session.json, or "latest"
+    (the newest session under ``root``). Raises SessionError when there is none."""
+    if arg == "latest":
+        found = list_sessions(root)
+        if not found:
+            raise SessionError(f"SESSION 'latest': no loadable session under {root}/")
+        return found[-1].path
+    return Path(arg)
