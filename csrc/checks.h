@@ -5,8 +5,16 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <string>
 
 namespace wb {
+
+// "[2, 64, 4]": built by hand rather than streaming c10::ArrayRef, which crashed a torch 2.11 build.
+inline std::string dims_str(c10::IntArrayRef d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
 
 #define WB_CHECK(cond, op, ...) TORCH_CHECK_VALUE(cond, op, ": ", __VA_ARGS__)
 
@@ -17,18 +25,18 @@ inline void check_dtype(const char* op, const char* name, const at::Tensor& t, a
 
 inline void check_dim(const char* op, const char* name, const at::Tensor& t, int64_t want) {
   WB_CHECK(t.dim() == want, op, "argument '", name, "' must have ", want, " dimensions, got ",
-           t.dim(), " (shape ", t.sizes(), ")");
+           t.dim(), " (shape ", dims_str(t.sizes()), ")");
 }
 
 inline void check_size(const char* op, const char* name, const at::Tensor& t, int64_t d, int64_t want,
                        const char* what) {
   WB_CHECK(t.size(d) == want, op, "argument '", name, "' has size ", t.size(d), " in dimension ", d,
-           ", expected ", want, " (", what, "); shape ", t.sizes());
+           ", expected ", want, " (", what, "); shape ", dims_str(t.sizes()));
 }
 
 inline void check_contiguous(const char* op, const char* name, const at::Tensor& t) {
   WB_CHECK(t.is_contiguous(), op, "argument '", name, "' must be contiguous, got strides ",
-           t.strides());
+           dims_str(t.strides()));
 }
 
 inline void check_aligned(const char* op, const char* name, const at::Tensor& t, int64_t bytes) {
@@ -100,6 +108,6 @@ constexpr const char* kLayoutName = "b3";
 #else
 constexpr const char* kLayoutName = "b4";
 #endif
-constexpr int64_t kMaxTopK = 64;  // grid.y / unit counts stay small; real MoE routers use <= 16
+constexpr int64_t kMaxTopKArgs = 64;  // = the kernels' kMaxTopK shared-memory staging  // grid.y / unit counts stay small; real MoE routers use <= 16
 
 }  // namespace wb

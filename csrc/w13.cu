@@ -15,9 +15,9 @@ void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tenso
            " columns; W13 needs N/2 (gate = up columns) to be a multiple of 32");
   wb::check_dtype(op, "x", x, at::kHalf);
   WB_CHECK(x.numel() == K && (x.dim() == 1 || (x.dim() == 2 && x.size(0) == 1)), op,
-           "argument 'x' must have shape [1, K] or [K] with K = ", K, ", got ", x.sizes());
+           "argument 'x' must have shape [1, K] or [K] with K = ", K, ", got ", wb::dims_str(x.sizes()));
   wb::check_contiguous(op, "x", x);
-  wb::check_ids(op, ids, experts, wb::kMaxTopK);
+  wb::check_ids(op, ids, experts, wb::kMaxTopKArgs);
   const int64_t top_k = ids.numel(), T = N / 64;
   wb::check_dtype(op, "out", out, at::kHalf);
   wb::check_dim(op, "out", out, 2);

@@ -12,7 +12,7 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   constexpr const char* op = "w2";
   wb::check_bank(op, weights, meta, wb::kRecordBytes, wb::kLayoutName);
   const int64_t experts = weights.size(0), G = weights.size(1), N = weights.size(2), K = G * 32;
-  wb::check_ids(op, ids, experts, wb::kMaxTopK);
+  wb::check_ids(op, ids, experts, wb::kMaxTopKArgs);
   const int64_t top_k = ids.numel(), T = N / 32;
   wb::check_dtype(op, "inter", inter, at::kHalf);
   wb::check_dim(op, "inter", inter, 2);
@@ -21,11 +21,11 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   wb::check_contiguous(op, "inter", inter);
   wb::check_dtype(op, "rw", rw, at::kFloat);
   WB_CHECK(rw.dim() == 1 && rw.numel() == top_k, op, "argument 'rw' must have shape [top_k] = [",
-           top_k, "], got ", rw.sizes());
+           top_k, "], got ", wb::dims_str(rw.sizes()));
   wb::check_contiguous(op, "rw", rw);
   wb::check_dtype(op, "out", out, at::kHalf);
   WB_CHECK(out.numel() == N && (out.dim() == 1 || (out.dim() == 2 && out.size(0) == 1)), op,
-           "argument 'out' must have shape [1, N] or [N] with N = ", N, ", got ", out.sizes());
+           "argument 'out' must have shape [1, N] or [N] with N = ", N, ", got ", wb::dims_str(out.sizes()));
   wb::check_contiguous(op, "out", out);
   wb::check_launch(op, splits, top_k * G, spin_cycles, wb::kCalibrationBuild);
   wb::check_dtype(op, "ws", ws, at::kFloat);

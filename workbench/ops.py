@@ -233,6 +233,8 @@ class TinyGemmPeer:
         self.kernel, self.shape, self.experts = kernel, shape, list(experts)
         q, scales, biases = bank.expert_arrays(self.experts)
         dev = bank.weights.device
+        # tinygemm tiles K by inner_k_tiles * 16: take the largest that divides K (W2's K=160 needs 2)
+        inner_k_tiles = next(t for t in (8, 4, 2) if bank.K % (t * 16) == 0)
         self.packed, self.sz = [], []
         for i in range(len(self.experts)):
             # tinygemm dequantizes w = (q - 8) * scale + zero, so zero = bias + 8 * scale.

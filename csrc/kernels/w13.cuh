@@ -32,14 +32,16 @@ __global__ void __launch_bounds__(kWarps * 32) w13_kernel(const W13Params p) {
   const int gbeg = (s * G) / p.splits, gend = ((s + 1) * G) / p.splits;
   calibration_spin(p.spin_cycles);
 
+  // The routed id and this split's activations are independent loads: issue both before
+  // waiting on either, so the dependent weight loads start one memory round trip earlier.
   const int e = __ldg(p.ids + j);
+  for (int i = threadIdx.x; i < (gend - gbeg) * kGroup; i += blockDim.x)
+    xs[i] = __half2float(p.x[gbeg * kGroup + i]);
+  __syncthreads();
   if (e < 0 || e >= p.experts) {  // documented policy: an out-of-range id contributes nothing
     if (s == 0 && warp == 0) p.inter[j * half_n + t * kTileCols + lane] = __float2half_rn(0.f);
     return;
   }
-  for (int i = threadIdx.x; i < (gend - gbeg) * kGroup; i += blockDim.x)
-    xs[i] = __half2float(p.x[gbeg * kGroup + i]);
-  __syncthreads();
 
   const int col_g = t * kTileCols + lane, col_u = half_n + col_g;
   const uint4* wexp = p.weights + static_cast<size_t>(e) * G * p.N;

@@ -9,6 +9,7 @@ namespace wb {
 
 constexpr int kWarps = 4;   // warps per CTA; more parallelism comes from splitting units across CTAs
 constexpr int kUnroll = 4;  // units whose loads a warp issues before it computes: bytes in flight
+constexpr int kMaxTopK = 64;  // routed slots staged in shared memory (the launcher checks top_k)
 
 struct W2Params {
   const __half* inter;             // [top_k][K] SwiGLU outputs
@@ -34,6 +35,13 @@ __global__ void __launch_bounds__(kWarps * 32) w2_kernel(const W2Params p) {
   calibration_spin(p.spin_cycles);
 
   // unit u = (slot j = u / G, group g = u % G) covers inter[j*K + g*32 .. +32]: contiguous in u.
+  // The routed ids and the activations load together, before any weight address depends on them.
+  __shared__ int ids[kMaxTopK];
+  __shared__ float rws[kMaxTopK];
+  if (threadIdx.x < p.top_k) {
+    ids[threadIdx.x] = __ldg(p.ids + threadIdx.x);
+    rws[threadIdx.x] = __ldg(p.rw + threadIdx.x);
+  }
   for (int i = threadIdx.x; i < (uend - ubeg) * kGroup; i += blockDim.x)
     xs[i] = __half2float(p.inter[ubeg * kGroup + i]);
   __syncthreads();
@@ -47,7 +55,7 @@ __global__ void __launch_bounds__(kWarps * 32) w2_kernel(const W2Params p) {
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = u0 + k * kWarps;
-      const int e = u < uend ? __ldg(p.ids + u / G) : -1;
+      const int e = u < uend ? ids[u / G] : -1;
       ok[k] = e >= 0 && e < p.experts;  // documented policy: out-of-range ids are skipped
       if (ok[k]) {  // warp-uniform
         const size_t gr = static_cast<size_t>(e) * G + u % G;
@@ -58,7 +66,7 @@ __global__ void __launch_bounds__(kWarps * 32) w2_kernel(const W2Params p) {
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = u0 + k * kWarps;
-      if (ok[k]) acc = fmaf(__ldg(p.rw + u / G), dot32(w[k], m[k], xs + (u - ubeg) * kGroup, 0.f), acc);
+      if (ok[k]) acc = fmaf(rws[u / G], dot32(w[k], m[k], xs + (u - ubeg) * kGroup, 0.f), acc);
     }
   }
   red[warp][lane] = acc;
