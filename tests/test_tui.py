@@ -1,0 +1,471 @@
+"""The TUI, driven end to end with App.run_test() + Pilot against a backend replaying a session.
+
+CPU only. The replay double (tests/tui_backend_double.py) uses the real session writer, loader
+and statistics; only probing, builds, runs and NVML are replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+pytest.importorskip("textual")
+
+from textual.widgets import Checkbox, Sparkline, Static, TabbedContent  # noqa: E402
+from tui_backend_double import (  # noqa: E402
+    SYNTHETIC_NAME,
+    ReplayBackend,
+    write_synthetic_session,
+)
+
+from workbench.errors import SessionError  # noqa: E402
+from workbench.session import load_session  # noqa: E402
+from workbench.tui.analysis import view_from_session  # noqa: E402
+from workbench.tui.app import WorkbenchApp  # noqa: E402
+from workbench.tui.commands import WorkbenchCommands  # noqa: E402
+from workbench.tui.engine import EngineBackend  # noqa: E402
+from workbench.tui.screens.compare import CompareScreen  # noqa: E402
+from workbench.tui.screens.help import HelpScreen  # noqa: E402
+from workbench.tui.screens.log import CompilerLogScreen  # noqa: E402
+from workbench.tui.widgets.nvml_panel import NvmlPanel  # noqa: E402
+from workbench.tui.widgets.results_view import ResultsView  # noqa: E402
+from workbench.tui.widgets.run_progress import RunProgress  # noqa: E402
+from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
+from workbench.tui.widgets.variant_matrix import VariantMatrix  # noqa: E402
+
+SIZE = (160, 48)
+
+
+def drive(test):
+    """Run an async test body in a fresh event loop (no pytest-asyncio needed)."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(source session, sessions root, plots root); the source lives in the sessions root."""
+    sessions = tmp_path / "sessions"
+    source = write_synthetic_session(sessions)
+    return source, sessions, tmp_path / "plots"
+
+
+def make_app(roots, **kwargs) -> tuple[WorkbenchApp, ReplayBackend]:
+    source, sessions, plots = roots
+    backend = ReplayBackend(source, sessions, plots, **kwargs)
+    return WorkbenchApp(backend, monitor_interval=None), backend
+
+
+async def settle(pilot, rounds: int = 4) -> None:
+    """Let workers finish and their messages (which may start more workers) be handled."""
+    for _ in range(rounds):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+def shown(widget: Static) -> str:
+    """The plain text a Static shows (strings, rich Text and rich renderables alike)."""
+    console = Console(width=200, file=io.StringIO(), record=True)
+    console.print(widget.content)
+    return console.export_text()
+
+
+def status_text(app: WorkbenchApp) -> str:
+    return shown(app.query_one("#status", Static))
+
+
+def session_dirs(sessions: Path) -> list[Path]:
+    return sorted(p for p in sessions.iterdir() if p.name != SYNTHETIC_NAME)
+
+
+# ---------------------------------------------------------------------------------- opening
+
+
+@drive
+async def test_opens_with_gpu_variants_and_sessions(roots):
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "NVIDIA H200 (replay)" in shown(app.query_one("#mode-banner", Static))
+        matrix = app.query_one(VariantMatrix)
+        assert matrix.row_count == 6
+        assert set(matrix.rows_by_name) == {
+            f"{k}:{a}" for k in ("w13", "w2") for a in ("b4-scalar", "b3-scalar", "b3-coop")
+        }
+        browser = app.query_one(SessionBrowser)
+        assert [i.name for i in browser.infos.values()] == [SYNTHETIC_NAME]
+        assert app.check_action("run", ()) is True
+        assert app.check_action("cancel", ()) is False  # nothing to cancel: hidden
+
+
+@drive
+async def test_build_fills_matrix_and_shows_compiler_log(roots):
+    app, backend = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("b")
+        await settle(pilot)
+        matrix = app.query_one(VariantMatrix)
+        assert len(backend.built) == 6
+        assert {r.state for r in matrix.rows_by_name.values()} == {"built"}
+        coop = matrix.rows_by_name["w2:b3-coop"]
+        assert (coop.registers, coop.spills) == (70, 8)
+        assert str(matrix.get_cell("w2:b3-coop", "regs")) == "70"
+        assert "Build finished" in status_text(app)
+        matrix.focus()
+        await pilot.press("down", "down", "l")
+        await pilot.pause()
+        assert isinstance(app.screen, CompilerLogScreen)
+        assert app.screen.variant == "w13:b3-coop"
+        assert "Used 80 registers" in app.screen.log_text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, CompilerLogScreen)
+
+
+# ------------------------------------------------------------------------------------ runs
+
+
+@drive
+async def test_configure_run_and_see_results_and_recommendation(roots):
+    _, sessions, _ = roots
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        # configure: 8 pairs, W13 only, both sets
+        await pilot.click("#pairs")
+        await pilot.press("end", "backspace", "backspace", "8")
+        await pilot.click("#kernel-w2")
+        assert app.query_one("#kernel-w2", Checkbox).value is False
+        await pilot.press("r")
+        await settle(pilot)
+        progress = app.query_one(RunProgress)
+        assert progress.state == "complete"
+        assert {e.cmp_id: e.pair for e in progress.latest.values()} == {
+            "w13/hot": 8,
+            "w13/rotating": 8,
+        }
+        # the session saved by the run holds what the form asked for
+        (saved,) = session_dirs(sessions)
+        meta = json.loads((saved / "session.json").read_text())
+        assert meta["status"] == "complete"
+        assert meta["config"]["pairs"] == 8 and meta["config"]["kernels"] == ["w13"]
+        assert len(load_session(saved).samples) == 2 * 8 * 4
+        # results view: the new session, one row per comparison, and the recommendation
+        assert app.query_one(TabbedContent).active == "results", status_text(app)
+        view = app.query_one(ResultsView).view
+        assert view.info.path == saved
+        assert [(r.cmp_id, r.n, r.verdict) for r in view.rows] == [
+            ("w13/hot", 8, "FASTER"),
+            ("w13/rotating", 8, "FASTER"),
+        ]
+        (rec,) = view.recommendations
+        assert (rec.kernel, rec.choice) == ("w13", "b3-coop")
+        assert "FASTER" in rec.reason and "SLOWER nowhere" in rec.reason
+        table = app.query_one("#results-table")
+        assert table.row_count == 2
+        assert str(table.get_row_at(0)[1]) == "FASTER"
+        panel_text = shown(app.query_one("#recommendation", Static))
+        assert "b3-coop" in panel_text and "Rule:" in panel_text
+
+
+@drive
+async def test_cancel_mid_run_keeps_an_interrupted_session(roots):
+    _, sessions, _ = roots
+    app, backend = make_app(roots, hold_at=3)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        assert await asyncio.to_thread(backend.held.wait, 10)
+        await pilot.pause()
+        assert app.busy == "run"
+        assert app.check_action("cancel", ()) is True
+        assert app.check_action("run", ()) is None  # shown, disabled while a run is going
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.busy == ""
+        assert app.query_one(RunProgress).state == "interrupted"
+        (saved,) = session_dirs(sessions)
+        s = load_session(saved)
+        assert s.status == "interrupted"
+        assert len(s.samples) == 3 * 4  # the three pairs measured before the cancel, no more
+        view = app.query_one(ResultsView).view
+        assert view.info.status == "interrupted"
+        assert view.rows[0].n == 3 and view.rows[0].verdict == "AMBIGUOUS"
+        assert any(n.startswith("interrupted") for n in view.notes)
+        statuses = {i.name: i.status for i in app.query_one(SessionBrowser).infos.values()}
+        assert statuses[saved.name] == "interrupted"
+
+
+@drive
+async def test_bad_form_input_names_the_field_and_starts_nothing(roots):
+    _, sessions, _ = roots
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.click("#hidden")
+        await pilot.press("1", "0", "0", "0")
+        await pilot.click("#run-button")
+        await settle(pilot)
+        assert app.busy == ""
+        assert "hidden=1000" in status_text(app)
+        assert "hidden=1000" in shown(app.query_one("#form-error", Static))
+        assert session_dirs(sessions) == []
+
+
+# -------------------------------------------------------------------------------- sessions
+
+
+@drive
+async def test_open_export_and_compare_sessions(roots):
+    source, sessions, plots = roots
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("r")  # a second session to compare with
+        await settle(pilot)
+        await pilot.press("3")
+        browser = app.query_one(SessionBrowser)
+        browser.focus()
+        await pilot.pause()
+        names = [i.name for i in browser.infos.values()]
+        assert names[-1] == SYNTHETIC_NAME and len(names) == 2
+        await pilot.press("down", "enter")  # open the synthetic one
+        await settle(pilot)
+        view = app.query_one(ResultsView).view
+        assert view.info.path == source
+        assert {r.kernel: r.choice for r in view.recommendations if r.kernel != "step"} == {
+            "w13": "b3-coop",
+            "w2": "b3-scalar",
+        }
+        await pilot.press("e")
+        await settle(pilot)
+        report = plots / SYNTHETIC_NAME / "report.md"
+        assert report.exists() and "w2/rotating" in report.read_text()
+        assert "Exported 1 plots" in status_text(app)
+        await pilot.press("3")
+        browser.focus()
+        await pilot.press("m", "up", "x")
+        await settle(pilot)
+        assert isinstance(app.screen, CompareScreen)
+        assert "w13/hot" in app.screen.markdown and "shift" in app.screen.markdown
+        await pilot.press("escape")
+
+
+@drive
+async def test_corrupt_session_shows_an_error_not_a_crash(roots):
+    source, sessions, _ = roots
+    bad = sessions / "20261129T130000Z_truncated"
+    bad.mkdir()
+    (bad / "session.json").write_text('{"schema": "workbench.session/1", "status": "comp')
+    (bad / "journal.jsonl").write_text("")
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        browser = app.query_one(SessionBrowser)
+        infos = {i.name: i for i in browser.infos.values()}
+        assert infos[bad.name].status == "unreadable"
+        assert "truncated or not JSON" in infos[bad.name].error
+        await pilot.press("3")
+        browser.focus()
+        row = list(browser.infos).index(str(bad))
+        browser.move_cursor(row=row)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.is_running
+        assert "Cannot open" in status_text(app) and "truncated" in status_text(app)
+        assert app.query_one(ResultsView).view is None
+        # the app still works: the good session opens
+        browser.move_cursor(row=list(browser.infos).index(str(source)))
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.query_one(ResultsView).view.info.path == source
+
+
+# ------------------------------------------------------------------- browse mode and NVML
+
+
+@drive
+async def test_without_gpu_opens_in_browse_mode(roots):
+    _, sessions, _ = roots
+    app, _ = make_app(roots, gpu=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        banner = shown(app.query_one("#mode-banner", Static))
+        assert "Browse mode" in banner and "no CUDA device" in banner
+        assert app.query_one(TabbedContent).active == "sessions"
+        assert app.query_one("#run-button").disabled
+        assert app.check_action("run", ()) is None and app.check_action("build", ()) is None
+        await pilot.press("r", "b")
+        await settle(pilot)
+        assert app.busy == "" and session_dirs(sessions) == []
+        await pilot.press("o")  # browsing still works
+        await settle(pilot)
+        assert app.query_one(ResultsView).view.info.name == SYNTHETIC_NAME
+
+
+@drive
+async def test_nvml_unavailable_is_said_not_crashed(roots):
+    app, _ = make_app(roots, nvml=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        panel = app.query_one(NvmlPanel)
+        assert panel.available is False
+        assert "NVML unavailable" in shown(panel.query_one("#nvml-note", Static))
+        assert not panel.query_one("#nvml-live").display
+
+
+@drive
+async def test_nvml_panel_follows_readings(roots):
+    source = roots[0]
+    readings = load_session(source).nvml
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for _ in range(4):
+            app.refresh_monitor()
+            await settle(pilot, 2)
+        panel = app.query_one(NvmlPanel)
+        assert list(panel.query_one("#spark-sm-mhz", Sparkline).data) == [
+            float(r["sm_mhz"]) for r in readings[:5]
+        ]
+        last = readings[4]
+        clocks = shown(panel.query_one("#nvml-clocks", Static))
+        assert f"SM {last['sm_mhz']} MHz" in clocks and f"{last['temp_c']} °C" in clocks
+
+
+# ----------------------------------------------------------------- help, palette, command
+
+
+@drive
+async def test_help_screen_and_command_palette(roots):
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        provider = WorkbenchCommands(app.screen)
+        hits = [h.text async for h in provider.search("export")]
+        assert hits == ["Export plots and report"]
+        found = [h.text async for h in provider.discover()]
+        assert "Run A/B" in found and "Cancel" not in found  # nothing to cancel now
+        await pilot.press("ctrl+p")
+        await pilot.press(*"go to sessions")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.query_one(TabbedContent).active == "sessions"
+
+
+def test_workbench_without_arguments_opens_the_tui(monkeypatch, tmp_path):
+    from workbench import cli
+
+    opened = []
+
+    def fake_run(self):
+        opened.append(self)
+
+    monkeypatch.setattr(WorkbenchApp, "run", fake_run)
+    assert cli.main([]) == 0
+    (app,) = opened
+    assert isinstance(app.backend, EngineBackend)
+    assert app.backend.sessions_root == Path("sessions")
+    assert cli.main(["tui", "--sessions", str(tmp_path), "--browse"]) == 0
+    assert opened[1].backend.sessions_root == tmp_path and opened[1].backend.browse_only
+    assert cli.main(["tui", "--nvml-interval", "0"]) == 2
+
+
+# ------------------------------------------------------------------ engine adapter on CPU
+
+
+def test_engine_backend_on_a_cpu_machine(roots):
+    source, sessions, plots = roots
+    bad = sessions / "20261129T130000Z_foreign"
+    bad.mkdir()
+    (bad / "session.json").write_text('{"not": "a session"}')
+    backend = EngineBackend(sessions, plots)
+    status = backend.gpu_status()
+    assert status.available is False and status.reason
+    assert EngineBackend(sessions, plots, browse_only=True).gpu_status().reason == (
+        "started with --browse"
+    )
+    if backend.monitor_reading() is None:  # no NVML on CI machines: said, not raised
+        assert backend.monitor_note().startswith("NVML unavailable")
+    listed = {i.name: i for i in backend.sessions()}
+    assert listed[SYNTHETIC_NAME].status == "complete"
+    assert listed[SYNTHETIC_NAME].gpu == "NVIDIA H200 (synthetic)"
+    assert listed[bad.name].status == "unreadable" and "foreign" in listed[bad.name].error
+    with pytest.raises(SessionError, match="foreign"):
+        backend.open_session(bad)
+
+
+def test_analysis_recomputes_verdicts_from_the_journal(roots):
+    source = roots[0]
+    view = view_from_session(load_session(source))
+    rows = {r.cmp_id: r for r in view.rows}
+    assert {k: r.verdict for k, r in rows.items()} == {
+        "w13/hot": "FASTER",
+        "w13/rotating": "FASTER",
+        "w2/hot": "SLOWER",
+        "w2/rotating": "SLOWER",
+        "step/rotating": "FASTER",
+    }
+    # true effects written into the synthetic journal: 0.93, 0.92, 1.11, 1.12, 0.96
+    for cmp_id, ratio in (("w13/hot", 0.93), ("w2/rotating", 1.12), ("step/rotating", 0.96)):
+        assert rows[cmp_id].ci_lo < ratio * 1.01 and rows[cmp_id].ci_hi > ratio * 0.99
+        assert abs(rows[cmp_id].b_ms / rows[cmp_id].a_ms - ratio) < 0.01
+    assert abs(rows["w13/hot"].a_ms - 0.0912 * 1.002) < 0.001
+    assert rows["w13/hot"].a_us_per_call == pytest.approx(rows["w13/hot"].a_ms * 1000 / 48)
+    assert rows["w13/hot"].k == 12 and rows["w2/hot"].k == 0
+    recs = {r.kernel: r for r in view.recommendations}
+    assert recs["w13"].choice == "b3-coop" and recs["w2"].choice == "b3-scalar"
+    assert len(recs["w13"].evidence) == 2 and recs["w13"].evidence[0].startswith("hot: FASTER")
+    assert "SLOWER in none" in view.rule
+
+
+# ------------------------------------------------------------------------------ snapshots
+
+
+async def _ready(pilot) -> None:
+    await settle(pilot)
+    for _ in range(5):  # a fixed number of NVML readings for the sparklines
+        pilot.app.refresh_monitor()
+        await settle(pilot, 2)
+
+
+def test_snapshot_main_screen(roots, snap_compare):
+    app, _ = make_app(roots)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_ready)
+
+
+def test_snapshot_results_screen(roots, snap_compare):
+    source = roots[0]
+    app, _ = make_app(roots)
+
+    async def open_it(pilot):
+        await _ready(pilot)
+        app.open_session(source)
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=open_it)
+
+
+def test_snapshot_browse_mode_without_nvml(roots, snap_compare):
+    app, _ = make_app(roots, gpu=False, nvml=False)
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+
+
+def test_snapshot_help_screen(roots, snap_compare):
+    app, _ = make_app(roots)
+    assert snap_compare(app, terminal_size=SIZE, press=["f1"], run_before=settle)

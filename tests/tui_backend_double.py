@@ -1,0 +1,284 @@
+"""Test double for the TUI: a `Backend` that replays a recorded session instead of a GPU.
+
+`ReplayBackend` inherits the real CPU paths of `EngineBackend` (session listing, loading,
+statistics, comparison) and replaces only what needs a GPU: probing, builds, runs and NVML.
+A run replays the source session's journal through the real `SessionWriter`, pair by pair,
+reporting progress as the engine would, and honours the run form (kernels, sets, pairs).
+
+Until real H200 sessions are committed under sessions/, `write_synthetic_session` writes one in
+the documented format (docs/ARCHITECTURE.md, "Sessions") with known effects: W13's cooperative
+reader 7 % faster, W2's 11 % slower (the seed's V100 pattern), so the verdicts are certain.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from workbench import stats
+from workbench.session import SessionWriter, load_session
+from workbench.shapes import PRESETS
+from workbench.tui.backend import ExportResult, GpuStatus, ProgressEvent, RunConfig, VariantRow
+from workbench.tui.engine import EngineBackend
+
+SYNTHETIC_NAME = "20261120T120000Z_synthetic-h200"
+GIB = 1024**3
+
+# (id, kernel, set, role, a, b, ms of A per 48-call replay, true ratio B/A)
+SYNTHETIC_COMPARISONS = (
+    ("w13/hot", "w13", "hot", "main", "b3-scalar", "b3-coop", 0.0912, 0.93),
+    ("w13/rotating", "w13", "rotating", "main", "b3-scalar", "b3-coop", 0.1105, 0.92),
+    ("w2/hot", "w2", "hot", "main", "b3-scalar", "b3-coop", 0.0634, 1.11),
+    ("w2/rotating", "w2", "rotating", "main", "b3-scalar", "b3-coop", 0.0702, 1.12),
+    (
+        "step/rotating",
+        "step",
+        "rotating",
+        "confirm",
+        "w13=b3-scalar,w2=b3-scalar",
+        "w13=b3-coop,w2=b3-scalar",
+        0.1871,
+        0.96,
+    ),
+)
+
+
+def write_synthetic_session(root: Path, seed: int = 7, pairs: int = 12) -> Path:
+    """Write a complete session with fixed name and times (deterministic screenshots)."""
+    rng = np.random.default_rng(seed)
+    folder = root / SYNTHETIC_NAME
+    folder.mkdir(parents=True)
+    shape = PRESETS["qwen3.8-flash-next"]
+    t = 1_795_000_000.0
+    journal = []
+    for cmp_id, kernel, set_, role, a, b, a_ms, ratio in SYNTHETIC_COMPARISONS:
+        journal.append(
+            dict(
+                type="comparison",
+                t=t,
+                id=cmp_id,
+                kernel=kernel,
+                set=set_,
+                role=role,
+                a=a,
+                b=b,
+                calls=48,
+                replays=20,
+                working_set_bytes=0,
+                l2_bytes=62_914_560,
+                graphs=1,
+            )
+        )
+        journal.append(dict(type="gate", t=t, cmp=cmp_id, ok=True, max_abs_diff=0.0))
+        for pair in range(pairs):
+            order = "ABBA" if pair % 2 == 0 else "BAAB"
+            for slot, arm in enumerate(order):
+                t += 0.01
+                # 0.6 % sample noise plus a slow drift the ABBA order cancels
+                base = a_ms * (ratio if arm == "B" else 1.0) * (1 + 0.0004 * pair)
+                ms = float(base * (1 + 0.006 * rng.standard_normal()))
+                journal.append(
+                    dict(
+                        type="sample",
+                        t=t,
+                        cmp=cmp_id,
+                        pair=pair,
+                        slot=slot,
+                        arm=arm,
+                        variant=a if arm == "A" else b,
+                        ms=ms,
+                        replay_ms=[ms],
+                        sm_mhz_min=1980,
+                        sm_mhz_max=1980,
+                        throttle=0,
+                        flagged=False,
+                        excluded=False,
+                    )
+                )
+    nvml = []
+    for i in range(40):
+        nvml.append(
+            dict(
+                t=1_795_000_000.0 + 0.05 * i,
+                mem_used=int((20 + 0.2 * i) * GIB),
+                mem_free=int((120.4 - 0.2 * i) * GIB),
+                mem_total=int(140.4 * GIB),
+                sm_mhz=int(1980 - 15 * (i % 5)),
+                mem_mhz=3201,
+                temp_c=41 + i // 8,
+                power_w=float(180 + 40 * rng.random()),
+                throttle=0 if i % 13 else 0x4,
+            )
+        )
+    meta = {
+        "schema": "workbench.session/1",
+        "status": "complete",
+        "created": "2026-11-20T12:00:00.000Z",
+        "finished": "2026-11-20T12:01:10.000Z",
+        "slug": "synthetic-h200",
+        "config": {"shape": asdict(shape), "m": 0.01, "pairs": pairs, "calls": 48, "replays": 20},
+        "provenance": {"package": "workbench", "version": "0.1.0", "synthetic": True},
+        "environment": {"gpu": {"name": "NVIDIA H200 (synthetic)", "l2_bytes": 62_914_560}},
+        "summary": None,
+        "error": None,
+    }
+    (folder / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in journal))
+    (folder / "nvml.jsonl").write_text("".join(json.dumps(r) + "\n" for r in nvml))
+    (folder / "session.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return folder
+
+
+VARIANT_TABLE = (
+    # (name, kernel, layout, reader, seconds, registers, spills, smem): a plausible ptxas report
+    ("w13:b4-scalar", "w13", "b4", "scalar", 41.2, 64, 0, 0),
+    ("w13:b3-scalar", "w13", "b3", "scalar", 40.8, 72, 0, 0),
+    ("w13:b3-coop", "w13", "b3", "coop", 42.5, 80, 0, 0),
+    ("w2:b4-scalar", "w2", "b4", "scalar", 38.9, 56, 0, 0),
+    ("w2:b3-scalar", "w2", "b3", "scalar", 39.4, 60, 0, 0),
+    ("w2:b3-coop", "w2", "b3", "coop", 40.1, 70, 8, 0),
+)
+
+
+class ReplayBackend(EngineBackend):
+    """Replays ``source`` (a session folder). ``hold_at``: after that many pairs of a run, wait
+    until the run is cancelled (makes "cancel mid-run" deterministic). ``gpu=False`` acts as a
+    machine without a GPU; ``nvml=False`` as one without NVML."""
+
+    def __init__(
+        self,
+        source: Path,
+        sessions_root: Path,
+        plots_root: Path,
+        gpu: bool = True,
+        nvml: bool = True,
+        pace_s: float = 0.0,
+        hold_at: int | None = None,
+    ) -> None:
+        super().__init__(sessions_root, plots_root)
+        self.source = Path(source)
+        self.gpu = gpu
+        self.nvml = nvml
+        self.pace_s = pace_s
+        self.hold_at = hold_at
+        self.held = threading.Event()  # set while a run waits at hold_at
+        self._readings = load_session(self.source).nvml
+        self._tick = 0
+        self.built: list[str] = []
+
+    def gpu_status(self) -> GpuStatus:
+        if not self.gpu:
+            return GpuStatus(False, "no CUDA device (replay double without a GPU)")
+        return GpuStatus(True, f"replaying {self.source.name}", "NVIDIA H200 (replay)")
+
+    def variants(self) -> list[VariantRow]:
+        return [VariantRow(n, k, lay, r) for n, k, lay, r, *_ in VARIANT_TABLE]
+
+    def build(
+        self,
+        names: Sequence[str],
+        progress: Callable[[VariantRow], None],
+        cancelled: Callable[[], bool],
+    ) -> list[VariantRow]:
+        rows = []
+        for name, k, lay, r, secs, regs, spills, smem in VARIANT_TABLE:
+            if names and name not in names:
+                continue
+            if cancelled():
+                break
+            progress(VariantRow(name, k, lay, r, "building"))
+            time.sleep(self.pace_s)
+            log = f"ptxas info    : Compiling entry function for 'sm_90'\nptxas info    : Used {regs} registers"
+            row = VariantRow(name, k, lay, r, "built", secs, regs, spills, smem, log)
+            progress(row)
+            rows.append(row)
+            self.built.append(name)
+        return rows
+
+    def monitor_reading(self) -> dict | None:
+        if not self.nvml or not self._readings:
+            return None
+        reading = dict(self._readings[self._tick % len(self._readings)])
+        self._tick += 1
+        reading["gpu"] = "NVIDIA H200 (replay)"
+        return reading
+
+    def monitor_note(self) -> str:
+        return "" if self.nvml else "NVML unavailable: NVMLError_LibraryNotFound (replay double)"
+
+    def run(
+        self,
+        config: RunConfig,
+        progress: Callable[[ProgressEvent], None],
+        cancelled: Callable[[], bool],
+    ) -> Path:
+        src = load_session(self.source, nvml=False)
+        # The engine confirms the recommended mix on `step` only when both kernels were timed.
+        both = {"w13", "w2"} <= set(config.kernels)
+        chosen = [
+            c
+            for c in src.comparisons
+            if c["set"] in config.sets
+            and (c["kernel"] in config.kernels or (c["role"] == "confirm" and both))
+        ]
+        writer = SessionWriter(
+            self.sessions_root,
+            "replay",
+            config={**config.to_dict(), "shape": src.config.get("shape"), "m": 0.01},
+            provenance={"replay_of": src.name},
+            environment=src.environment,
+        )
+        done = 0
+        for step, c in enumerate(chosen, start=1):
+            writer.record("comparison", **{k: v for k, v in c.items() if k not in ("type", "t")})
+            samples = [s for s in src.samples_for(c["id"]) if s["pair"] < config.pairs]
+            kept: list[dict] = []
+            for s in samples:
+                if cancelled():
+                    writer.finish("interrupted", error="cancelled from the TUI")
+                    return writer.path
+                kept.append(writer.record("sample", **{k: v for k, v in s.items() if k != "type"}))
+                if s["slot"] != 3:
+                    continue
+                time.sleep(self.pace_s)
+                ratios = stats.pair_ratios(kept)
+                ci = stats.median_ci(ratios.values)
+                finite = np.isfinite(ci.low) and np.isfinite(ci.high)
+                progress(
+                    ProgressEvent(
+                        c["id"],
+                        step,
+                        len(chosen),
+                        s["pair"] + 1,
+                        config.pairs,
+                        len(kept),
+                        ci.median,
+                        (ci.low, ci.high) if finite else None,
+                    )
+                )
+                done += 1
+                if self.hold_at is not None and done == self.hold_at:
+                    self.held.set()
+                    deadline = time.monotonic() + 20
+                    while not cancelled() and time.monotonic() < deadline:
+                        time.sleep(0.005)
+        writer.finish("complete")
+        return writer.path
+
+    def export(self, path: Path) -> ExportResult:
+        # The real export needs workbench.plots/report; the double writes what they would name.
+        view = self.open_session(path)
+        out = self.plots_root / view.info.name
+        out.mkdir(parents=True, exist_ok=True)
+        report = out / "report.md"
+        lines = [f"# {view.info.name}", "", "| comparison | ratio | verdict |", "|---|---|---|"]
+        lines += [f"| {r.cmp_id} | {r.ratio:.4f} | {r.verdict} |" for r in view.rows]
+        report.write_text("\n".join(lines) + "\n")
+        plot = out / "ratios.txt"
+        plot.write_text("\n".join(f"{r.cmp_id} {r.ratio:.5f}" for r in view.rows) + "\n")
+        return ExportResult((plot,), report)

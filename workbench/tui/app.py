@@ -1,0 +1,396 @@
+"""The workbench app: composes the widgets, owns the workers, turns messages into updates.
+
+All blocking calls go to the `Backend` from thread workers (``@work(thread=True)``) that post
+messages back; the event loop only ever updates widgets, so the UI never freezes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from workbench.errors import BadArgument, WorkbenchError
+from workbench.tui.backend import Backend, GpuStatus, RunConfig
+from workbench.tui.commands import WorkbenchCommands
+from workbench.tui.messages import (
+    BuildEnded,
+    BuildProgressed,
+    Compared,
+    Exported,
+    GpuProbed,
+    MonitorRead,
+    RunEnded,
+    RunProgressed,
+    SessionOpened,
+    SessionsListed,
+    WorkFailed,
+)
+from workbench.tui.screens.compare import CompareScreen
+from workbench.tui.screens.help import HelpScreen
+from workbench.tui.screens.log import CompilerLogScreen
+from workbench.tui.widgets.nvml_panel import NvmlPanel
+from workbench.tui.widgets.results_view import ResultsView
+from workbench.tui.widgets.run_form import RunForm
+from workbench.tui.widgets.run_progress import RunProgress
+from workbench.tui.widgets.session_browser import SessionBrowser
+from workbench.tui.widgets.variant_matrix import VariantMatrix
+
+
+def describe(error: BaseException) -> str:
+    """One line for the user: our errors speak for themselves, others get their type."""
+    if isinstance(error, WorkbenchError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+class WorkbenchApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "workbench"
+    SUB_TITLE = "AWQ int4 MoE metadata readers"
+    COMMANDS = App.COMMANDS | {WorkbenchCommands}
+    BINDINGS = [
+        Binding("b", "build", "Build"),
+        Binding("r", "run", "Run"),
+        Binding("escape", "cancel", "Cancel"),
+        Binding("l", "compiler_log", "Log"),
+        Binding("o", "open_session", "Open"),
+        Binding("x", "compare", "Compare"),
+        Binding("e", "export", "Export"),
+        Binding("s", "rescan", "Rescan", show=False),
+        Binding("1", "tab('run')", "Build & run", show=False),
+        Binding("2", "tab('results')", "Results", show=False),
+        Binding("3", "tab('sessions')", "Sessions", show=False),
+        Binding("f1,question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    busy: reactive[str] = reactive("")  # "" | "build" | "run"
+    gpu: reactive[GpuStatus | None] = reactive(None)
+
+    def __init__(
+        self,
+        backend: Backend,
+        monitor_interval: float | None = 1.0,
+        config: RunConfig | None = None,
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.monitor_interval = monitor_interval
+        self.initial_config = config
+        self.open_path: Path | None = None
+
+    # ---- layout -------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("Checking for a GPU…", id="mode-banner")
+        with Horizontal(id="body"):
+            with TabbedContent(initial="run", id="tabs"):
+                with TabPane("Build & run", id="run"), Horizontal(id="run-pane"):
+                    with Vertical(id="run-left"):
+                        yield VariantMatrix(id="variants")
+                        yield RunProgress(id="progress")
+                    with VerticalScroll(id="form-scroll"):
+                        yield RunForm(self.initial_config, id="form")
+                with TabPane("Results", id="results"):
+                    yield ResultsView(id="results-view")
+                with TabPane("Sessions", id="sessions"):
+                    yield SessionBrowser(id="browser")
+            yield NvmlPanel(id="nvml")
+        yield Static("", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.probe_gpu()
+        self.list_sessions()
+        self.refresh_monitor()
+        if self.monitor_interval:
+            self.set_interval(self.monitor_interval, self.refresh_monitor)
+
+    # ---- state --------------------------------------------------------------------------
+
+    def set_status(self, message: str, error: bool = False) -> None:
+        style = "bold red" if error else ""
+        self.query_one("#status", Static).update(Text(message, style=style))
+
+    def watch_busy(self, _busy: str) -> None:
+        self.refresh_bindings()
+
+    def watch_gpu(self, gpu: GpuStatus | None) -> None:
+        self.refresh_bindings()
+        banner = self.query_one("#mode-banner", Static)
+        if gpu is None:
+            return
+        if gpu.available:
+            banner.update(
+                Text.assemble(("GPU ", "bold"), gpu.name or "available", "  ", gpu.reason)
+            )
+            banner.set_class(False, "browse")
+        else:
+            banner.update(
+                Text.assemble(
+                    ("Browse mode", "bold"), ": builds and runs are disabled: ", gpu.reason
+                )
+            )
+            banner.set_class(True, "browse")
+            self.query_one("#form", RunForm).query_one("#run-button", Button).disabled = True
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("build", "run"):
+            # None: shown in the footer but disabled, so browse mode still says the key exists.
+            return None if self.busy or self.gpu is None or not self.gpu.available else True
+        if action == "cancel":
+            return bool(self.busy)
+        return True
+
+    # ---- actions ------------------------------------------------------------------------
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        # Focus moves with the tab: a focused widget left in a hidden pane would pull its pane
+        # back into view (TabbedContent follows focus), and keys should act on what is shown.
+        target = {"run": "#variants", "results": "#results-table", "sessions": "#browser"}[tab]
+        self.query_one(target).focus()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_build(self) -> None:
+        if self.check_action("build", ()) is not True:
+            return
+        self.busy = "build"
+        self.set_status("Building variants…")
+        self.build_variants([])
+
+    def action_run(self) -> None:
+        if self.check_action("run", ()) is not True:
+            return
+        try:
+            config = self.query_one(RunForm).config()
+        except BadArgument as e:
+            self.set_status(f"Run configuration: {e}", error=True)
+            self.notify(str(e), title="Run configuration", severity="error")
+            return
+        self.busy = "run"
+        self.action_tab("run")
+        steps = len(config.kernels) * len(config.sets)
+        self.query_one(RunProgress).start(steps, None if config.adaptive else config.pairs)
+        self.set_status(f"Running {config.a} (A) against {config.b} (B)…")
+        self.run_ab(config)
+
+    @on(Button.Pressed, "#run-button")
+    def _run_pressed(self) -> None:
+        self.action_run()
+
+    def action_cancel(self) -> None:
+        if self.busy == "run":
+            self.workers.cancel_group(self, "run")
+            self.query_one(RunProgress).state = "cancelling"
+            self.set_status("Cancelling the run…")
+        elif self.busy == "build":
+            self.workers.cancel_group(self, "build")
+            self.set_status("Cancelling the build…")
+
+    def action_compiler_log(self) -> None:
+        row = self.query_one(VariantMatrix).selected()
+        if row is None:
+            self.notify("No variant highlighted.", severity="warning")
+            return
+        self.push_screen(CompilerLogScreen(row.name, row.log))
+
+    def action_open_session(self) -> None:
+        info = self.query_one(SessionBrowser).highlighted()
+        if info is None:
+            self.notify("No saved session to open.", severity="warning")
+            return
+        self.open_session(info.path)
+
+    def action_rescan(self) -> None:
+        self.list_sessions()
+
+    def action_export(self) -> None:
+        path = self.open_path
+        if path is None:
+            info = self.query_one(SessionBrowser).highlighted()
+            path = info.path if info else None
+        if path is None:
+            self.notify("Open or highlight a session to export.", severity="warning")
+            return
+        self.set_status(f"Exporting {path.name}…")
+        self.export_session(path)
+
+    def action_compare(self) -> None:
+        browser = self.query_one(SessionBrowser)
+        info = browser.highlighted()
+        if browser.marked is None or info is None or info.path == browser.marked:
+            self.notify(
+                "Mark one session with m, then highlight another and press x.",
+                title="Compare",
+                severity="warning",
+            )
+            return
+        self.compare_sessions(browser.marked, info.path)
+
+    def on_session_browser_open_requested(self, message: SessionBrowser.OpenRequested) -> None:
+        self.open_session(message.path)
+
+    # ---- workers (threads: they call the backend and only post messages) ---------------
+
+    def _fail(self, what: str, error: BaseException) -> None:
+        self.post_message(WorkFailed(what, describe(error)))
+
+    @work(thread=True, group="probe", exit_on_error=False)
+    def probe_gpu(self) -> None:
+        try:
+            status = self.backend.gpu_status()
+        except Exception as e:  # a probe must never take the app down
+            status = GpuStatus(False, describe(e))
+        try:
+            variants = self.backend.variants()
+        except Exception as e:
+            variants = []
+            self._fail("variants", e)
+        self.post_message(GpuProbed(status, variants))
+
+    @work(thread=True, group="sessions", exclusive=True, exit_on_error=False)
+    def list_sessions(self) -> None:
+        try:
+            self.post_message(SessionsListed(self.backend.sessions()))
+        except Exception as e:
+            self._fail("list sessions", e)
+
+    @work(thread=True, group="monitor", exclusive=True, exit_on_error=False)
+    def refresh_monitor(self) -> None:
+        try:
+            reading = self.backend.monitor_reading()
+            note = "" if reading is not None else self.backend.monitor_note()
+        except Exception as e:
+            reading, note = None, describe(e)
+        self.post_message(MonitorRead(reading, note))
+
+    @work(thread=True, group="build", exit_on_error=False)
+    def build_variants(self, names: list[str]) -> None:
+        worker = get_current_worker()
+        try:
+            self.backend.build(
+                names,
+                lambda row: self.post_message(BuildProgressed(row)),
+                lambda: worker.is_cancelled,
+            )
+        except Exception as e:
+            self.post_message(BuildEnded(worker.is_cancelled, describe(e)))
+            return
+        self.post_message(BuildEnded(worker.is_cancelled))
+
+    @work(thread=True, group="run", exit_on_error=False)
+    def run_ab(self, config: RunConfig) -> None:
+        worker = get_current_worker()
+        try:
+            path = self.backend.run(
+                config,
+                lambda event: self.post_message(RunProgressed(event)),
+                lambda: worker.is_cancelled,
+            )
+        except Exception as e:
+            self.post_message(RunEnded(None, worker.is_cancelled, describe(e)))
+            return
+        self.post_message(RunEnded(path, worker.is_cancelled))
+
+    @work(thread=True, group="open", exclusive=True, exit_on_error=False)
+    def open_session(self, path: Path) -> None:
+        try:
+            self.post_message(SessionOpened(self.backend.open_session(path)))
+        except Exception as e:
+            self.post_message(WorkFailed(f"open {path.name}", describe(e)))
+
+    @work(thread=True, group="export", exit_on_error=False)
+    def export_session(self, path: Path) -> None:
+        try:
+            self.post_message(Exported(self.backend.export(path)))
+        except Exception as e:
+            self._fail(f"export {path.name}", e)
+
+    @work(thread=True, group="compare", exclusive=True, exit_on_error=False)
+    def compare_sessions(self, a: Path, b: Path) -> None:
+        try:
+            text = self.backend.compare(a, b)
+        except Exception as e:
+            self._fail("compare", e)
+            return
+        self.post_message(Compared(f"{a.name} → {b.name}", text))
+
+    # ---- messages from the workers ------------------------------------------------------
+
+    def on_gpu_probed(self, message: GpuProbed) -> None:
+        self.query_one(VariantMatrix).set_rows(message.variants)
+        self.gpu = message.status
+        if not message.status.available:
+            self.action_tab("sessions")
+
+    def on_build_progressed(self, message: BuildProgressed) -> None:
+        self.query_one(VariantMatrix).update_variant(message.row)
+
+    def on_build_ended(self, message: BuildEnded) -> None:
+        self.busy = ""
+        if message.error:
+            self.set_status(f"Build failed: {message.error}", error=True)
+            self.notify(message.error, title="Build failed", severity="error")
+        elif message.cancelled:
+            self.set_status("Build cancelled.")
+        else:
+            self.set_status("Build finished.")
+
+    def on_run_progressed(self, message: RunProgressed) -> None:
+        self.query_one(RunProgress).event = message.event
+
+    def on_run_ended(self, message: RunEnded) -> None:
+        self.busy = ""
+        progress = self.query_one(RunProgress)
+        if message.error:
+            progress.state = "failed"
+            self.set_status(f"Run failed: {message.error}", error=True)
+            self.notify(message.error, title="Run failed", severity="error")
+        else:
+            progress.state = "interrupted" if message.cancelled else "complete"
+            self.set_status(f"Session saved: {message.path}")
+        if message.path is not None:
+            self.open_session(message.path)
+        self.list_sessions()
+
+    def on_sessions_listed(self, message: SessionsListed) -> None:
+        self.query_one(SessionBrowser).show(message.sessions)
+
+    def on_session_opened(self, message: SessionOpened) -> None:
+        view = message.view
+        self.open_path = view.info.path
+        self.query_one(ResultsView).view = view
+        self.action_tab("results")
+        if self.busy != "run":
+            self.set_status(f"Opened {view.info.name} ({view.info.status}).")
+
+    def on_work_failed(self, message: WorkFailed) -> None:
+        self.set_status(f"Cannot {message.what}: {message.error}", error=True)
+        self.notify(message.error, title=f"Cannot {message.what}", severity="error")
+
+    def on_exported(self, message: Exported) -> None:
+        result = message.result
+        self.set_status(f"Exported {len(result.plots)} plots and the report {result.report}")
+        self.notify(f"{len(result.plots)} plots, report {result.report}", title="Exported")
+
+    def on_compared(self, message: Compared) -> None:
+        self.push_screen(CompareScreen(message.title, message.markdown))
+
+    def on_monitor_read(self, message: MonitorRead) -> None:
+        panel = self.query_one(NvmlPanel)
+        if message.reading is None:
+            panel.unavailable(message.note)
+        else:
+            panel.push(message.reading)

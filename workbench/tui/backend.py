@@ -1,0 +1,259 @@
+"""What the TUI asks of the engine: the `Backend` protocol and the plain records it trades in.
+
+The app only ever holds these records; it never imports torch, CUDA or the engine. Every call
+that may block (build, run, export, GPU probing) is made from a thread worker, so a backend may
+take its time. Long calls receive a ``progress`` callback (called from the worker thread) and a
+``cancelled`` predicate they poll between units of work; a cancelled run returns the path of
+its session, which then holds the samples measured so far and the status "interrupted".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from workbench.errors import BadArgument
+from workbench.shapes import DEFAULT_PRESET, Shape, resolve_shape
+
+KERNELS = ("w13", "w2", "step")
+SETS = ("hot", "rotating")
+# The arms a user may put on either side of an A/B (ARCHITECTURE "Variants"); tinygemm is a
+# peer that is timed but never recommended.
+ARMS = ("b3-scalar", "b3-coop", "b4-scalar", "tinygemm")
+
+
+@dataclass(frozen=True)
+class GpuStatus:
+    """Whether runs are possible here, and why not when they are not."""
+
+    available: bool
+    reason: str
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    """One row of the variant matrix: a (kernel, layout, reader) build and its ptxas report."""
+
+    name: str
+    kernel: str
+    layout: str
+    reader: str
+    state: str = "not built"  # not built | building | cached | built | failed
+    seconds: float | None = None
+    registers: int | None = None
+    spills: int | None = None
+    smem: int | None = None
+    log: str = ""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything the run form sets. Shape fields left as None take the preset's value."""
+
+    preset: str = DEFAULT_PRESET
+    tp: int = 4
+    hidden: int | None = None
+    inter: int | None = None
+    experts: int | None = None
+    top_k: int | None = None
+    layers: int | None = None
+    kernels: tuple[str, ...] = ("w13", "w2")
+    sets: tuple[str, ...] = SETS
+    a: str = "b3-scalar"
+    b: str = "b3-coop"
+    pairs: int = 12
+    adaptive: bool = False
+    target_pct: float = 0.5
+    calls: int = 48
+    replays: int = 20
+    seed: int = 0
+
+    def shape(self) -> Shape:
+        """The validated shape (raises BadArgument naming the dimension)."""
+        return resolve_shape(
+            preset=self.preset,
+            tp=self.tp,
+            hidden=self.hidden,
+            inter=self.inter,
+            experts=self.experts,
+            top_k=self.top_k,
+            layers=self.layers,
+        )
+
+    def validate(self) -> RunConfig:
+        """Raise BadArgument naming the first field that cannot be run; return self."""
+        self.shape()
+        if not self.kernels:
+            raise BadArgument("kernels=() must name at least one of w13, w2, step")
+        for k in self.kernels:
+            if k not in KERNELS:
+                raise BadArgument(f"kernels={k!r} is not one of {', '.join(KERNELS)}")
+        if not self.sets:
+            raise BadArgument("sets=() must name at least one of hot, rotating")
+        for s in self.sets:
+            if s not in SETS:
+                raise BadArgument(f"sets={s!r} is not one of {', '.join(SETS)}")
+        for side in ("a", "b"):
+            if getattr(self, side) not in ARMS:
+                raise BadArgument(f"{side}={getattr(self, side)!r} is not one of {', '.join(ARMS)}")
+        for name, low in (("pairs", 2), ("calls", 1), ("replays", 1)):
+            value = getattr(self, name)
+            if value < low:
+                raise BadArgument(f"{name}={value} must be at least {low}")
+        if not 0.0 < self.target_pct < 50.0:
+            raise BadArgument(f"target_pct={self.target_pct} must lie in (0, 50) percent")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """A run's progress: comparison ``step`` of ``steps``, pair ``pair`` of ``pairs``.
+
+    ``pairs`` is None in adaptive mode (the end is not known). ``ratio`` and ``ci`` are the
+    comparison's current median pair ratio B/A and its 95 % CI once two pairs are complete.
+    """
+
+    cmp_id: str
+    step: int
+    steps: int
+    pair: int
+    pairs: int | None
+    samples: int
+    ratio: float | None = None
+    ci: tuple[float, float] | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """One line of the session browser. ``error`` is set when the folder cannot be read."""
+
+    path: Path
+    name: str
+    status: str
+    created: str = ""
+    gpu: str = ""
+    shape: str = ""
+    kernels: str = ""
+    samples: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One comparison's statistics (DESIGN §7). Times are median ms per replay of ``calls``."""
+
+    cmp_id: str
+    kernel: str
+    set: str
+    role: str
+    a: str
+    b: str
+    calls: int
+    a_ms: float
+    b_ms: float
+    ratio: float
+    ci_lo: float
+    ci_hi: float
+    p: float | None  # None below the pairs a Wilcoxon test needs
+    k: int
+    n: int
+    verdict: str
+    flagged: int = 0
+    note: str = ""
+
+    @property
+    def a_us_per_call(self) -> float:
+        return 1000.0 * self.a_ms / self.calls
+
+    @property
+    def b_us_per_call(self) -> float:
+        return 1000.0 * self.b_ms / self.calls
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The reader chosen for one kernel (or "inconclusive") and the evidence behind it."""
+
+    kernel: str
+    choice: str
+    reason: str
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """A session opened for the results view."""
+
+    info: SessionInfo
+    rows: tuple[ResultRow, ...]
+    recommendations: tuple[Recommendation, ...]
+    rule: str
+    notes: tuple[str, ...] = ()
+    config: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    plots: tuple[Path, ...]
+    report: Path
+
+
+class Backend(Protocol):
+    """The engine as the TUI sees it. Methods may block; the app calls them from workers."""
+
+    def gpu_status(self) -> GpuStatus:
+        """Can this machine build and time kernels? The reason is shown in browse mode."""
+        ...
+
+    def variants(self) -> list[VariantRow]:
+        """Every variant with its current build state (cache lookups only, no compiling)."""
+        ...
+
+    def build(
+        self,
+        names: Sequence[str],
+        progress: Callable[[VariantRow], None],
+        cancelled: Callable[[], bool],
+    ) -> list[VariantRow]:
+        """Build ``names`` (all when empty), reporting each row as it starts and ends."""
+        ...
+
+    def run(
+        self,
+        config: RunConfig,
+        progress: Callable[[ProgressEvent], None],
+        cancelled: Callable[[], bool],
+    ) -> Path:
+        """Time ``config``; return its session folder (status "interrupted" if cancelled)."""
+        ...
+
+    def monitor_reading(self) -> dict | None:
+        """The latest NVML reading (keys as in nvml.jsonl), or None when NVML is unavailable."""
+        ...
+
+    def monitor_note(self) -> str:
+        """Why NVML is unavailable ("" when it is available)."""
+        ...
+
+    def sessions(self) -> list[SessionInfo]:
+        """Saved sessions, newest first, complete and interrupted alike."""
+        ...
+
+    def open_session(self, path: Path) -> SessionView:
+        """Load and analyse one session; raises a WorkbenchError with a clear message."""
+        ...
+
+    def compare(self, a: Path, b: Path) -> str:
+        """Markdown comparing two sessions (shift in ratio per comparison, warnings)."""
+        ...
+
+    def export(self, path: Path) -> ExportResult:
+        """Write the session's plots and Markdown report; return what was written."""
+        ...

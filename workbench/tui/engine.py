@@ -1,0 +1,206 @@
+"""`EngineBackend`: the `Backend` the real app drives, adapting the engine modules.
+
+Every engine import happens inside a method and every failure becomes a `WorkbenchError` with a
+readable message, so the app opens (in browse mode) even without torch, CUDA, a GPU, NVML or a
+finished engine. Runs go through the same runner the CLI's `workbench ab` uses.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+from workbench.tui.backend import (
+    ExportResult,
+    GpuStatus,
+    ProgressEvent,
+    RunConfig,
+    SessionInfo,
+    SessionView,
+    VariantRow,
+)
+
+
+class EngineUnavailable(WorkbenchError):
+    """A part of the engine could not be imported or does not offer what the TUI needs."""
+
+
+def _engine(module: str):
+    """Import ``workbench.<module>``; raise EngineUnavailable naming it and why not."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"workbench.{module}")
+    except Exception as e:  # ImportError, or torch failing to initialise inside the module
+        raise EngineUnavailable(f"workbench.{module} unavailable: {type(e).__name__}: {e}") from e
+
+
+def _row(v, state: str = "not built", result=None, log: str = "") -> VariantRow:
+    """VariantRow from a `variants.Variant` and, if built, its `build.BuildResult`."""
+    ptxas = getattr(result, "ptxas", None) or {}
+    spills = None
+    if "spill_stores" in ptxas or "spill_loads" in ptxas:
+        spills = int(ptxas.get("spill_stores", 0)) + int(ptxas.get("spill_loads", 0))
+    return VariantRow(
+        name=v.name,
+        kernel=v.kernel,
+        layout=v.layout,
+        reader=v.reader,
+        state=state,
+        seconds=None if result is None else float(result.seconds),
+        registers=ptxas.get("registers"),
+        spills=spills,
+        smem=ptxas.get("smem"),
+        log=log or (getattr(result, "log", "") or ""),
+    )
+
+
+class EngineBackend:
+    """Adapts runner/build/monitor/session/stats/plots/report to the TUI's `Backend` protocol."""
+
+    def __init__(
+        self,
+        sessions_root: str | Path = "sessions",
+        plots_root: str | Path = "plots",
+        browse_only: bool = False,
+    ) -> None:
+        self.sessions_root = Path(sessions_root)
+        self.plots_root = Path(plots_root)
+        self.browse_only = browse_only
+        self._monitor = None
+        self._monitor_note = ""
+        self._monitor_lock = threading.Lock()
+
+    # ---- GPU and builds -----------------------------------------------------------------
+
+    def gpu_status(self) -> GpuStatus:
+        if self.browse_only:
+            return GpuStatus(False, "started with --browse")
+        try:
+            import torch
+        except Exception as e:
+            return GpuStatus(False, f"torch cannot be imported ({type(e).__name__}: {e})")
+        if not torch.cuda.is_available():
+            return GpuStatus(False, "no CUDA device (torch.cuda.is_available() is False)")
+        try:
+            _engine("runner")
+        except EngineUnavailable as e:
+            return GpuStatus(False, str(e))
+        major, minor = torch.cuda.get_device_capability()
+        name = torch.cuda.get_device_name()
+        return GpuStatus(True, f"sm_{major}{minor}, torch {torch.__version__}", name)
+
+    def variants(self) -> list[VariantRow]:
+        variants, build = _engine("variants"), _engine("build")
+        rows = []
+        for v in variants.all_variants():
+            try:
+                cached = build._cached(v, build.target_arch())
+            except Exception:  # no torch here: the cache key needs its version
+                cached = None
+            rows.append(_row(v, "cached" if cached else "not built", cached))
+        return rows
+
+    def build(
+        self,
+        names: Sequence[str],
+        progress: Callable[[VariantRow], None],
+        cancelled: Callable[[], bool],
+    ) -> list[VariantRow]:
+        variants, build = _engine("variants"), _engine("build")
+        todo = [v for v in variants.all_variants() if not names or v.name in names]
+        rows = []
+        # One at a time so that cancel takes effect between variants (a compile in flight
+        # finishes: killing nvcc midway would leave nothing worth keeping).
+        for v in todo:
+            if cancelled():
+                break
+            progress(_row(v, "building"))
+            try:
+                result = build.build_variant(v, load=False)
+                row = _row(v, "cached" if result.cache_hit else "built", result)
+            except WorkbenchError as e:
+                row = _row(v, "failed", log=getattr(e, "log", "") or str(e))
+            progress(row)
+            rows.append(row)
+        return rows
+
+    # ---- runs ---------------------------------------------------------------------------
+
+    def run(
+        self,
+        config: RunConfig,
+        progress: Callable[[ProgressEvent], None],
+        cancelled: Callable[[], bool],
+    ) -> Path:
+        runner = _engine("runner")
+        entry = getattr(runner, "run_session", None)
+        if entry is None:
+            raise EngineUnavailable(
+                "workbench.runner has no run_session(): the engine is unfinished"
+            )
+        return Path(
+            entry(
+                config.to_dict(),
+                root=self.sessions_root,
+                progress=progress,
+                cancelled=cancelled,
+            )
+        )
+
+    # ---- NVML ---------------------------------------------------------------------------
+
+    def monitor_reading(self) -> dict | None:
+        with self._monitor_lock:
+            if self._monitor is None:
+                try:
+                    self._monitor = _engine("monitor").Monitor()
+                except EngineUnavailable as e:
+                    self._monitor_note = str(e)
+                    return None
+            m = self._monitor
+            if not m.available:
+                self._monitor_note = m.reason
+                return None
+            reading = m.read()
+        if reading is None:
+            return None
+        d = reading.to_dict()
+        d.setdefault("gpu", (m.device_info() or {}).get("name") or "GPU")
+        return d
+
+    def monitor_note(self) -> str:
+        return self._monitor_note
+
+    # ---- sessions -----------------------------------------------------------------------
+
+    def sessions(self) -> list[SessionInfo]:
+        session = _engine("session")
+        analysis = _engine("tui.analysis")
+        listing = session.list_sessions(self.sessions_root)
+        out = []
+        for info in reversed(listing):  # newest first
+            try:
+                out.append(analysis.info_from_session(session.load_session(info.path, nvml=False)))
+            except WorkbenchError as e:
+                out.append(SessionInfo(info.path, info.path.name, "unreadable", error=str(e)))
+        for path, error in listing.skipped:
+            out.append(SessionInfo(Path(path), Path(path).name, "unreadable", error=error))
+        return out
+
+    def open_session(self, path: Path) -> SessionView:
+        session = _engine("session")
+        analysis = _engine("tui.analysis")
+        return analysis.view_from_session(session.load_session(path, nvml=False))
+
+    def compare(self, a: Path, b: Path) -> str:
+        analysis = _engine("tui.analysis")
+        return analysis.compare_views(self.open_session(a), self.open_session(b))
+
+    def export(self, path: Path) -> ExportResult:
+        plots, report = _engine("plots"), _engine("report")
+        written = plots.plot_session(path, self.plots_root)
+        report_path = report.write_report(path)
+        return ExportResult(tuple(Path(p) for p in written), Path(report_path))

@@ -1,0 +1,58 @@
+"""The help screen: what each part of the workbench shows and the keys that drive it."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Markdown
+
+HELP = """\
+# workbench
+
+Decide, per kernel and per GPU, whether the **cooperative** reader of 3-byte AWQ metadata beats
+the **scalar** one. A run builds the variants, checks that A and B compute bit-identical outputs,
+then times them as ABBA pairs of CUDA-Graph replays on a hot and a rotating expert set.
+
+## From nothing to a recommendation
+1. **Build & run** tab: press `b` to build the variants (the matrix shows build time, registers
+   and spills; `l` shows a variant's compiler log).
+2. Set the run (preset or shape, tp, kernels, sets, A and B, pairs, calls, replays) and press `r`.
+   The progress panel shows pair *k* of *n* and the current ratio B/A with its 95 % CI.
+   `escape` cancels: the samples measured so far are kept as an *interrupted* session.
+3. **Results** tab: per (kernel, set) the median ms of A and B, µs per call, the ratio, its CI,
+   the Wilcoxon p, how many pairs favour B, and the verdict (FASTER, SLOWER, SAME, AMBIGUOUS).
+   The recommendation panel names the reader per kernel, the rule and the evidence.
+4. **Sessions** tab: `enter` opens a saved session, `m` marks one, `x` compares the marked one
+   with the highlighted one, `e` exports plots and the Markdown report of the open session.
+
+The GPU panel on the right shows NVML readings (memory, clocks, temperature, power, throttle
+reasons and their recent history) while idle and during runs.
+Without a GPU the workbench opens in browse mode: saved sessions only, runs disabled.
+
+## Keys
+| key | action |
+|---|---|
+| `b` | build all variants |
+| `r` | run with the form's configuration |
+| `escape` | cancel the build or run in progress |
+| `l` | compiler log of the highlighted variant |
+| `enter` | open the highlighted session |
+| `m` | mark a session for comparison |
+| `x` | compare the marked session with the highlighted one |
+| `e` | export plots and report of the open session |
+| `s` | rescan the sessions folder |
+| `1` `2` `3` | Build & run, Results, Sessions tabs |
+| `ctrl+p` | command palette (every action above) |
+| `f1` `?` | this help |
+| `q` | quit |
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-body", classes="modal-body"):
+            yield Markdown(HELP)

@@ -1,0 +1,80 @@
+"""Results per comparison (kernel, set): median times, µs per call, ratio, CI, p, k/n, verdict."""
+
+from __future__ import annotations
+
+import math
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from workbench.tui.backend import ResultRow
+
+VERDICT_STYLE = {
+    "FASTER": "bold green",
+    "SLOWER": "bold red",
+    "SAME": "bold cyan",
+    "AMBIGUOUS": "bold yellow",
+}
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "n/a"
+    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
+
+
+def _f(x: float, digits: int = 4) -> str:
+    # infinite CI bounds mean "too few pairs for an interval": say so with a dash, not "inf"
+    return f"{x:.{digits}f}" if math.isfinite(x) else "–"
+
+
+def _arm(arm: str) -> str:
+    # A step arm names both kernels' readers ("w13=b3-coop,w2=b3-scalar"); the order is
+    # always W13 then W2, so the kernel prefixes only cost width.
+    return ",".join(part.split("=", 1)[-1] for part in arm.split(","))
+
+
+class ResultsTable(DataTable):
+    """One row per comparison of the open session, in journal order."""
+
+    # The decision first (verdict, ratio, CI), the evidence after, the arms last: on a narrow
+    # terminal the table scrolls sideways and what matters most stays in view.
+    COLUMNS = (
+        "comparison",
+        "verdict",
+        "ratio B/A",
+        "95% CI",
+        "p",
+        "k/n",
+        "A ms",
+        "B ms",
+        "µs/call A→B",
+        "flagged",
+        "A",
+        "B",
+    )
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+
+    def on_mount(self) -> None:
+        self.add_columns(*self.COLUMNS)
+
+    def show(self, rows: tuple[ResultRow, ...] | list[ResultRow]) -> None:
+        self.clear()
+        for r in rows:
+            name = r.cmp_id if r.role == "main" else f"{r.cmp_id} ({r.role})"
+            self.add_row(
+                name,
+                Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "")),
+                Text(_f(r.ratio), style="bold"),
+                f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}]",
+                _p(r.p),
+                f"{r.k}/{r.n}",
+                _f(r.a_ms),
+                _f(r.b_ms),
+                f"{_f(r.a_us_per_call, 2)}→{_f(r.b_us_per_call, 2)}",
+                str(r.flagged),
+                _arm(r.a),
+                _arm(r.b),
+            )
