@@ -79,7 +79,7 @@ class ProtocolConfig:
 
     def validate(self) -> ProtocolConfig:
         def bad(name: str, value: Any, why: str) -> BadArgument:
-            return BadArgument(f"{name}={value!r} {why}")
+            return BadArgument(f"{name} {value!r} {why}")
 
         for name in ("pairs", "min_pairs", "max_pairs"):
             v = getattr(self, name)

@@ -1,0 +1,417 @@
+"""The device side of a run (imports torch): builds, banks, workloads, arms, gate, timing.
+
+Runner (workbench.runner) owns the session and the results; Engine does the CUDA work for it:
+
+* banks: one bank per layer per layout (``ops.make_bank``), allocated per kernel once, b3 before
+  b4, with NVML used memory read before and after each batch (the ``memory`` record);
+* workloads: per (kernel, set), each call's inputs (``ops.make_inputs``, seeded per call) and
+  the expert ids of every (graph, call) from the plan's geometry;
+* arms: ``graphs.GraphArm`` of ``calls`` calls per graph, outputs allocated before capture;
+* gate: bit-identical outputs for kernel arms (NumericsError, exit 5), a loose relative-L2
+  record for the bf16 peer, recorded-only for calibration arms;
+* timing: ``abba.run_abba`` with the monitor's window and the session's journal.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from workbench.abba import run_abba
+from workbench.capacity import expert_footprint
+from workbench.errors import NumericsError, WorkbenchError
+from workbench.graphs import Cycle, GraphArm, first_difference, l2_bytes, loose_difference
+from workbench.plan import (
+    ArmSpec,
+    ComparisonSpec,
+    Geometry,
+    bank_seed,
+    expert_ids,
+    geometry,
+    is_reader_comparison,
+    kernels_of,
+)
+from workbench.runner import PEER_REL_L2, CmpResult, verdict_of
+
+DEVICE = "cuda"
+MEMORY_HEADROOM = 0.9  # never plan banks beyond this share of the free device memory
+
+
+def _sequence(fns: list[Callable[[], Any]]) -> Callable[[], None]:
+    def issue() -> None:
+        for f in fns:
+            f()
+
+    return issue
+
+
+def input_seed(seed: int, call: int) -> int:
+    """Seed of call ``call``'s activations (distinct per call, like distinct layers)."""
+    return seed * 100_003 + 50_000 + call
+
+
+class BankStore:
+    """Banks per (kernel, layout), grown on demand; each batch writes a ``memory`` record."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.e = engine
+        self.banks: dict[tuple[str, str], list[Any]] = {}
+
+    def get(self, kernel: str, layout: str, n: int) -> list[Any]:
+        from workbench.ops import make_bank
+
+        have = self.banks.setdefault((kernel, layout), [])
+        if len(have) >= n:
+            return have
+        shape, need = self.e.shape, n - len(have)
+        fp = expert_footprint(*shape.dims(kernel), group=shape.group)
+        total = need * shape.experts * fp.total(layout)
+        free, _ = torch.cuda.mem_get_info()
+        if total > MEMORY_HEADROOM * free:
+            raise WorkbenchError(
+                f"{need} {layout} banks of {kernel} need {total / 2**30:.1f} GiB but only "
+                f"{free / 2**30:.1f} GiB is free; try --set hot, --no-reference, or fewer "
+                "--layers/--experts"
+            )
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # cached blocks would hide the allocation from NVML
+        mon = self.e.r.monitor
+        before, t_before, t0 = mon.memory_used(), torch.cuda.memory_allocated(), time.perf_counter()
+        for i in range(len(have), n):
+            have.append(make_bank(shape, kernel, layout, bank_seed(self.e.cfg.seed, i), DEVICE))
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # drop temporaries of the generation, keep the banks
+        after = mon.memory_used()
+        meta = fp.meta_b4 if layout == "b4" else fp.meta_b3
+        rec = {
+            "kernel": kernel,
+            "layout": layout,
+            "banks": need,
+            "experts": shape.experts,
+            "used_before": before,
+            "used_after": after,
+            "measured": None if before is None or after is None else after - before,
+            "computed": need * shape.experts * meta,
+            "computed_total": total,
+            "bank_nbytes": sum(int(b.nbytes) for b in have[len(have) - need :]),
+            "torch_allocated": torch.cuda.memory_allocated() - t_before,
+            "seconds": time.perf_counter() - t0,
+        }
+        self.e.r.memory.append(rec)
+        self.e.r.session.record("memory", **rec)
+        self.e.r.emit("memory", rec)
+        return have
+
+    def release(self, keep: set[tuple[str, str]]) -> None:
+        for key in list(self.banks):
+            if key not in keep:
+                del self.banks[key]
+        torch.cuda.empty_cache()
+
+
+class Engine:
+    def __init__(self, runner: Any) -> None:
+        self.r = runner
+        self.cfg = runner.cfg
+        self.shape = runner.cfg.shape
+        self.l2 = l2_bytes(torch.cuda.current_device())
+        self.store = BankStore(self)
+        self.ops: dict[tuple[Any, int], Any] = {}
+        self.peers: dict[tuple[str, int], Any] = {}
+        self.workloads: dict[tuple[str, str, int], dict[str, Any]] = {}
+
+    # ------------------------------------------------------------------ builds, facts
+
+    def build(self) -> list[Any]:
+        from workbench.build import build_many
+
+        variants = {v for c in self.cfg.comparisons for arm in (c.a, c.b) for v in arm.variants}
+        results = build_many(sorted(variants, key=lambda v: v.name)) if variants else []
+        self.r.emit("builds", [b.summary() for b in results])
+        return results
+
+    def environment(self, builds: list[Any]) -> dict[str, Any]:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        mon = self.r.monitor
+        info = mon.device_info()
+        start = mon.read()
+        clocks = dict(start.to_dict()) if start is not None else {}
+        clocks["sm_mhz_max"] = info.get("sm_mhz_max")
+        clocks["torch_clock_rate_khz"] = getattr(props, "clock_rate", None)
+        gpu = {
+            "name": props.name,
+            "uuid": info.get("uuid") or str(getattr(props, "uuid", "")),
+            "driver": info.get("driver"),
+            "cuda": torch.version.cuda,
+            "cuda_driver": info.get("cuda_driver"),
+            "torch": torch.__version__,
+            "sm": f"{props.major}.{props.minor}",
+            "multiprocessors": props.multi_processor_count,
+            "total_memory": props.total_memory,
+            "l2_bytes": self.l2,
+            "power_limit_w": info.get("power_limit_w"),
+            "clocks": clocks,
+        }
+        return {
+            "gpu": gpu,
+            "nvml": mon.reason or "available",
+            "builds": {
+                b.variant.name: {k: v for k, v in b.summary().items() if k != "log"} for b in builds
+            },
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+
+    def provenance(self, builds: list[Any]) -> dict[str, Any]:
+        from workbench import provenance
+        from workbench.build import REPO, source_hashes
+
+        prov = provenance.collect(files=[REPO / p for p in source_hashes()])
+        prov["builds"] = {b.variant.name: b.lib_sha256 for b in builds}
+        return prov
+
+    # ------------------------------------------------------------------ plan
+
+    def run_plan(self) -> None:
+        plan = self._drop_unsupported(list(self.cfg.comparisons))
+        groups: list[tuple[str, list[ComparisonSpec]]] = []
+        for c in plan:
+            if groups and groups[-1][0] == c.kernel:
+                groups[-1][1].append(c)
+            else:
+                groups.append((c.kernel, [c]))
+        for i, (_, cmps) in enumerate(groups):
+            self._prepare_banks(cmps)
+            for c in cmps:
+                if self.r.cancel.is_set():
+                    return
+                self.run_comparison(c)
+            later = [c for _, g in groups[i + 1 :] for c in g]
+            self.store.release(self._banks_needed(later) | self._confirm_banks(plan))
+            self.workloads.clear()
+        recs = self.r.recommend()
+        for rec in recs.values():
+            self.r.emit("recommendation", rec)
+        confirm = self.r.confirmation_plan()
+        if confirm and not self.r.cancel.is_set():
+            self._prepare_banks(confirm)
+            for c in confirm:
+                if self.r.cancel.is_set():
+                    return
+                self.run_comparison(c)
+
+    def _drop_unsupported(self, plan: list[ComparisonSpec]) -> list[ComparisonSpec]:
+        if not any(c.a.peer or c.b.peer for c in plan):
+            return plan
+        from workbench.ops import TinyGemmPeer
+
+        if TinyGemmPeer.supported():
+            return plan
+        self.r.note("tinygemm is not supported on this GPU/torch: its comparisons are skipped")
+        return [c for c in plan if not (c.a.peer or c.b.peer)]
+
+    def _confirm_banks(self, plan: list[ComparisonSpec]) -> set[tuple[str, str]]:
+        # the step confirmation reads the b3 banks of both kernels: keep them to the end
+        readers = {c.kernel for c in plan if c.role == "main" and is_reader_comparison(c.a, c.b)}
+        if not self.cfg.confirm or readers != {"w13", "w2"}:
+            return set()
+        layouts = {
+            c.a.parts[0][1].layout
+            for c in plan
+            if c.role == "main" and c.kernel != "step" and is_reader_comparison(c.a, c.b)
+        }
+        return {(k, lay) for k in ("w13", "w2") for lay in layouts}
+
+    def _geometry(self, c: ComparisonSpec) -> Geometry:
+        layouts = c.a.layouts | c.b.layouts
+        return geometry(self.shape, c.kernel, c.set, self.cfg.calls, layouts, self.l2)
+
+    def _banks_needed(self, cmps: list[ComparisonSpec]) -> set[tuple[str, str]]:
+        return {
+            (k, lay)
+            for c in cmps
+            for k in kernels_of(c.kernel)
+            for lay in c.a.layouts | c.b.layouts
+        }
+
+    def _prepare_banks(self, cmps: list[ComparisonSpec]) -> None:
+        """Allocate every bank these comparisons read up front, b3 before b4 per kernel, so the
+        memory records compare like with like."""
+        need: dict[tuple[str, str], int] = {}
+        for c in cmps:
+            g = self._geometry(c)
+            for k in kernels_of(c.kernel):
+                for lay in c.a.layouts | c.b.layouts:
+                    need[(k, lay)] = max(need.get((k, lay), 0), g.banks)
+        for (k, lay), n in sorted(need.items(), key=lambda kv: (kv[0][0], kv[0][1] != "b3")):
+            self.store.get(k, lay, n)
+
+    # ------------------------------------------------------------------ one comparison
+
+    def run_comparison(self, c: ComparisonSpec) -> None:
+        r, cfg = self.r, self.cfg
+        geom = self._geometry(c)
+        for n in geom.notes:
+            r.note(f"{c.id}: {n}")
+        record = {
+            "id": c.id, "kernel": c.kernel, "set": c.set, "role": c.role,
+            "a": c.a.name, "b": c.b.name, "calls": cfg.calls, "replays": cfg.replays,
+            "seed": cfg.seed, **geom.to_record(),
+        }  # fmt: skip
+        r.session.record("comparison", **record)
+        r.emit("comparison", record)
+        cycle = Cycle(geom.graphs)
+        arm_a = arm_b = None
+        try:
+            arm_a = self.make_arm(c.a, c, geom, cycle)
+            arm_b = self.make_arm(c.b, c, geom, cycle)
+            gate = self.gate(c, arm_a, arm_b)
+            window = r.monitor.window if r.monitor.available else None
+            outcome = run_abba(
+                c.id, arm_a, arm_b, cfg.protocol, record=r.session.record, window=window,
+                progress=r.progress, cancel=r.cancel,
+            )  # fmt: skip
+        finally:
+            for arm in (arm_a, arm_b):
+                if arm is not None:
+                    arm.close()
+        r.add_result(CmpResult(c, geom, outcome, verdict_of(outcome, cfg.m), gate))
+
+    def gate(self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm) -> dict[str, Any]:
+        """Run both arms once on the measured inputs and compare every call's output."""
+        arm_a.run_once()
+        arm_b.run_once()
+        if c.a.peer or c.b.peer:
+            ref, peer = (arm_b, arm_a) if c.a.peer else (arm_a, arm_b)
+            d = loose_difference(ref, peer)
+            rec = {"cmp": c.id, "ok": bool(d["rel_l2"] <= PEER_REL_L2), "gated": False,
+                   "kind": f"rel_l2 vs {ref.variant} (bf16 peer, tolerance {PEER_REL_L2})", **d}  # fmt: skip
+        else:
+            diff = first_difference(arm_a, arm_b)
+            rec = {
+                "cmp": c.id, "ok": diff is None, "gated": c.gated, "kind": "bit-identical",
+                "outputs": sum(len(o) for o in arm_a.outputs), "first_difference": diff,
+            }  # fmt: skip
+        self.r.session.record("gate", **rec)
+        self.r.emit("gate", rec)
+        if c.gated and not rec["ok"]:
+            d = rec["first_difference"]
+            what = "was not written (still NaN)" if d["unwritten"] else "differs"
+            raise NumericsError(
+                f"{c.id}: outputs of {c.a.name} (A) and {c.b.name} (B) are not bit-identical: "
+                f"graph {d['graph']} {d['output']}{d['index']} {what}: A={d['a']!r} "
+                f"(0x{d['a_bits'] & 0xFFFF:04x}), B={d['b']!r} (0x{d['b_bits'] & 0xFFFF:04x}); "
+                f"{d['differing']} of {d['elements']} elements differ in that output. "
+                "Nothing was timed."
+            )
+        return rec
+
+    # ------------------------------------------------------------------ arms
+
+    def _op(self, arm: ArmSpec, kernel: str) -> Any:
+        from workbench.ops import KernelOp
+
+        v = arm.variant(kernel)
+        key = (v, arm.spin)
+        if key not in self.ops:
+            self.ops[key] = KernelOp(v, self.shape, device=DEVICE, spin_cycles=arm.spin)
+        return self.ops[key]
+
+    def _peer(self, kernel: str, bank_index: int, experts: list[int]) -> Any:
+        """The tinygemm peer of (bank, routed experts): it repacks its experts at construction,
+        so it is made once per distinct routing and reused by every graph that routes so."""
+        from workbench.ops import TinyGemmPeer
+
+        key = (kernel, bank_index, tuple(experts))
+        if key not in self.peers:
+            bank = self.store.banks[(kernel, "b3")][bank_index]
+            self.peers[key] = TinyGemmPeer(kernel, self.shape, bank, list(experts))
+        return self.peers[key]
+
+    def _bank(self, arm: ArmSpec, kernel: str, index: int) -> Any:
+        layout = "b3" if arm.peer else arm.variant(kernel).layout
+        return self.store.banks[(kernel, layout)][index]
+
+    def workload(self, kernel: str, set_name: str, geom: Geometry) -> dict[str, Any]:
+        """Inputs per call and expert ids per (graph, call), shared by every arm of the set."""
+        key = (kernel, set_name, geom.graphs)
+        if key in self.workloads:
+            return self.workloads[key]
+        from workbench.ops import make_inputs
+
+        shape, seed = self.shape, self.cfg.seed
+        inputs = []
+        for l in range(self.cfg.calls):  # noqa: E741
+            s = input_seed(seed, l)
+            d: dict[str, Any] = {}
+            if kernel in ("w13", "step"):
+                d["x"] = make_inputs(shape, "w13", s, DEVICE)["x"]
+            if kernel in ("w2", "step"):
+                i2 = make_inputs(shape, "w2", s, DEVICE)
+                d["inter"], d["rw"] = i2["inter"], i2["rw"]
+            inputs.append(d)
+        hot = set_name == "hot"
+        id_lists = [
+            [expert_ids(shape, seed, *geom.slot(g, l), hot=hot) for l in range(self.cfg.calls)]  # noqa: E741
+            for g in range(geom.graphs)
+        ]
+        ids = [[torch.tensor(x, dtype=torch.int32, device=DEVICE) for x in row] for row in id_lists]
+        self.workloads[key] = {"inputs": inputs, "ids": ids, "id_lists": id_lists}
+        return self.workloads[key]
+
+    def make_arm(self, arm: ArmSpec, c: ComparisonSpec, geom: Geometry, cycle: Cycle) -> GraphArm:
+        """Capture ``geom.graphs`` graphs of ``calls`` calls of ``arm`` (outputs pre-allocated)."""
+        work = self.workload(c.kernel, c.set, geom)
+        shape, kernel = self.shape, c.kernel
+        n13 = shape.dims("w13")[1] // 2
+        n2 = shape.dims("w2")[1]
+        half = dict(dtype=torch.float16, device=DEVICE)
+        issues, outputs = [], []
+        for g in range(geom.graphs):
+            fns: list[Callable[[], Any]] = []
+            outs: list[tuple[str, torch.Tensor]] = []
+            for l in range(self.cfg.calls):  # noqa: E741
+                b, _ = geom.slot(g, l)
+                ids, inp = work["ids"][g][l], work["inputs"][l]
+                if kernel == "w13":
+                    out = torch.empty(shape.top_k, n13, **half)
+                    fn = self._callable(arm, "w13", b, work["id_lists"][g][l])
+                    fns.append(functools.partial(fn, inp["x"], self._bank(arm, "w13", b), ids, out))
+                    outs.append((f"call{l}.inter", out))
+                elif kernel == "w2":
+                    out = torch.empty(1, n2, **half)
+                    fn = self._callable(arm, "w2", b, work["id_lists"][g][l])
+                    bank = self._bank(arm, "w2", b)
+                    fns.append(functools.partial(fn, inp["inter"], bank, ids, out, rw=inp["rw"]))
+                    outs.append((f"call{l}.y", out))
+                else:
+                    inter = torch.empty(shape.top_k, n13, **half)
+                    y = torch.empty(1, n2, **half)
+                    op13, op2 = self._op(arm, "w13"), self._op(arm, "w2")
+                    fns.append(
+                        functools.partial(op13, inp["x"], self._bank(arm, "w13", b), ids, inter)
+                    )
+                    fns.append(
+                        functools.partial(
+                            op2, inter, self._bank(arm, "w2", b), ids, y, rw=inp["rw"]
+                        )
+                    )
+                    outs += [(f"call{l}.inter", inter), (f"call{l}.y", y)]
+            issues.append(_sequence(fns))
+            outputs.append(outs)
+        return GraphArm(arm.name, issues, outputs, self.cfg.replays, cycle)
+
+    def _callable(self, arm: ArmSpec, kernel: str, bank_index: int, experts: list[int]) -> Any:
+        if arm.peer:
+            return self._peer(kernel, bank_index, experts)
+        return self._op(arm, kernel)
+
+    def release(self) -> None:
+        self.workloads.clear()
+        self.peers.clear()
+        self.ops.clear()
+        self.store.release(set())

@@ -1,0 +1,171 @@
+"""CUDA-Graph timing units and the numerics gate (DESIGN §5). Imports torch; needs a GPU.
+
+One timed unit is one replay of a graph that holds ``calls`` kernel calls; a sample is the
+median of ``replays`` timed replays, each between its own pair of CUDA events. Graphs are
+captured on a side stream after warm-up, and nothing is allocated inside the captured region
+(inputs and outputs exist before capture). Arms with several graphs (the rotating set below
+5x L2) take them in turn from a ``Cycle`` shared by both arms of a comparison, so consecutive
+replays, also across an A -> B boundary, never read the same experts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+WARMUP_CALLS = 2  # untimed runs of a graph's calls before capture: loads modules, fills caches
+
+
+class Cycle:
+    """Round-robin graph index shared by the arms of one comparison."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.i = n, 0
+
+    def next(self) -> int:
+        g = self.i % self.n
+        self.i += 1
+        return g
+
+
+def capture(issue: Callable[[], None], warmup: int = WARMUP_CALLS) -> torch.cuda.CUDAGraph:
+    """Warm ``issue`` (which launches the calls) up on a side stream, then capture it there."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            issue()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        issue()
+    torch.cuda.synchronize()
+    return graph
+
+
+class GraphArm:
+    """One arm of a comparison as captured graphs; ``measure()`` is what abba.run_abba times.
+
+    ``issues[g]`` launches graph g's calls; ``outputs[g]`` lists the (name, tensor) outputs those
+    calls write, for the numerics gate.
+    """
+
+    def __init__(
+        self,
+        variant: str,
+        issues: Sequence[Callable[[], None]],
+        outputs: Sequence[Sequence[tuple[str, torch.Tensor]]],
+        replays: int,
+        cycle: Cycle,
+    ) -> None:
+        self.variant = variant
+        self.outputs = [list(o) for o in outputs]
+        self.cycle = cycle
+        self.graphs = [capture(f) for f in issues]
+        # Events exist before timing starts: creating them per replay would time the host.
+        self.events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(replays)
+        ]
+
+    def measure(self) -> list[float]:
+        """Time ``replays`` replays (graphs in cycle order); ms per replay."""
+        for start, end in self.events:
+            graph = self.graphs[self.cycle.next()]
+            start.record()
+            graph.replay()
+            end.record()
+        self.events[-1][1].synchronize()  # stream order: every earlier event is complete too
+        return [start.elapsed_time(end) for start, end in self.events]
+
+    def run_once(self, poison: bool = True) -> None:
+        """Replay every graph once (outputs first filled with NaN, so unwritten ones show)."""
+        if poison:
+            for outs in self.outputs:
+                for _, t in outs:
+                    t.fill_(float("nan"))
+        for g in self.graphs:
+            g.replay()
+        torch.cuda.synchronize()
+
+    def close(self) -> None:
+        for g in self.graphs:
+            g.reset()
+        self.graphs = []
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
+
+
+def first_difference(a: GraphArm, b: GraphArm) -> dict[str, Any] | None:
+    """None when every output of ``a`` and ``b`` is bit-identical and written (no NaN left from
+    the poison); else where the first difference is: graph, call output, index, both values."""
+    for g, (outs_a, outs_b) in enumerate(zip(a.outputs, b.outputs, strict=True)):
+        for (name, ta), (_, tb) in zip(outs_a, outs_b, strict=True):
+            nan_a = torch.isnan(ta)
+            if torch.equal(_bits(ta), _bits(tb)) and not bool(nan_a.any()):
+                continue
+            bad = (_bits(ta) != _bits(tb)) | nan_a | torch.isnan(tb)
+            idx = tuple(int(i) for i in bad.nonzero()[0].tolist())
+            va, vb = float(ta[idx]), float(tb[idx])
+            return {
+                "graph": g,
+                "output": name,
+                "index": list(idx),
+                "a": va,
+                "b": vb,
+                "a_bits": int(_bits(ta)[idx]),
+                "b_bits": int(_bits(tb)[idx]),
+                "differing": int(bad.sum()),
+                "elements": int(ta.numel()),
+                "unwritten": bool(nan_a[idx]) or bool(torch.isnan(tb)[idx]),
+            }
+    return None
+
+
+def loose_difference(ref: GraphArm, peer: GraphArm) -> dict[str, Any]:
+    """Relative L2 error and worst element of ``peer`` against ``ref`` over every output (a
+    bf16 peer cannot be bit-identical; this is recorded, not gated)."""
+    num = den = 0.0
+    worst: dict[str, Any] = {"max_abs_diff": 0.0}
+    for g, (outs_r, outs_p) in enumerate(zip(ref.outputs, peer.outputs, strict=True)):
+        for (name, tr), (_, tp) in zip(outs_r, outs_p, strict=True):
+            r, p = tr.double(), tp.double()
+            d = (p - r).abs()
+            num += float((d * d).sum())
+            den += float((r * r).sum())
+            m = float(d.max()) if d.numel() else 0.0
+            if not m <= worst["max_abs_diff"]:  # also catches NaN
+                idx = int(torch.nan_to_num(d, nan=float("inf")).argmax())
+                worst = {"max_abs_diff": m, "graph": g, "output": name, "flat_index": idx}
+    rel = (num**0.5) / (den**0.5) if den > 0 else float("inf")
+    return {"rel_l2": rel, **worst}
+
+
+def l2_bytes(device: int = 0) -> int | None:
+    """L2 size of ``device`` from torch's device properties, else cudaDeviceGetAttribute."""
+    props = torch.cuda.get_device_properties(device)
+    v = getattr(props, "L2_cache_size", None)
+    if v:
+        return int(v)
+    return _l2_from_cudart(device)
+
+
+def _l2_from_cudart(device: int) -> int | None:
+    import ctypes
+
+    attr_l2 = 89  # cudaDevAttrL2CacheSize in cuda_runtime_api.h
+    # torch has loaded libcudart already; dlopen by soname returns that copy.
+    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        value = ctypes.c_int(0)
+        if lib.cudaDeviceGetAttribute(ctypes.byref(value), attr_l2, device) == 0 and value.value:
+            return int(value.value)
+    return None
