@@ -1,17 +1,79 @@
-"""`workbench ab` (not implemented yet)."""
+"""`workbench ab`: headless A/B timing of reader variants (DESIGN §5-§7, §9).
+
+Per (kernel, expert set): ABBA pairs of CUDA-Graph replays after a bit-identity gate, with
+reference arms (b4-scalar, tinygemm) timed alongside; then a reader recommendation per kernel
+and, over both kernels, a confirmation of the recommended mix on the combined step.
+Exit codes: 0 done, 2 bad arguments, 3 no usable GPU, 4 build failed, 5 numerics differ,
+130 interrupted (the session is kept as interrupted).
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from workbench.commands._stub import not_implemented
+from workbench.commands._measure import add_protocol_arguments, drive, finish_output
 
-HELP = "ab (not implemented yet)"
+HELP = "A/B-time two reader variants (ABBA pairs of CUDA-Graph replays) and recommend per kernel"
+DEFAULT_REPLAYS = 50  # keep in step with workbench.runner.DEFAULT_REPLAYS (no torch import here)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    pass
+    g = p.add_argument_group("what to compare")
+    g.add_argument(
+        "--kernel",
+        default="w13,w2",
+        help="comma list of w13, w2, step (W13 then W2 per call) (default w13,w2)",
+    )
+    g.add_argument("--set", default="hot,rotating", help="comma list of hot, rotating (both)")
+    g.add_argument(
+        "--a",
+        default="b3-scalar",
+        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm; for step also "
+        "w13=ARM,w2=ARM (default b3-scalar)",
+    )
+    g.add_argument("--b", default="b3-coop", help="arm B (default b3-coop); B = A is an A/A run")
+    g.add_argument(
+        "--no-reference", action="store_true", help="skip the b4-scalar and tinygemm reference arms"
+    )
+    g.add_argument(
+        "--no-confirm",
+        action="store_true",
+        help="skip the step confirmation of the recommended mix after w13 and w2",
+    )
+    add_protocol_arguments(p, DEFAULT_REPLAYS)
+
+
+def config_from_args(args: argparse.Namespace):
+    """The validated RunConfig; BadArgument (exit 2) names the option. No torch, no GPU."""
+    from workbench.commands._measure import protocol_from_args
+    from workbench.plan import KERNEL_CHOICES, SETS, parse_list
+    from workbench.runner import make_config
+    from workbench.shapes import shape_from_args
+
+    shape = shape_from_args(args)
+    return make_config(
+        shape,
+        kernels=parse_list(args.kernel, KERNEL_CHOICES, "--kernel"),
+        sets=parse_list(args.set, SETS, "--set"),
+        a=args.a,
+        b=args.b,
+        reference=not args.no_reference,
+        confirm=not args.no_confirm,
+        calls=args.calls,
+        replays=args.replays,
+        seed=args.seed,
+        m=args.min_effect,
+        protocol=protocol_from_args(args),
+        sessions_dir=args.sessions_dir,
+        slug=args.slug,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("ab", 4)
+    from workbench.commands._tables import render_ab
+
+    cfg = config_from_args(args)
+    result, code = drive(cfg, args)
+    if result is not None:
+        finish_output(result, args, render_ab)
+    return code

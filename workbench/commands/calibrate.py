@@ -1,17 +1,96 @@
-"""`workbench calibrate` (not implemented yet)."""
+"""`workbench calibrate`: the protocol's resolution on this GPU now (DESIGN §5).
+
+With the calibration build of an arm (it can spin N SM-clock cycles per CTA), A = spin 0 and
+B = spin s for each rung s of a ladder, each an ABBA comparison like `workbench ab`'s. The
+report gives the measured delay per call against the injected one, and the smallest injected
+effect detected reliably (SLOWER at that rung and every larger one) as a % of the kernel time.
+Spin 0 against spin 0 is the A/A control of the same build.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from workbench.commands._stub import not_implemented
+from workbench.commands._measure import add_protocol_arguments, drive, finish_output
+from workbench.errors import BadArgument
 
-HELP = "calibrate (not implemented yet)"
+HELP = "inject known delays with the calibration build: the smallest effect detected reliably"
+DEFAULT_REPLAYS = 50
+# At ~1.9 GHz one cycle is ~0.5 ns; a call of these kernels takes ~1-3 µs, so the rungs span
+# from well under the 1 % default minimum effect to ~30 %.
+DEFAULT_SPINS = "0,10,20,40,80,160,320,640"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    pass
+    g = p.add_argument_group("calibration")
+    g.add_argument("--kernel", default="w13", help="comma list of w13, w2 (default w13)")
+    g.add_argument("--set", default="hot", help="comma list of hot, rotating (default hot)")
+    g.add_argument("--arm", default="b3-scalar", help="arm whose calibration build is used")
+    g.add_argument(
+        "--spins",
+        default=DEFAULT_SPINS,
+        help=f"ladder of injected SM cycles per CTA, comma list (default {DEFAULT_SPINS})",
+    )
+    add_protocol_arguments(p, DEFAULT_REPLAYS)
+
+
+def parse_spins(text: str) -> tuple[int, ...]:
+    """'0,10,20' -> (0, 10, 20), sorted, unique; BadArgument names --spins."""
+    try:
+        spins = sorted({int(x) for x in str(text).split(",") if x.strip()})
+    except ValueError:
+        raise BadArgument(f"--spins {text!r} must be a comma list of integers") from None
+    if not spins or spins[0] < 0:
+        raise BadArgument(f"--spins {text!r} must list cycle counts >= 0")
+    if len([s for s in spins if s > 0]) < 1:
+        raise BadArgument(f"--spins {text!r} needs at least one spin > 0")
+    return tuple(spins)
+
+
+def plan_calibration(kernels, sets, arm: str, spins) -> list:
+    from workbench.plan import ComparisonSpec, parse_arm_spec, with_spin
+
+    out = []
+    for kernel in kernels:
+        if kernel == "step":
+            raise BadArgument("--kernel step is not calibrated: use w13 or w2")
+        base = parse_arm_spec(kernel, arm, "--arm", calib=True)
+        a = with_spin(base, 0)
+        for s in sets:
+            for spin in spins:
+                b = with_spin(base, spin)
+                cid = f"{kernel}/{s}/spin={spin}"
+                out.append(ComparisonSpec(cid, kernel, s, "calibration", a, b))
+    return out
+
+
+def config_from_args(args: argparse.Namespace):
+    """The validated RunConfig of a calibration run (torch-free; BadArgument -> exit 2)."""
+    import dataclasses
+
+    from workbench.commands._measure import protocol_from_args
+    from workbench.plan import SETS, parse_list
+    from workbench.runner import make_config
+    from workbench.shapes import shape_from_args
+
+    kernels = parse_list(args.kernel, ("w13", "w2", "step"), "--kernel")
+    sets = parse_list(args.set, SETS, "--set")
+    spins = parse_spins(args.spins)
+    comparisons = plan_calibration(kernels, sets, args.arm, spins)
+    base = make_config(
+        shape_from_args(args), kernels=kernels, sets=sets, a=args.arm, b=args.arm,
+        reference=False, confirm=False, calls=args.calls, replays=args.replays, seed=args.seed,
+        m=args.min_effect, protocol=protocol_from_args(args), sessions_dir=args.sessions_dir,
+        slug=args.slug or "calibrate", extra={"spins": list(spins), "arm": args.arm},
+    )  # fmt: skip
+    return dataclasses.replace(base, comparisons=comparisons, mode="calibrate")
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("calibrate", 4)
+    from workbench.commands._tables import render_calibration
+
+    cfg = config_from_args(args)
+    result, code = drive(cfg, args)
+    if result is not None:
+        finish_output(result, args, render_calibration)
+    return code

@@ -1,0 +1,537 @@
+"""`workbench ab` / `workbench calibrate` on CPU.
+
+Two tiers: argument checking and the no-GPU exit on this machine (real), and the whole engine
+(plan, banks, workloads, arms, gate, ABBA, statistics, recommendation, step confirmation,
+session, tables, JSON) on a *simulated* device: torch.cuda's few entry points the engine uses
+are replaced by CPU fakes whose kernels compute real outputs on CPU tensors and advance a fake
+clock by a known cost per call, so the measured ratios are known in advance.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import threading
+import types
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+import torch
+
+from workbench import cli, engine, graphs, runner
+from workbench.errors import BuildError
+from workbench.session import load_session
+
+SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
+FAST = ["--calls", "4", "--replays", "5", "--pairs", "6"]
+
+# ------------------------------------------------------------------ argument errors (no GPU)
+
+
+@pytest.fixture
+def no_gpu_work(monkeypatch):
+    """Any GPU step reached during argument checking fails the test loudly."""
+
+    def boom(*a, **k):
+        raise AssertionError("GPU work started before the arguments were checked")
+
+    monkeypatch.setattr(runner, "require_gpu", boom)
+
+
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["--a", "b4-coop"], "--a 'b4-coop'"),
+        (["--b", "b5-scalar"], "--b 'b5-scalar'"),
+        (["--pairs", "0"], "--pairs 0"),
+        (["--replays", "0"], "--replays 0"),
+        (["--calls", "-3"], "--calls -3"),
+        (["--kernel", "w5"], "--kernel 'w5'"),
+        (["--set", "cold"], "--set 'cold'"),
+        (["--kernel", ""], "--kernel ''"),
+        (["--min-effect", "0.7"], "--min-effect 0.7"),
+        (["--adaptive", "--target", "2"], "--target 2.0"),
+        (["--budget", "-5"], "--budget -5.0"),
+        (["--seed", "-1"], "--seed -1"),
+        (["--hidden", "100"], "hidden"),
+        (["--preset", "llama"], "preset='llama'"),
+        (["--kernel", "step", "--a", "tinygemm"], "--a 'tinygemm'"),
+        (["--kernel", "step", "--b", "w13=b3-coop"], "--b 'w13=b3-coop'"),
+        (["--a", "w13=b3-coop,w3=b3-scalar"], "'w3=b3-scalar'"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_argument(no_gpu_work, capsys, argv, names):
+    assert cli.main(["ab", *argv]) == 2
+    err = capsys.readouterr().err
+    assert names in err, err
+
+
+@pytest.mark.parametrize(
+    "argv, names",
+    [
+        (["--spins", "0"], "--spins '0'"),
+        (["--spins", "a,b"], "--spins 'a,b'"),
+        (["--spins=-5,10"], "--spins '-5,10'"),
+        (["--kernel", "step"], "--kernel step"),
+        (["--arm", "b4-coop"], "--arm 'b4-coop'"),
+    ],
+)
+def test_calibrate_bad_arguments(no_gpu_work, capsys, argv, names):
+    assert cli.main(["calibrate", *argv]) == 2
+    assert names in capsys.readouterr().err
+
+
+def test_no_gpu_here_exits_3_with_what_still_works(capsys, tmp_path):
+    if torch.cuda.is_available():  # pragma: no cover - on the GPU machine
+        pytest.skip("a GPU is present")
+    assert cli.main(["ab", "--sessions-dir", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert "no usable GPU" in err
+    for works in ("capacity", "sessions", "plot", "report", "TUI", "browse", "tests"):
+        assert works in err
+    assert "Traceback" not in err
+    assert not any(tmp_path.iterdir()), "no session is created without a GPU"
+    assert cli.main(["calibrate", "--sessions-dir", str(tmp_path)]) == 3
+
+
+def test_default_replays_agree():
+    from workbench.commands import ab, calibrate
+
+    assert ab.DEFAULT_REPLAYS == runner.DEFAULT_REPLAYS == calibrate.DEFAULT_REPLAYS
+
+
+# ------------------------------------------------------------------ the simulated device
+
+
+class Clock:
+    t = 0.0  # ms
+
+
+# µs per kernel call of each (kernel, layout, reader): B/A ratios known in advance
+COST_US = {
+    ("w13", "b3", "scalar"): 2.0,
+    ("w13", "b3", "coop"): 1.9,  # 5 % faster
+    ("w13", "b4", "scalar"): 1.96,
+    ("w2", "b3", "scalar"): 1.5,
+    ("w2", "b3", "coop"): 1.65,  # 10 % slower
+    ("w2", "b4", "scalar"): 1.48,
+}
+PEER_US = 12.0
+SM_MHZ = 1980.0
+NOISE = 0.003  # multiplicative, per call
+
+
+class FakeEvent:
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t: float | None = None
+
+    def record(self, stream=None) -> None:
+        self.t = Clock.t
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return end.t - self.t
+
+
+class FakeGraph:
+    def __init__(self, issue) -> None:
+        self.issue = issue
+
+    def replay(self) -> None:
+        self.issue()
+
+    def reset(self) -> None:
+        self.issue = None
+
+
+def fake_capture(issue, warmup: int = 2):
+    for _ in range(warmup):
+        issue()
+    return FakeGraph(issue)
+
+
+@dataclass
+class FakeBank:
+    kernel: str
+    layout: str
+    K: int
+    N: int
+    experts: int
+    weights: torch.Tensor  # float32 [E, K, N] (decoded; the same for b4 and b3)
+    meta: torch.Tensor
+
+    @property
+    def nbytes(self) -> int:
+        return self.weights.numel() * 4 + self.meta.numel()
+
+
+def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
+    K, N = shape.dims(kernel)
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(shape.experts, K, N, generator=g) * 0.05
+    r = 4 if layout == "b4" else 3
+    meta = torch.randint(1, 255, (shape.experts, K // 32, N * r), generator=g, dtype=torch.uint8)
+    return FakeBank(kernel, layout, K, N, shape.experts, w, meta)
+
+
+def _compute(kernel, inp, weights, out, rw, dtype=torch.float32):
+    w = weights.to(dtype).float()
+    if kernel == "w13":
+        acc = torch.einsum("k,jkn->jn", inp[0].float(), w)
+        n2 = acc.shape[1] // 2
+        out.copy_((torch.nn.functional.silu(acc[:, :n2]) * acc[:, n2:]).half())
+    else:
+        acc = torch.einsum("jk,jkn->jn", inp.float(), w)
+        out.copy_((acc * rw[:, None]).sum(0).half()[None])
+
+
+class FakeKernelOp:
+    broken: set[str] = set()  # variant names whose outputs get one flipped bit
+    rng = np.random.default_rng(0)
+    calls = 0
+
+    def __init__(self, variant, shape, device="cuda", spin_cycles=0) -> None:
+        self.variant, self.shape, self.spin = variant, shape, spin_cycles
+        self.cost_ms = (
+            COST_US[(variant.kernel, variant.layout, variant.reader)] + spin_cycles / SM_MHZ
+        ) / 1000
+
+    def __call__(self, inp, bank, ids, out, rw=None) -> None:
+        assert bank.kernel == self.variant.kernel and bank.layout == self.variant.layout
+        assert out.dtype == torch.float16 and ids.dtype == torch.int32
+        _compute(self.variant.kernel, inp, bank.weights.index_select(0, ids.long()), out, rw)
+        if self.variant.name in self.broken:
+            out.view(torch.int16).view(-1)[3] ^= 1
+        FakeKernelOp.calls += 1
+        Clock.t += self.cost_ms * (1 + NOISE * self.rng.standard_normal())
+
+
+class FakePeer:
+    made: list = []
+
+    def __init__(self, kernel, shape, bank, experts) -> None:
+        assert bank.layout == "b3"
+        self.kernel, self.bank, self.experts = kernel, bank, list(experts)
+        FakePeer.made.append((kernel, id(bank), tuple(experts)))
+
+    @staticmethod
+    def supported() -> bool:
+        return True
+
+    def __call__(self, inp, bank, ids, out, rw=None) -> None:
+        idx = torch.tensor(self.experts, dtype=torch.long)
+        _compute(self.kernel, inp, self.bank.weights.index_select(0, idx), out, rw, torch.bfloat16)
+        Clock.t += PEER_US / 1000
+
+
+@dataclass
+class FakeBuild:
+    variant: object
+    lib_sha256: str = "ab" * 32
+    cache_hit: bool = True
+    log: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {"variant": self.variant.name, "cache_hit": True, "log": "", "ptxas": {}}
+
+
+@pytest.fixture
+def device(monkeypatch):
+    """The simulated GPU: returns the list of variants that were built."""
+    from workbench import build
+    from workbench.ops import make_inputs
+
+    built: list = []
+
+    def build_many(variants, max_jobs=None, load=True):
+        built.extend(variants)
+        return [FakeBuild(v) for v in variants]
+
+    ops = types.ModuleType("workbench.ops")
+    ops.make_bank, ops.make_inputs = fake_make_bank, make_inputs
+    ops.KernelOp, ops.TinyGemmPeer = FakeKernelOp, FakePeer
+    monkeypatch.setitem(sys.modules, "workbench.ops", ops)
+    monkeypatch.setattr(build, "build_many", build_many)
+    props = types.SimpleNamespace(
+        name="Simulated H200", major=9, minor=0, multi_processor_count=132,
+        total_memory=140 << 30, L2_cache_size=40_000, clock_rate=1_980_000, uuid="sim",
+    )  # fmt: skip
+    cuda = torch.cuda
+    for name, value in {
+        "is_available": lambda: True,
+        "synchronize": lambda *a: None,
+        "empty_cache": lambda: None,
+        "memory_allocated": lambda *a: 0,
+        "mem_get_info": lambda *a: (100 << 30, 140 << 30),
+        "current_device": lambda: 0,
+        "get_device_properties": lambda *a: props,
+        "Event": FakeEvent,
+    }.items():
+        monkeypatch.setattr(cuda, name, value)
+    monkeypatch.setattr(engine, "DEVICE", "cpu")
+    monkeypatch.setattr(engine, "l2_bytes", lambda d=0: props.L2_cache_size)
+    monkeypatch.setattr(graphs, "capture", fake_capture)
+    FakeKernelOp.broken = set()
+    FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    FakePeer.made = []
+    return built
+
+
+def run_json(capsys, argv):
+    code = cli.main(argv)
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if out.out.strip() else None), out.err
+
+
+def by_id(summary):
+    return {c["id"]: c for c in summary["comparisons"]}
+
+
+def test_default_ab_run_end_to_end(device, capsys, tmp_path):
+    code, s, err = run_json(
+        capsys, ["ab", *SMALL, *FAST, "--sessions-dir", str(tmp_path), "--no-plots", "--json"]
+    )
+    assert code == 0, err
+    cmps = by_id(s)
+    expected = [f"{k}/{st}{r}" for k in ("w13", "w2") for st in ("hot", "rotating")
+                for r in ("", "/b4-scalar", "/tinygemm")] + ["step/hot/confirm", "step/rotating/confirm"]  # fmt: skip
+    assert list(cmps) == expected
+    # the simulated costs come back as ratios and verdicts
+    for st in ("hot", "rotating"):
+        w13, w2 = cmps[f"w13/{st}"], cmps[f"w2/{st}"]
+        assert w13["verdict"]["median"] == pytest.approx(0.95, abs=0.01)
+        assert w13["verdict"]["verdict"] == "FASTER"
+        assert w2["verdict"]["median"] == pytest.approx(1.10, abs=0.01)
+        assert w2["verdict"]["verdict"] == "SLOWER"
+        assert w13["a_us_per_call"] == pytest.approx(2.0, rel=0.02)
+        assert w13["b_us_per_call"] == pytest.approx(1.9, rel=0.02)
+        conf = cmps[f"step/{st}/confirm"]
+        assert conf["a"] == "w13=b3-scalar,w2=b3-scalar" and conf["b"] == "w13=b3-coop,w2=b3-scalar"
+        assert conf["verdict"]["median"] == pytest.approx(3.4 / 3.5, abs=0.01)
+        assert conf["verdict"]["verdict"] == "FASTER"
+        ref = cmps[f"w13/{st}/b4-scalar"]
+        assert (ref["role"], ref["a"], ref["b"]) == ("reference", "b4-scalar", "b3-coop")
+        peer = cmps[f"w2/{st}/tinygemm"]
+        assert peer["gate"]["gated"] is False and 0 < peer["gate"]["rel_l2"] < 2e-2
+        assert peer["verdict"]["median"] == pytest.approx(1.65 / PEER_US, rel=0.02)
+    recs = s["recommendations"]
+    assert recs["w13"]["decision"] == "cooperative" and recs["w13"]["arm"] == "b3-coop"
+    assert recs["w2"]["decision"] == "scalar" and recs["w2"]["arm"] == "b3-scalar"
+    assert "SLOWER nowhere" in " ".join(recs["w13"]["evidence"])
+    # working set: rotating below 5x L2 is spread over several graphs, hot is one graph
+    rot, hot = cmps["w13/rotating"], cmps["w13/hot"]
+    assert hot["graphs"] == 1
+    assert rot["graphs"] == 3 and rot["working_set_l2_ratio"] >= 5
+    # memory: b3 and b4 banks per kernel, computed metadata saving of one byte per record
+    mem = {(m["kernel"], m["layout"]): m for m in s["memory"]}
+    assert set(mem) == {("w13", "b3"), ("w13", "b4"), ("w2", "b3"), ("w2", "b4")}
+    m3, m4 = mem[("w13", "b3")], mem[("w13", "b4")]
+    assert m4["computed"] - m3["computed"] == m3["banks"] * 8 * (64 // 32) * 256
+    assert m3["used_before"] is None and "NVML unavailable" in s["nvml"]
+    # session: complete, every comparison and sample journaled, summary saved
+    sess = load_session(s["session"])
+    assert sess.status == "complete" and sess.summary["recommendations"] == recs
+    assert [c["id"] for c in sess.comparisons] == expected
+    assert len(sess.samples) == len(expected) * 6 * 4
+    assert all(g["ok"] for g in sess.gates)
+    assert sess.config["m"] == 0.01 and sess.config["shape"]["hidden"] == 64
+    assert sess.environment["gpu"]["name"] == "Simulated H200"
+    assert sess.environment["gpu"]["l2_bytes"] == 40_000
+    assert set(sess.provenance["builds"]) == {v.name for v in device}
+    assert sess.provenance["files"], "kernel source hashes missing"
+    # the human output went to stderr (stdout is pure JSON)
+    assert "recommendation per kernel" in err and "step confirmation" in err
+
+
+def test_tinygemm_peers_repack_each_routing_once(device, capsys, tmp_path):
+    code, s, _ = run_json(
+        capsys, ["ab", *SMALL, *FAST, "--kernel", "w13", "--set", "rotating",
+                 "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
+    )  # fmt: skip
+    assert code == 0
+    g = by_id(s)["w13/rotating"]["graphs"]
+    assert len(FakePeer.made) == len(set(FakePeer.made)) == 4 * g  # calls x graphs routings
+    assert "step/rotating/confirm" not in by_id(s)  # one kernel: no confirmation
+
+
+def test_aa_run(device, capsys, tmp_path):
+    code, s, _ = run_json(
+        capsys, ["ab", *SMALL, *FAST, "--a", "b3-coop", "--b", "b3-coop", "--no-reference",
+                 "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
+    )  # fmt: skip
+    assert code == 0
+    cmps = s["comparisons"]
+    assert [c["role"] for c in cmps] == ["aa"] * 4
+    for c in cmps:
+        assert c["verdict"]["verdict"] in ("SAME", "AMBIGUOUS")
+        assert abs(c["verdict"]["median"] - 1) < 0.005
+    assert s["recommendations"] == {}  # A/A recommends nothing and confirms nothing
+    assert "_aa" in s["session"]
+
+
+def test_step_kernel_with_mixed_arms(device, capsys, tmp_path):
+    code, s, _ = run_json(
+        capsys, ["ab", *SMALL, *FAST, "--kernel", "step", "--set", "hot",
+                 "--a", "b3-scalar", "--b", "w13=b3-coop,w2=b3-scalar",
+                 "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
+    )  # fmt: skip
+    assert code == 0
+    (c,) = s["comparisons"]
+    assert (c["id"], c["a"], c["b"]) == (
+        "step/hot",
+        "w13=b3-scalar,w2=b3-scalar",
+        "w13=b3-coop,w2=b3-scalar",
+    )
+    assert c["verdict"]["median"] == pytest.approx(3.4 / 3.5, abs=0.01)
+    assert c["gate"]["outputs"] == 8  # inter and y of 4 calls
+
+
+def test_numerics_differ_exits_5_and_times_nothing(device, capsys, tmp_path):
+    FakeKernelOp.broken = {"w13:b3-coop"}
+    code = cli.main(["ab", *SMALL, *FAST, "--kernel", "w13", "--set", "hot", "--no-plots",
+                     "--sessions-dir", str(tmp_path)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 5, err
+    assert "not bit-identical" in err and "call0.inter" in err and "(0x" in err
+    (path,) = list(tmp_path.iterdir())
+    sess = load_session(path)
+    assert sess.status == "failed" and sess.samples == []
+    (gate,) = sess.gates
+    assert gate["ok"] is False and gate["first_difference"]["index"] == [0, 3]
+
+
+def test_build_failure_exits_4_with_the_log(device, monkeypatch, capsys, tmp_path):
+    from workbench import build
+
+    log = "\n".join([f"line {i}" for i in range(100)] + ["w13.cu(12): error: expected a ';'"])
+
+    def failing(variants, max_jobs=None, load=True):
+        raise BuildError(
+            "build of w13:b3-coop failed (sm_90):\nw13.cu(12): error: expected a ';'", log
+        )
+
+    monkeypatch.setattr(build, "build_many", failing)
+    code = cli.main(["ab", *SMALL, "--sessions-dir", str(tmp_path), "--no-plots"])
+    err = capsys.readouterr().err
+    assert code == 4
+    assert "build failed" in err and "expected a ';'" in err and "compiler log" in err
+    assert "line 99" in err and "line 10\n" not in err  # the tail of the log, not all of it
+    assert "Traceback" not in err
+
+
+def test_cancel_keeps_the_session_as_interrupted(device, tmp_path):
+    from workbench.abba import ProtocolConfig
+    from workbench.shapes import resolve_shape
+
+    shape = resolve_shape(hidden=64, inter=128, experts=8, top_k=2, tp=1)
+    cfg = runner.make_config(
+        shape, calls=4, replays=5, protocol=ProtocolConfig(pairs=6), sessions_dir=str(tmp_path)
+    )
+    cancel = threading.Event()
+
+    def progress(p):
+        if p.cmp == "w13/rotating" and p.complete == 2:
+            cancel.set()
+
+    result = runner.Runner(cfg, progress=progress, cancel=cancel).run()
+    assert result.status == "interrupted"
+    sess = load_session(result.session_path)
+    assert sess.status == "interrupted"
+    ids = [c["id"] for c in result.summary["comparisons"]]
+    assert ids == ["w13/hot", "w13/hot/b4-scalar", "w13/hot/tinygemm", "w13/rotating"]
+    assert result.summary["comparisons"][-1]["pairs"] == 2
+    assert len(sess.samples_for("w13/rotating")) == 8
+    assert sess.summary["status"] == "interrupted"
+
+
+def test_keyboard_interrupt_keeps_the_session(device, monkeypatch, capsys, tmp_path):
+    calls = {"n": 0}
+    real = FakeKernelOp.__call__
+
+    def interrupting(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 400:
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(FakeKernelOp, "__call__", interrupting)
+    code = cli.main(["ab", *SMALL, *FAST, "--sessions-dir", str(tmp_path), "--no-plots"])
+    assert code == 130
+    assert "interrupted" in capsys.readouterr().err
+    (path,) = list(tmp_path.iterdir())
+    sess = load_session(path)
+    assert sess.status == "interrupted" and len(sess.samples) > 0
+
+
+def test_calibrate_end_to_end(device, capsys, tmp_path):
+    code, s, err = run_json(
+        capsys, ["calibrate", *SMALL, *FAST, "--spins", "0,4,80,400",
+                 "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
+    )  # fmt: skip
+    assert code == 0, err
+    cal = s["calibration"]
+    rungs = {r["spin_cycles"]: r for r in cal["rungs"]}
+    assert set(rungs) == {0, 4, 80, 400}
+    assert rungs[0]["verdict"] in ("SAME", "AMBIGUOUS")
+    for spin in (80, 400):  # 2 % and 10 % of the 2 µs call
+        assert rungs[spin]["measured_us_per_call"] == pytest.approx(
+            spin / SM_MHZ, rel=0.2, abs=0.004
+        )
+        assert rungs[spin]["verdict"] == "SLOWER"
+    assert rungs[4]["verdict"] in ("SAME", "AMBIGUOUS")  # 0.1 %: below the 1 % minimum effect
+    assert cal["resolution"]["spin_cycles"] == 80
+    assert cal["resolution"]["effect_pct"] == pytest.approx(80 / SM_MHZ / 2.0 * 100, rel=0.2)
+    sess = load_session(s["session"])
+    assert {c["role"] for c in sess.comparisons} == {"calibration"}
+    assert sess.comparisons[1]["b"] == "b3-scalar+spin=4"
+    assert all(not math.isnan(x["ms"]) for x in sess.samples)
+    assert "resolution" in err
+
+
+def test_plots_are_drawn_and_a_failure_is_not_fatal(device, monkeypatch, capsys, tmp_path):
+    plots = tmp_path / "plots"
+    code = cli.main(["ab", *SMALL, *FAST, "--kernel", "w13", "--set", "hot", "--no-reference",
+                     "--sessions-dir", str(tmp_path / "s"), "--plots-dir", str(plots)])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert any(p.suffix == ".png" for p in plots.iterdir())
+    assert "B/A" in out.out and "FASTER" in out.out  # the table is on stdout without --json
+
+    import workbench.plots
+
+    def broken(*a, **k):
+        raise RuntimeError("no fonts")
+
+    monkeypatch.setattr(workbench.plots, "plot_session", broken)
+    code = cli.main(["ab", *SMALL, *FAST, "--kernel", "w13", "--set", "hot", "--no-reference",
+                     "--sessions-dir", str(tmp_path / "s2"), "--plots-dir", str(plots)])  # fmt: skip
+    assert code == 0
+    assert "plots skipped" in capsys.readouterr().err
+
+
+def test_tui_entry_point(device, tmp_path):
+    events = []
+    path = runner.run_session(
+        {"hidden": 64, "inter": 128, "experts": 8, "top_k": 2, "tp": 1, "kernels": ("w13",),
+         "sets": ("hot",), "a": "b3-scalar", "b": "b3-coop", "pairs": 6, "calls": 4,
+         "replays": 5},
+        root=tmp_path, progress=events.append,
+    )  # fmt: skip
+    assert load_session(path).status == "complete"
+    main = [e for e in events if e.cmp_id == "w13/hot"]
+    assert (main[-1].step, main[-1].steps) == (1, 3)  # main, b4-scalar and tinygemm references
+    assert main[-1].pair == 6 and main[-1].ratio == pytest.approx(0.95, abs=0.01)
+    assert main[-1].ci[0] <= main[-1].ratio <= main[-1].ci[1]
+    stop = threading.Event()
+    path2 = runner.run_session(
+        {"hidden": 64, "inter": 128, "experts": 8, "top_k": 2, "tp": 1, "kernels": ("w13",),
+         "sets": ("hot",), "pairs": 6, "calls": 4, "replays": 5},
+        root=tmp_path, progress=lambda e: stop.set() if e.samples >= 5 else None,
+        cancelled=stop.is_set,
+    )  # fmt: skip
+    assert load_session(path2).status == "interrupted"

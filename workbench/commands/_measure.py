@@ -1,0 +1,214 @@
+"""What `workbench ab` and `workbench calibrate` share: protocol options, driving the Runner
+with a progress bar on stderr, Ctrl-C handling, build/numerics error display and plots.
+
+Light to import: rich, torch and the runner are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+from workbench.abba import ProtocolConfig
+from workbench.errors import BuildError, NumericsError
+from workbench.shapes import add_shape_arguments
+
+EXIT_INTERRUPTED = 130
+
+
+def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> None:
+    g = p.add_argument_group("timing protocol (DESIGN §5)")
+    g.add_argument("--pairs", type=int, default=12, help="ABBA pairs per comparison (default 12)")
+    g.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="add pairs until the ratio's 95%% CI half-width <= --target or --budget ends",
+    )
+    g.add_argument("--target", type=float, default=0.005, help="adaptive CI half-width (0.005)")
+    g.add_argument(
+        "--budget", type=float, default=None, metavar="SECONDS", help="time budget per comparison"
+    )
+    g.add_argument("--max-pairs", type=int, default=200, help="adaptive cap on pairs (200)")
+    g.add_argument("--calls", type=int, default=48, help="kernel calls per graph replay (48)")
+    g.add_argument(
+        "--replays",
+        type=int,
+        default=replays_default,
+        help=f"timed replays per sample; a sample is their median ({replays_default})",
+    )
+    g.add_argument("--retries", type=int, default=2, help="re-measures of a flagged sample (2)")
+    g.add_argument(
+        "--keep-flagged",
+        action="store_true",
+        help="keep a sample still flagged after its retries (default: exclude it, lose the pair)",
+    )
+    g.add_argument("--min-effect", type=float, default=0.01, help="minimum effect m (0.01 = 1%%)")
+    g.add_argument("--seed", type=int, default=0, help="seed of weights, inputs and routing (0)")
+    add_shape_arguments(p)
+    o = p.add_argument_group("output")
+    o.add_argument("--sessions-dir", default="sessions", help="where sessions go (sessions)")
+    o.add_argument("--plots-dir", default="plots", help="where plots go (plots)")
+    o.add_argument("--no-plots", action="store_true", help="do not draw plots after the run")
+    o.add_argument("--slug", default=None, help="session folder suffix (default: the command)")
+    o.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
+
+
+def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
+    """The validated protocol (BadArgument names the option)."""
+    return ProtocolConfig(
+        pairs=args.pairs,
+        adaptive=args.adaptive,
+        target=args.target,
+        budget_s=args.budget,
+        max_pairs=args.max_pairs,
+        retries=args.retries,
+        keep_flagged=args.keep_flagged,
+    ).validate()
+
+
+def _console(stderr: bool = True):
+    from rich.console import Console
+
+    # Redirected to a file or a pipe, rich would assume 80 columns and squeeze the results
+    # table; 180 fits it. soft_wrap keeps messages (paths, errors) as whole lines.
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 180
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+
+
+class _Live:
+    """Progress bar (one task per comparison) and event lines, both on stderr."""
+
+    def __init__(self, console) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.console = console
+        self.bar = Progress(
+            TextColumn("{task.description:<24}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[stat]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,  # the results table follows; finished bars would only repeat it
+        )
+        self.tasks: dict[str, Any] = {}
+        self.measuring = False
+
+    def progress(self, p) -> None:
+        task = self.tasks.get(p.cmp)
+        if task is None:
+            task = self.tasks[p.cmp] = self.bar.add_task(p.cmp, total=p.goal, stat="")
+        stat = "" if p.median is None else f"B/A {p.median:.4f}"
+        if p.half_width is not None:
+            stat += f" ±{p.half_width * 100:.2f}%"
+        if p.flagged:
+            stat += f"  flagged {p.flagged}"
+        self.bar.update(task, completed=p.complete, stat=stat)
+
+    def event(self, kind: str, data: Any) -> None:
+        from workbench.commands import _tables as t
+
+        if kind == "session":
+            self.measuring = True
+        line = t.event_line(kind, data)
+        if line:
+            self.console.print(line)
+
+
+def _sigint_handler(live: _Live, cancel: threading.Event):
+    def handler(signum, frame):
+        if live.measuring and not cancel.is_set():
+            cancel.set()
+            live.console.print(
+                "[yellow]Ctrl-C: stopping after the sample in flight (Ctrl-C again aborts)[/]"
+            )
+            return
+        raise KeyboardInterrupt
+
+    return handler
+
+
+def drive(cfg, args: argparse.Namespace):
+    """Run ``cfg`` with progress on stderr. Returns (RunResult or None, exit code)."""
+    from workbench.runner import Runner, require_gpu
+
+    require_gpu()  # NoGPUError -> exit 3 with the plain message, before any build
+    console = _console()
+    live = _Live(console)
+    cancel = threading.Event()
+    runner = Runner(cfg, progress=live.progress, events=live.event, cancel=cancel)
+    in_main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, _sigint_handler(live, cancel)) if in_main else None
+    try:
+        with live.bar:
+            result = runner.run()
+    except BuildError as e:
+        show_build_error(console, e)
+        return None, e.exit_code
+    except NumericsError as e:
+        console.print(f"[bold red]numerics differ[/]: {e}")
+        if runner.session is not None:
+            console.print(f"session kept (failed) at {runner.session.path}")
+        return None, e.exit_code
+    except KeyboardInterrupt:
+        where = f" at {runner.session.path}" if runner.session is not None else ""
+        console.print(f"[yellow]interrupted[/]: session kept as interrupted{where}")
+        return None, EXIT_INTERRUPTED
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, old)
+    return result, EXIT_INTERRUPTED if result.status == "interrupted" else 0
+
+
+def show_build_error(console, e: BuildError, tail: int = 40) -> None:
+    """The compiler's message and the end of its log, framed, instead of a traceback."""
+    from rich.panel import Panel
+    from rich.text import Text
+
+    console.print(f"[bold red]build failed[/]: {e}")
+    log = (e.log or "").rstrip()
+    if log:
+        lines = log.splitlines()
+        shown = "\n".join(lines[-tail:])
+        title = f"compiler log (last {min(tail, len(lines))} of {len(lines)} lines)"
+        console.print(Panel(Text(shown), title=title, border_style="red"))
+
+
+def make_plots(session_path, plots_dir: str, console) -> list:
+    """Plots of the session via workbench.plots; a failure is reported, never fatal."""
+    try:
+        from workbench.plots import plot_session
+
+        out = plot_session(session_path, plots_dir)
+    except Exception as e:  # a missing/failed plot must never lose the session
+        console.print(f"[yellow]plots skipped[/]: {type(e).__name__}: {e}")
+        return []
+    paths = list(out) if isinstance(out, (list, tuple)) else [out] if out else []
+    if paths:
+        console.print(f"plots: {len(paths)} file(s) in {plots_dir}")
+    return paths
+
+
+def finish_output(result, args: argparse.Namespace, render) -> None:
+    """Tables (stdout, or stderr with --json), plots, then the JSON summary on stdout."""
+    err = _console()
+    out = err if args.json else _console(stderr=False)
+    render(out, result.summary)
+    plots = [] if args.no_plots else make_plots(result.session_path, args.plots_dir, err)
+    out.print(f"session: {result.session_path} ({result.status})")
+    if args.json:
+        summary = dict(result.summary)
+        summary["plots"] = [str(p) for p in plots]
+        json.dump(summary, sys.stdout, indent=2)
+        sys.stdout.write("\n")
