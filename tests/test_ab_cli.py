@@ -271,6 +271,7 @@ def device(monkeypatch):
         "current_device": lambda: 0,
         "get_device_properties": lambda *a: props,
         "Event": FakeEvent,
+        "_sleep": lambda cycles: None,
     }.items():
         monkeypatch.setattr(cuda, name, value)
     monkeypatch.setattr(engine, "DEVICE", "cpu")

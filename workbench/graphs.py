@@ -2,20 +2,23 @@
 
 One timed unit is one replay of a graph that holds ``calls`` kernel calls; a sample is the
 median of ``replays`` timed replays, each between its own pair of CUDA events. Graphs are
-captured on a side stream after warm-up, and nothing is allocated inside the captured region
-(inputs and outputs exist before capture). Arms with several graphs (the rotating set below
+captured on a side stream after warm-up; inputs and outputs exist before capture and the
+kernels allocate nothing (only the tinygemm peer's temporaries come from the graph's pool). Arms with several graphs (the rotating set below
 5x L2) take them in turn from a ``Cycle`` shared by both arms of a comparison, so consecutive
 replays, also across an A -> B boundary, never read the same experts.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 WARMUP_CALLS = 2  # untimed runs of a graph's calls before capture: loads modules, fills caches
+BLOCK_FIRST_S = 0.5e-3  # GPU spin before a sample's first replay until the enqueue time is known
+BLOCK_MAX_S = 20e-3  # never spin longer than this per sample
 
 
 class Cycle:
@@ -70,15 +73,30 @@ class GraphArm:
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             for _ in range(replays)
         ]
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        self._cycles_per_s = (getattr(props, "clock_rate", 0) or 2_000_000) * 1000.0  # kHz
+        self.block_cycles = int(BLOCK_FIRST_S * self._cycles_per_s)
+
+    def _block(self) -> None:
+        """Keep the GPU busy while the host enqueues the sample's replays (nvbench's "blocking
+        kernel"): otherwise the first replays start as soon as they are queued, and the host's
+        launch gap before each lands between its start event and its graph."""
+        if self.block_cycles > 0 and hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(self.block_cycles)
 
     def measure(self) -> list[float]:
         """Time ``replays`` replays (graphs in cycle order); ms per replay."""
+        t0 = time.perf_counter()
+        self._block()
         for start, end in self.events:
             graph = self.graphs[self.cycle.next()]
             start.record()
             graph.replay()
             end.record()
+        enqueue_s = time.perf_counter() - t0
         self.events[-1][1].synchronize()  # stream order: every earlier event is complete too
+        # Next time, block for a little longer than this enqueue took (bounded).
+        self.block_cycles = int(min(BLOCK_MAX_S, 1.5 * enqueue_s) * self._cycles_per_s)
         return [start.elapsed_time(end) for start, end in self.events]
 
     def run_once(self, poison: bool = True) -> None:
