@@ -248,10 +248,17 @@ async def test_open_export_and_compare_sessions(roots):
             "w2": "b3-scalar",
         }
         await pilot.press("e")
+        # the export (matplotlib, seconds) runs in a worker: the UI keeps answering meanwhile
+        await pilot.press("1")
+        assert app.query_one(TabbedContent).active == "run"
+        assert any(w.group == "export" and not w.is_finished for w in app.workers)
         await settle(pilot)
-        report = plots / SYNTHETIC_NAME / "report.md"
-        assert report.exists() and "w2/rotating" in report.read_text()
-        assert "Exported 1 plots" in status_text(app)
+        report = plots / f"{SYNTHETIC_NAME}_report.md"
+        text = report.read_text()
+        assert "w2/rotating" in text and "**SLOWER**" in text
+        pngs = sorted(plots.glob(f"{SYNTHETIC_NAME}_*.png"))
+        assert len(pngs) >= 4 and all(p.stat().st_size > 10_000 for p in pngs)
+        assert f"Exported {2 * len(pngs)} plots" in status_text(app)
         await pilot.press("3")
         browser.focus()
         await pilot.press("m", "up", "x")

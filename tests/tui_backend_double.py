@@ -1,7 +1,8 @@
 """Test double for the TUI: a `Backend` that replays a recorded session instead of a GPU.
 
 `ReplayBackend` inherits the real CPU paths of `EngineBackend` (session listing, loading,
-statistics, comparison) and replaces only what needs a GPU: probing, builds, runs and NVML.
+statistics, comparison, plots and report export) and replaces only what needs a GPU: probing,
+builds, runs and NVML.
 A run replays the source session's journal through the real `SessionWriter`, pair by pair,
 reporting progress as the engine would, and honours the run form (kernels, sets, pairs).
 
@@ -24,7 +25,7 @@ import numpy as np
 from workbench import stats
 from workbench.session import SessionWriter, load_session
 from workbench.shapes import PRESETS
-from workbench.tui.backend import ExportResult, GpuStatus, ProgressEvent, RunConfig, VariantRow
+from workbench.tui.backend import GpuStatus, ProgressEvent, RunConfig, VariantRow
 from workbench.tui.engine import EngineBackend
 
 SYNTHETIC_NAME = "20261120T120000Z_synthetic-h200"
@@ -269,16 +270,3 @@ class ReplayBackend(EngineBackend):
                         time.sleep(0.005)
         writer.finish("complete")
         return writer.path
-
-    def export(self, path: Path) -> ExportResult:
-        # The real export needs workbench.plots/report; the double writes what they would name.
-        view = self.open_session(path)
-        out = self.plots_root / view.info.name
-        out.mkdir(parents=True, exist_ok=True)
-        report = out / "report.md"
-        lines = [f"# {view.info.name}", "", "| comparison | ratio | verdict |", "|---|---|---|"]
-        lines += [f"| {r.cmp_id} | {r.ratio:.4f} | {r.verdict} |" for r in view.rows]
-        report.write_text("\n".join(lines) + "\n")
-        plot = out / "ratios.txt"
-        plot.write_text("\n".join(f"{r.cmp_id} {r.ratio:.5f}" for r in view.rows) + "\n")
-        return ExportResult((plot,), report)

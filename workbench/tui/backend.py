@@ -68,7 +68,7 @@ class RunConfig:
     adaptive: bool = False
     target_pct: float = 0.5
     calls: int = 48
-    replays: int = 20
+    replays: int = 50  # the runner's default: a sample is the median of 50 replays
     seed: int = 0
 
     def shape(self) -> Shape:

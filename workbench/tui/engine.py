@@ -196,11 +196,18 @@ class EngineBackend:
         return analysis.view_from_session(session.load_session(path, nvml=False))
 
     def compare(self, a: Path, b: Path) -> str:
+        session, compare = _engine("session"), _engine("compare")
         analysis = _engine("tui.analysis")
-        return analysis.compare_views(self.open_session(a), self.open_session(b))
+        diff = compare.compare_sessions(session.load_session(a), session.load_session(b))
+        return analysis.compare_markdown(diff)
 
     def export(self, path: Path) -> ExportResult:
-        plots, report = _engine("plots"), _engine("report")
-        written = plots.plot_session(path, self.plots_root)
-        report_path = report.write_report(path)
-        return ExportResult(tuple(Path(p) for p in written), Path(report_path))
+        """Figures (PNG and SVG) and the Markdown report, side by side in the plots folder, so
+        that the report's links to the figures work where it lies."""
+        session, plots, report = _engine("session"), _engine("plots"), _engine("report")
+        s = session.load_session(path)
+        written = plots.plot_session(s, self.plots_root, ("png", "svg"))
+        out = self.plots_root / f"{s.name}_report.md"
+        text = report.render_report(s, plots_dir=self.plots_root, link_base=self.plots_root)
+        out.write_text(text, encoding="utf-8")
+        return ExportResult(tuple(Path(p) for p in written), out)

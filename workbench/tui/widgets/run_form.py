@@ -110,12 +110,12 @@ class RunForm(Vertical):
                 sets=tuple(s for s in SETS if self.query_one(f"#set-{s}", Checkbox).value),
                 a=self.query_one("#a", Select).value,
                 b=self.query_one("#b", Select).value,
-                pairs=_int(self._text("pairs"), "pairs", 12),
+                pairs=_int(self._text("pairs"), "pairs", RunConfig.pairs),
                 adaptive=self.query_one("#adaptive", Checkbox).value,
                 target_pct=target,
-                calls=_int(self._text("calls"), "calls", 48),
-                replays=_int(self._text("replays"), "replays", 20),
-                seed=_int(self._text("seed"), "seed", 0),
+                calls=_int(self._text("calls"), "calls", RunConfig.calls),
+                replays=_int(self._text("replays"), "replays", RunConfig.replays),
+                seed=_int(self._text("seed"), "seed", RunConfig.seed),
             ).validate()
         except BadArgument as e:
             self.query_one("#form-error", Static).update(Text(str(e), style="bold red"))

@@ -78,8 +78,12 @@ class RunProgress(Vertical):
             f"{event.samples} samples"
         )
         if event.pairs is not None:
-            done = (event.step - 1) * event.pairs + event.pair
-            self.query_one(ProgressBar).update(progress=done)
+            # The engine knows the full plan (reference arms, confirmation), the form does not:
+            # the total follows the events.
+            self.query_one(ProgressBar).update(
+                total=event.steps * event.pairs,
+                progress=(event.step - 1) * event.pairs + event.pair,
+            )
         table = Table(box=None, pad_edge=False, header_style="bold")
         for col in ("comparison", "pairs", "ratio B/A [95% CI]"):
             table.add_column(col)
