@@ -61,7 +61,9 @@ def capture(fns: list, calls: list[tuple]) -> torch.cuda.CUDAGraph:
     return g
 
 
-def bench_arm(kernel, arm, shape, banks, inputs, n_sets, n_calls, replays) -> dict | None:
+def bench_arm(
+    kernel, arm, shape, banks, inputs, n_sets, n_calls, replays, splits=None
+) -> dict | None:
     """Median µs per call of one arm on the hot set and on the rotating sets."""
     if arm == "tinygemm":
         if not TinyGemmPeer.supported():
@@ -73,12 +75,17 @@ def bench_arm(kernel, arm, shape, banks, inputs, n_sets, n_calls, replays) -> di
                 peers[i] = TinyGemmPeer(kernel, shape, banks[i], inputs[i]["ids"].tolist())
             return peers[i]
     else:
-        op = KernelOp(parse_arm(kernel, arm), shape)
+        op = KernelOp(parse_arm(kernel, arm), shape, splits=splits)
 
         def fn_for(i: int):
             return op
 
-    row = {"kernel": kernel, "arm": arm, "sets": n_sets}
+    row = {
+        "kernel": kernel,
+        "arm": arm,
+        "sets": n_sets,
+        "splits": None if arm == "tinygemm" else op.splits,
+    }
     for set_name in ("hot", "rotating"):
         graphs = []
         for s in range(n_sets if set_name == "rotating" else 1):
@@ -106,6 +113,9 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=48)
     ap.add_argument("--replays", type=int, default=200)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--kernel", default="w13,w2")
+    ap.add_argument("--arms", default=",".join([*ARMS, "tinygemm"]))
+    ap.add_argument("--splits", type=int, default=None, help="override the split-K factor")
     a = ap.parse_args()
     shape = PRESETS[a.preset]
     props = torch.cuda.get_device_properties(0)
@@ -117,7 +127,7 @@ def main() -> int:
         "replays": a.replays,
         "rows": [],
     }
-    for kernel in ("w13", "w2"):
+    for kernel in a.kernel.split(","):
         K, N = shape.dims(kernel)
         per_graph = a.calls * call_bytes(shape, kernel, "b3")
         n_sets = max(1, -(-5 * l2 // per_graph))  # graphs over disjoint banks: >= 5x L2 in rotation
@@ -128,13 +138,15 @@ def main() -> int:
                 ["tinygemm"] if layout == "b3" else []
             )
             for arm in arms:
-                row = bench_arm(kernel, arm, shape, banks, inputs, n_sets, a.calls, a.replays)
+                row = bench_arm(
+                    kernel, arm, shape, banks, inputs, n_sets, a.calls, a.replays, a.splits
+                )
                 if row is None:
                     continue
                 results["rows"].append(row)
                 hot, rot = row["hot"], row["rotating"]
                 print(
-                    f"{kernel:>3} {arm:>9}  hot {hot['us_per_call']:7.3f} us/call  rotating "
+                    f"{kernel:>3} {arm:>9} splits {row['splits']}  hot {hot['us_per_call']:7.3f} us/call  rotating "
                     f"{rot['us_per_call']:7.3f} us/call ({rot['GB_s']:.0f} GB/s, {n_sets} graph sets)",
                     flush=True,
                 )

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace wb {
 
@@ -16,7 +17,24 @@ inline std::string dims_str(c10::IntArrayRef d) {
   return s + "]";
 }
 
-#define WB_CHECK(cond, op, ...) TORCH_CHECK_VALUE(cond, op, ": ", __VA_ARGS__)
+// Messages are built as plain strings: streaming integers into an ostream crashed inside libstdc++
+// on the GPU machine's toolchain (an ABI mix between nvcc's host compiler and torch's build).
+inline std::string to_s(const char* v) { return v; }
+inline std::string to_s(const std::string& v) { return v; }
+inline std::string to_s(c10::ScalarType v) { return c10::toString(v); }
+inline std::string to_s(const c10::Device& v) { return v.str(); }
+template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+inline std::string to_s(T v) {
+  return std::to_string(v);
+}
+template <typename... A>
+inline std::string cat(const A&... a) {
+  std::string s;
+  ((s += to_s(a)), ...);
+  return s;
+}
+
+#define WB_CHECK(cond, op, ...) TORCH_CHECK_VALUE(cond, ::wb::cat(op, ": ", __VA_ARGS__))
 
 inline void check_dtype(const char* op, const char* name, const at::Tensor& t, at::ScalarType want) {
   WB_CHECK(t.scalar_type() == want, op, "argument '", name, "' must be ", want, ", got ",

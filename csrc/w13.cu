@@ -17,6 +17,7 @@ void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tenso
   WB_CHECK(x.numel() == K && (x.dim() == 1 || (x.dim() == 2 && x.size(0) == 1)), op,
            "argument 'x' must have shape [1, K] or [K] with K = ", K, ", got ", wb::dims_str(x.sizes()));
   wb::check_contiguous(op, "x", x);
+  wb::check_aligned(op, "x", x, 16);
   wb::check_ids(op, ids, experts, wb::kMaxTopKArgs);
   const int64_t top_k = ids.numel(), T = N / 64;
   wb::check_dtype(op, "out", out, at::kHalf);
@@ -24,7 +25,7 @@ void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tenso
   wb::check_size(op, "out", out, 0, top_k, "top_k rows, one per routed expert");
   wb::check_size(op, "out", out, 1, N / 2, "N/2 SwiGLU outputs");
   wb::check_contiguous(op, "out", out);
-  wb::check_launch(op, splits, G, spin_cycles, wb::kCalibrationBuild);
+  wb::check_launch(op, splits, std::min<int64_t>(G, wb::kMaxSplits), spin_cycles, wb::kCalibrationBuild);
   wb::check_dtype(op, "ws", ws, at::kFloat);
   wb::check_contiguous(op, "ws", ws);
   wb::check_numel_at_least(op, "ws", ws, top_k * T * splits * 64, "top_k * N/64 * splits * 64");
@@ -56,5 +57,5 @@ void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tenso
   auto stream = c10::cuda::getCurrentCUDAStream();
   wb::w13_kernel<<<grid, wb::kWarps * 32, smem, stream>>>(p);
   const cudaError_t err = cudaGetLastError();
-  TORCH_CHECK(err == cudaSuccess, "w13: launch failed: ", cudaGetErrorString(err));
+  TORCH_CHECK(err == cudaSuccess, std::string("w13: launch failed: ") + cudaGetErrorString(err));
 }

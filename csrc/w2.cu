@@ -19,6 +19,7 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   wb::check_size(op, "inter", inter, 0, top_k, "top_k rows, one per routed expert");
   wb::check_size(op, "inter", inter, 1, K, "K = 32 * groups of 'weights'");
   wb::check_contiguous(op, "inter", inter);
+  wb::check_aligned(op, "inter", inter, 16);
   wb::check_dtype(op, "rw", rw, at::kFloat);
   WB_CHECK(rw.dim() == 1 && rw.numel() == top_k, op, "argument 'rw' must have shape [top_k] = [",
            top_k, "], got ", wb::dims_str(rw.sizes()));
@@ -27,7 +28,7 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   WB_CHECK(out.numel() == N && (out.dim() == 1 || (out.dim() == 2 && out.size(0) == 1)), op,
            "argument 'out' must have shape [1, N] or [N] with N = ", N, ", got ", wb::dims_str(out.sizes()));
   wb::check_contiguous(op, "out", out);
-  wb::check_launch(op, splits, top_k * G, spin_cycles, wb::kCalibrationBuild);
+  wb::check_launch(op, splits, std::min<int64_t>(top_k * G, wb::kMaxSplits), spin_cycles, wb::kCalibrationBuild);
   wb::check_dtype(op, "ws", ws, at::kFloat);
   wb::check_contiguous(op, "ws", ws);
   wb::check_numel_at_least(op, "ws", ws, T * splits * 32, "N/32 * splits * 32");
@@ -61,5 +62,5 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   auto stream = c10::cuda::getCurrentCUDAStream();
   wb::w2_kernel<<<grid, wb::kWarps * 32, smem, stream>>>(p);
   const cudaError_t err = cudaGetLastError();
-  TORCH_CHECK(err == cudaSuccess, "w2: launch failed: ", cudaGetErrorString(err));
+  TORCH_CHECK(err == cudaSuccess, std::string("w2: launch failed: ") + cudaGetErrorString(err));
 }

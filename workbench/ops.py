@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 GROUP = 32
 SCALE_RANGE = (1e-3, 1e-2)  # realistic AWQ scales, log-uniform (DESIGN §3)
 ZERO_MAX = 15  # 4-bit zero points
+MAX_SPLITS = 32  # csrc/kernels/awq_meta.cuh kMaxSplits
 _EXPERT_CHUNK = 64  # experts generated at a time: bounds the temporary [chunk, K, N] uint8 tensor
 
 
@@ -142,7 +143,7 @@ def default_splits(kernel: str, K: int, N: int, top_k: int, sms: int) -> int:
     else:
         tiles, work = N // 32, top_k * G
     want = max(1, round(3 * sms / max(1, tiles)))
-    return int(max(1, min(want, work // 4 if work >= 4 else 1)))
+    return int(max(1, min(want, work // 4 if work >= 4 else 1, MAX_SPLITS)))
 
 
 class KernelOp:

@@ -68,26 +68,50 @@ __device__ __forceinline__ Meta read_meta(const unsigned char* __restrict__ tile
 #endif
 }
 
-// acc += sum over the 32 weights of one (group, column) of float(w[k]) * xs[k], in k order.
-// `w` holds 4 words of 8 int4 values (docs/ARCHITECTURE.md packing: elements 2p, 2p+1 at nibbles p,
-// p+4), so one mask-and-or yields the half2 (1024 + q_2p, 1024 + q_2p+1).
-__device__ __forceinline__ float dot32(const uint4 w, const Meta m, const float* __restrict__ xs,
-                                       float acc) {
+// The sum over the 32 weights of one (group, column) of float(w[k]) * xs[k] in FP32. `w` holds 4
+// words of 8 int4 values (docs/ARCHITECTURE.md packing: elements 2p, 2p+1 at nibbles p, p+4), so
+// one mask-and-or yields the half2 (1024 + q_2p, 1024 + q_2p+1). Each word accumulates on its own
+// (four short FMA chains instead of one long one), then ((w0 + w1) + (w2 + w3)): a fixed order,
+// the same in every variant.
+__device__ __forceinline__ float dot32(const uint4 w, const Meta m, const float* __restrict__ xs) {
   const unsigned words[4] = {w.x, w.y, w.z, w.w};
+  const float4* x4 = reinterpret_cast<const float4*>(xs);  // 16-byte aligned: 32 floats per group
   const __half2 magic = __half2half2(__ushort_as_half(0x6400));  // 1024.0: q is exact in its mantissa
+  float part[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
+    const float4 xa = x4[2 * j], xb = x4[2 * j + 1];
+    const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    float acc = 0.f;
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
       const unsigned bits = ((words[j] >> (4 * p)) & 0x000f000fu) | 0x64006400u;
       const __half2 q = __hsub2(*reinterpret_cast<const __half2*>(&bits), magic);  // exact
       const __half2 wq = __hfma2(q, m.scale, m.bias);  // w = fp16(q*scale + bias), one rounding
       const float2 wf = __half22float2(wq);
-      acc = fmaf(wf.x, xs[8 * j + 2 * p], acc);
-      acc = fmaf(wf.y, xs[8 * j + 2 * p + 1], acc);
+      acc = fmaf(wf.x, xv[2 * p], acc);
+      acc = fmaf(wf.y, xv[2 * p + 1], acc);
+    }
+    part[j] = acc;
+  }
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+// Stages n fp16 activations (n % 8 == 0, src 16-byte aligned) into shared memory as float with
+// 16-byte loads issued before any store, so the whole slice arrives in one memory round trip.
+__device__ __forceinline__ void stage_activations(float* __restrict__ dst, const __half* __restrict__ src,
+                                                  int n) {
+  const uint4* s4 = reinterpret_cast<const uint4*>(src);
+  for (int i = threadIdx.x; i < n / 8; i += blockDim.x) {
+    const uint4 v = __ldg(s4 + i);
+    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[k]));
+      dst[8 * i + 2 * k] = f.x;
+      dst[8 * i + 2 * k + 1] = f.y;
     }
   }
-  return acc;
 }
 
 // Calibration builds spin a known number of SM cycles per CTA before any work (DESIGN §5).
@@ -106,28 +130,45 @@ __device__ __forceinline__ void calibration_spin(long long cycles) {
 #endif
 }
 
+// One atomic add with acquire-release semantics at GPU scope (PTX ISA 6.0, sm_70+): cheaper than
+// the sequentially consistent fences of __threadfence(), and all the ordering split-K needs.
+__device__ __forceinline__ unsigned atomic_add_acq_rel_gpu(unsigned* p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
 // Split-K combine without atomics on data, so results are deterministic: each CTA writes its
 // partial row to `ws`; the last CTA of a row (counted with one atomic) sums the partials in split
-// order and resets the counter, so a CUDA-Graph replay starts from zero again.
+// order and resets the counter, so a CUDA-Graph replay starts from zero again. The CTA barrier
+// before the release makes every thread's partial visible with it (cumulativity); the barrier
+// after the acquire orders every thread's reads after it.
 // Returns true in the CTA that must finalize; `row` then holds the split-ordered sum.
+constexpr int kMaxSplits = 32;  // split-K partials combined in registers (the launcher checks)
+
 template <int kWidth>
 __device__ __forceinline__ bool splitk_last(float* __restrict__ ws, unsigned* __restrict__ counter,
                                             int split, int splits, float* row /* smem, kWidth */) {
   __shared__ bool is_last;
   if (splits == 1) return true;
-  for (int c = threadIdx.x; c < kWidth; c += blockDim.x) ws[split * kWidth + c] = row[c];
-  __threadfence();
+  for (int c = threadIdx.x; c < kWidth; c += blockDim.x) __stcg(ws + split * kWidth + c, row[c]);
   __syncthreads();
-  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == static_cast<unsigned>(splits - 1);
+  if (threadIdx.x == 0) is_last = atomic_add_acq_rel_gpu(counter, 1u) == static_cast<unsigned>(splits - 1);
   __syncthreads();
   if (!is_last) return false;
-  __threadfence();
   for (int c = threadIdx.x; c < kWidth; c += blockDim.x) {
+    // Issue every partial's load before the first add (a runtime-length loop of loads would pay
+    // one L2 round trip per split); the adds then run in split order: deterministic.
+    float part[kMaxSplits];
+#pragma unroll
+    for (int i = 0; i < kMaxSplits; ++i) part[i] = i < splits ? __ldcg(ws + i * kWidth + c) : 0.f;
     float s = 0.f;
-    for (int i = 0; i < splits; ++i) s += __ldcg(ws + i * kWidth + c);
+#pragma unroll
+    for (int i = 0; i < kMaxSplits; ++i)
+      if (i < splits) s += part[i];
     row[c] = s;
   }
-  if (threadIdx.x == 0) *counter = 0u;
+  if (threadIdx.x == 0) *counter = 0u;  // the kernel boundary orders this before the next launch
   __syncthreads();
   return true;
 }

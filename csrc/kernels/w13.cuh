@@ -35,8 +35,7 @@ __global__ void __launch_bounds__(kWarps * 32) w13_kernel(const W13Params p) {
   // The routed id and this split's activations are independent loads: issue both before
   // waiting on either, so the dependent weight loads start one memory round trip earlier.
   const int e = __ldg(p.ids + j);
-  for (int i = threadIdx.x; i < (gend - gbeg) * kGroup; i += blockDim.x)
-    xs[i] = __half2float(p.x[gbeg * kGroup + i]);
+  stage_activations(xs, p.x + gbeg * kGroup, (gend - gbeg) * kGroup);
   __syncthreads();
   if (e < 0 || e >= p.experts) {  // documented policy: an out-of-range id contributes nothing
     if (s == 0 && warp == 0) p.inter[j * half_n + t * kTileCols + lane] = __float2half_rn(0.f);
@@ -66,8 +65,8 @@ __global__ void __launch_bounds__(kWarps * 32) w13_kernel(const W13Params p) {
       const int g = g0 + u * kWarps;
       if (g < gend) {
         const float* xg = xs + (g - gbeg) * kGroup;
-        acc_g = dot32(wg[u], mg[u], xg, acc_g);
-        acc_u = dot32(wu[u], mu[u], xg, acc_u);
+        acc_g += dot32(wg[u], mg[u], xg);
+        acc_u += dot32(wu[u], mu[u], xg);
       }
     }
   }

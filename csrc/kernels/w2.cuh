@@ -42,8 +42,7 @@ __global__ void __launch_bounds__(kWarps * 32) w2_kernel(const W2Params p) {
     ids[threadIdx.x] = __ldg(p.ids + threadIdx.x);
     rws[threadIdx.x] = __ldg(p.rw + threadIdx.x);
   }
-  for (int i = threadIdx.x; i < (uend - ubeg) * kGroup; i += blockDim.x)
-    xs[i] = __half2float(p.inter[ubeg * kGroup + i]);
+  stage_activations(xs, p.inter + ubeg * kGroup, (uend - ubeg) * kGroup);
   __syncthreads();
 
   const int col = t * kTileCols + lane;
@@ -66,7 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32) w2_kernel(const W2Params p) {
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {
       const int u = u0 + k * kWarps;
-      if (ok[k]) acc = fmaf(rws[u / G], dot32(w[k], m[k], xs + (u - ubeg) * kGroup, 0.f), acc);
+      if (ok[k]) acc = fmaf(rws[u / G], dot32(w[k], m[k], xs + (u - ubeg) * kGroup), acc);
     }
   }
   red[warp][lane] = acc;
