@@ -227,7 +227,7 @@ def _fig_ratios(an: Analysis) -> Any:
     import matplotlib.pyplot as plt
 
     rows = _ratio_rows(an)
-    fig = plt.figure(figsize=(10, 1.6 + 0.75 * max(len(rows), 1)), layout="constrained")
+    fig = plt.figure(figsize=(10, max(4.0, 1.6 + 0.75 * len(rows))), layout="constrained")
     _title(fig, an, "Pair ratios B/A")
     ax = fig.add_subplot()
     if rows:
@@ -353,7 +353,7 @@ def _fig_distributions(an: Analysis) -> Any:
     nc = 2 if len(keys) > 1 else 1
     nr = max(-(-len(keys) // nc), 1)
     fig, axes = plt.subplots(
-        nr, nc, figsize=(5.2 * nc, 3.4 * nr + 1), squeeze=False, layout="constrained"
+        nr, nc, figsize=(max(10.0, 5.2 * nc), 3.4 * nr + 1), squeeze=False, layout="constrained"
     )
     _title(fig, an, "Time per replay of each variant")
     flat = [ax for row in axes for ax in row]

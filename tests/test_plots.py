@@ -1,0 +1,156 @@
+"""`workbench plot`: every figure is written, in each format, and is a real picture.
+
+PNGs are read back as pixels (size, dimensions, colours, not blank); SVGs keep their text
+(svg.fonttype "none"), so titles and annotations are checked as text.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fixtures_sessions import real_sessions, write_session
+
+from workbench.cli import main
+from workbench.errors import BadArgument, SessionError
+from workbench.plots import COLOR_A, COLOR_B, COLOR_FLAG, existing_plots, plot_session
+
+KINDS = ["summary", "ratios", "distributions", "nvml"]
+KINDS += [f"samples_{k}-{s}" for k in ("w13", "w2") for s in ("hot", "rotating")]
+KINDS += ["samples_step-hot"]
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory) -> tuple[Path, Path]:
+    sess = write_session(tmp_path_factory.mktemp("sessions"), seed=21, slug="plots")
+    out = tmp_path_factory.mktemp("plots")
+    assert main(["plot", str(sess), "--out", str(out), "--format", "png,svg"]) == 0
+    return sess, out
+
+
+def _pixels(path: Path) -> np.ndarray:
+    import matplotlib.pyplot as plt
+
+    img = plt.imread(path)
+    return (img[..., :3] * 255).round().astype(np.int16)  # RGB, alpha dropped
+
+
+def _near(img: np.ndarray, hex_color: str, tol: int = 12) -> int:
+    rgb = np.array([int(hex_color[i : i + 2], 16) for i in (1, 3, 5)], dtype=np.int16)
+    return int((np.abs(img - rgb).max(axis=-1) <= tol).sum())
+
+
+def _assert_real_png(path: Path) -> np.ndarray:
+    assert path.stat().st_size > 15_000, f"{path.name} is suspiciously small"
+    img = _pixels(path)
+    h, w = img.shape[:2]
+    assert w >= 900 and h >= 500, f"{path.name} is {w}x{h}"
+    non_white = (img.min(axis=-1) < 245).mean()
+    assert non_white > 0.03, f"{path.name} is nearly blank ({non_white:.1%} ink)"
+    # colours used by at least 200 pixels, quantised to 16 levels a channel (antialiasing aside)
+    q = (img // 16).reshape(-1, 3)
+    counts = np.bincount(q[:, 0] * 256 + q[:, 1] * 16 + q[:, 2], minlength=4096)
+    assert (counts >= 200).sum() >= 4, f"{path.name} has too few colours"
+    return img
+
+
+def test_every_figure_in_every_format_named_after_the_session(drawn):
+    sess, out = drawn
+    for kind in KINDS:
+        for fmt in ("png", "svg"):
+            assert (out / f"{sess.name}_{kind}.{fmt}").is_file(), f"{kind}.{fmt} missing"
+    assert set(existing_plots(sess.name, out)) == set(KINDS)
+    assert list(existing_plots(sess.name, out))[0] == "summary"
+
+
+def test_pngs_are_non_trivial_pictures(drawn):
+    sess, out = drawn
+    for kind in KINDS:
+        _assert_real_png(out / f"{sess.name}_{kind}.png")
+
+
+def test_samples_show_a_and_b_and_the_flagged_sample(drawn):
+    sess, out = drawn
+    img = _pixels(out / f"{sess.name}_samples_w13-rotating.png")
+    assert _near(img, COLOR_A) > 300 and _near(img, COLOR_B) > 300  # both arms, own colours
+    assert _near(img, COLOR_FLAG) > 50  # the flagged, excluded sample and its clock mark
+    svg = (out / f"{sess.name}_samples_w13-rotating.svg").read_text()
+    for text in ("A: b3-scalar", "B: b3-coop", "excluded", "SM clock (MHz)", "time since"):
+        assert text in svg
+    clean = (out / f"{sess.name}_samples_w13-hot.svg").read_text()
+    assert "excluded" not in clean  # w13/hot has no excluded sample: no such legend entry
+
+
+def test_every_figure_is_titled_with_gpu_shape_and_protocol(drawn):
+    sess, out = drawn
+    for kind in KINDS:
+        svg = (out / f"{sess.name}_{kind}.svg").read_text()
+        for text in ("NVIDIA H200", "qwen3.8-flash-next, tp 4", "48 calls per replay"):
+            assert text in svg, f"{kind}: {text!r} missing from the title"
+        assert "20 replays per sample" in svg and sess.name in svg
+
+
+def test_summary_carries_verdicts_and_recommendation(drawn):
+    sess, out = drawn
+    svg = (out / f"{sess.name}_summary.svg").read_text()
+    for text in ("FASTER", "SLOWER", "COOPERATIVE → b3-coop", "SCALAR → b3-scalar"):
+        assert text in svg
+    assert "±m band (m = 1%)" in svg and "95 % CI of the median" in svg
+    img = _pixels(out / f"{sess.name}_summary.png")
+    assert _near(img, "#2ca02c", 20) > 50 and _near(img, "#d62728", 20) > 50  # FASTER, SLOWER
+
+
+def test_distributions_note_the_off_scale_peer(drawn):
+    sess, out = drawn
+    svg = (out / f"{sess.name}_distributions.svg").read_text()
+    assert "tinygemm: median" in svg and "off scale" in svg
+    assert "ms per replay (48 calls)" in svg
+
+
+def test_nvml_unavailable(tmp_path):
+    sess = write_session(tmp_path / "s", seed=4, slug="nonvml", nvml=False)
+    files = plot_session(sess, tmp_path / "p", formats=("svg",))
+    assert len(files) == len(KINDS)
+    assert "NVML unavailable" in (tmp_path / "p" / f"{sess.name}_nvml.svg").read_text()
+    samples = (tmp_path / "p" / f"{sess.name}_samples_w2-hot.svg").read_text()
+    assert "NVML unavailable" in samples
+
+
+def test_interrupted_session(tmp_path):
+    sess = write_session(tmp_path / "s", seed=6, slug="killed", stop_after_samples=70)
+    files = plot_session(sess, tmp_path / "p", formats=("png", "svg"))
+    names = {f.name for f in files}
+    assert f"{sess.name}_samples_w13-hot.png" in names
+    assert f"{sess.name}_samples_w2-hot.png" not in names  # never started
+    for f in files:
+        if f.suffix == ".png":
+            _assert_real_png(f)
+    assert "INTERRUPTED" in (tmp_path / "p" / f"{sess.name}_summary.svg").read_text()
+
+
+@pytest.mark.parametrize("path", real_sessions(), ids=lambda p: p.name)
+def test_real_sessions_plot(tmp_path, path):
+    files = plot_session(path, tmp_path, formats=("png",))
+    assert any(f.name.endswith("_summary.png") for f in files)
+    for f in files:
+        _assert_real_png(f)
+
+
+def test_bad_format_and_bad_session(tmp_path, capsys):
+    with pytest.raises(BadArgument, match="format='png,gif'"):
+        plot_session(tmp_path, tmp_path, formats=("png", "gif"))
+    with pytest.raises(SessionError, match="no such session"):
+        plot_session(tmp_path / "nope", tmp_path)
+    assert main(["plot", str(tmp_path / "nope"), "--out", str(tmp_path)]) == 2
+    assert main(["plot", str(tmp_path), "--format", "jpeg"]) == 2
+    err = capsys.readouterr().err
+    assert "no such session" in err and "--format 'jpeg'" in err
+
+
+def test_importing_plots_does_not_import_matplotlib():
+    code = "import sys, workbench.plots, workbench.report; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

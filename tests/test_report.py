@@ -1,0 +1,294 @@
+"""`workbench report`: numbers checked against the journal, recomputed here independently.
+
+The independent arithmetic below reads journal.jsonl line by line and uses only NumPy/SciPy
+(not workbench.stats), so a bug in the report's path from samples to tables shows up here.
+Fixtures: synthetic sessions of known effect (tests/fixtures_sessions.py) and every real
+session committed under sessions/.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fixtures_sessions import real_sessions, write_session
+from scipy import stats as sps
+
+from workbench.cli import main
+from workbench.errors import SessionError
+from workbench.report import analyse, render_report, resolve_session, variant_label
+from workbench.session import load_session
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("sessions")
+
+
+@pytest.fixture(scope="module")
+def synthetic(root) -> Path:
+    return write_session(root, seed=11, slug="synthetic")
+
+
+# ------------------------------------------------------------------ independent arithmetic
+
+
+def _journal(path: Path) -> list[dict]:
+    out = []
+    for line in (path / "journal.jsonl").read_text().splitlines():
+        with contextlib.suppress(json.JSONDecodeError):  # a killed writer's last line
+            out.append(json.loads(line))
+    return out
+
+
+def _pairs(journal: list[dict], cmp_id: str) -> list[tuple[list[float], list[float]]]:
+    """(A ms, B ms) of each complete pair: per slot the last sample not excluded."""
+    slots: dict[int, dict[int, dict]] = {}
+    for r in journal:
+        if r["type"] == "sample" and r["cmp"] == cmp_id and not r.get("excluded", False):
+            slots.setdefault(r["pair"], {})[r["slot"]] = r
+    out = []
+    for p in sorted(slots):
+        if sorted(slots[p]) != [0, 1, 2, 3]:
+            continue
+        recs = [slots[p][k] for k in range(4)]
+        out.append(
+            ([r["ms"] for r in recs if r["arm"] == "A"], [r["ms"] for r in recs if r["arm"] == "B"])
+        )
+    return out
+
+
+def _expected(journal: list[dict], cmp_id: str) -> dict:
+    pairs = _pairs(journal, cmp_id)
+    ratios = np.sort([sum(b) / sum(a) for a, b in pairs])
+    n = len(ratios)
+    exp = {"n": n, "median": float(np.median(ratios)), "k": int((ratios < 1).sum())}
+    # distribution-free CI: order statistics x_(k), x_(n+1-k), largest k with coverage >= 95 %
+    ks = [k for k in range(1, n // 2 + 1) if 1 - 2 * sps.binom.cdf(k - 1, n, 0.5) >= 0.95]
+    if ks:
+        exp["ci"] = (ratios[max(ks) - 1], ratios[n - max(ks)])
+        exp["p"] = float(sps.wilcoxon(np.log(ratios)).pvalue)
+    return exp
+
+
+def _row(md: str, first_cell: str) -> list[str]:
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first_cell:
+            return cells
+    raise AssertionError(f"no table row starting with {first_cell!r} in the report")
+
+
+def _check_numbers(path: Path) -> None:
+    md = render_report(path)
+    journal = _journal(path)
+    cmps = {r["id"]: r for r in journal if r["type"] == "comparison"}
+    assert cmps, "session without comparisons"
+    for cmp_id in cmps:
+        exp = _expected(journal, cmp_id)
+        row = _row(md, f"`{cmp_id}`")
+        if exp["n"] == 0:
+            assert row[4] == "n/a"
+            continue
+        assert row[4] == f"{exp['median']:.4f}", cmp_id
+        assert row[5] == f"{(exp['median'] - 1) * 100:+.2f} %", cmp_id
+        assert row[8] == f"{exp['k']}/{exp['n']}", cmp_id
+        if "ci" in exp:
+            assert row[6] == f"[{exp['ci'][0]:.4f}, {exp['ci'][1]:.4f}]", cmp_id
+            assert row[7] == f"{exp['p']:.2g}", cmp_id
+    # seed table: per variant the median over the kept samples of complete pairs, in µs/call
+    per: dict[tuple[str, str, str], list[float]] = {}
+    for cmp_id, c in cmps.items():
+        if c["role"] not in ("main", "reference", "confirm", "aa"):
+            continue
+        for a, b in _pairs(journal, cmp_id):
+            for arm, ms in (("a", a), ("b", b)):
+                key = (c["kernel"], c["set"], c[arm])
+                per.setdefault(key, []).extend(x * 1000 / c["calls"] for x in ms)
+    titles = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
+    for (kernel, st, variant), us in per.items():
+        header, rows = _table(md, titles[kernel])
+        calls = int(header[0].split("ms per ")[1].split(" calls")[0])
+        row = rows[variant_label(variant)]
+        ms_col = next(i for i, h in enumerate(header) if h.startswith(st))
+        us_col = header.index(f"µs/call {st}")
+        assert row[ms_col] == f"{np.median(us) * calls / 1000:.4f}", (kernel, st, variant)
+        assert row[us_col] == f"{np.median(us):.2f}", (kernel, st, variant)
+
+
+def _table(md: str, title: str) -> tuple[list[str], dict[str, list[str]]]:
+    """Header and rows (by first cell) of the Markdown table whose first header cell starts
+    with ``title``."""
+    lines = md.splitlines()
+    for i, line in enumerate(lines):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].startswith(title):
+            rows = {}
+            for body in lines[i + 2 :]:
+                if not body.startswith("|"):
+                    break
+                r = [c.strip() for c in body.strip().strip("|").split("|")]
+                rows[r[0]] = r
+            return cells, rows
+    raise AssertionError(f"no table titled {title!r} in the report")
+
+
+def test_numbers_match_the_journal_synthetic(synthetic):
+    _check_numbers(synthetic)
+
+
+@pytest.mark.parametrize("path", real_sessions(), ids=lambda p: p.name)
+def test_numbers_match_the_journal_real(path):
+    _check_numbers(path)
+
+
+def test_known_effects_and_recommendation(synthetic):
+    """The fixture's true effects (W13 -7.5/-8.4 %, W2 +11.9/+11.4 %) come out, seed-style."""
+    md = render_report(synthetic)
+    assert _row(md, "`w13/hot`")[-1] == "**FASTER**"
+    assert _row(md, "`w2/rotating`")[-1] == "**SLOWER**"
+    assert abs(float(_row(md, "`w13/hot`")[4]) - 0.925) < 0.005
+    assert "**W13 + SwiGLU: cooperative** → `b3-coop`" in md
+    assert "**W2 + weighted sum: scalar** → `b3-scalar`" in md
+    assert "Rule: Take the cooperative reader" in md
+    assert "12/12 pairs favour the mix: **FASTER**" in md  # the step confirmation
+    # one flagged-and-excluded sample in w13/rotating, one flagged-and-kept in w2/hot
+    assert _row(md, "`w13/rotating`")[9] == "1 (1 excluded)"
+    assert _row(md, "`w2/hot`")[9] == "1 (0 excluded)"
+    # rows of the seed table: baseline and the tinygemm peer included
+    assert _row(md, "b4-scalar (4-byte baseline)")
+    assert float(_row(md, "tinygemm (peer: torch int4 tinygemm, bf16)")[3]) > 20  # µs/call
+
+
+def test_summary_in_session_json_is_ignored(tmp_path, synthetic):
+    copy = Path(shutil.copytree(synthetic, tmp_path / synthetic.name))
+    before = render_report(copy)
+    meta = json.loads((copy / "session.json").read_text())
+    meta["summary"] = {
+        "w13/hot": {"median": 1.5, "verdict": "SLOWER", "a_ms": 9.0, "b_ms": 99.0},
+        "recommendation": {"w13": "scalar", "w2": "cooperative"},
+    }
+    (copy / "session.json").write_text(json.dumps(meta))
+    assert render_report(copy) == before
+
+
+def test_changing_samples_changes_the_report(tmp_path, synthetic):
+    copy = Path(shutil.copytree(synthetic, tmp_path / synthetic.name))
+    before = render_report(copy)
+    lines = (copy / "journal.jsonl").read_text().splitlines()
+    out = []
+    for line in lines:
+        r = json.loads(line)
+        if r["type"] == "sample" and r["cmp"] == "w13/hot" and r["arm"] == "B":
+            r["ms"] *= 1.25  # the cooperative reader of W13 hot now measures 15 % slower
+        out.append(json.dumps(r))
+    (copy / "journal.jsonl").write_text("\n".join(out) + "\n")
+    after = render_report(copy)
+    assert after != before
+    assert _row(after, "`w13/hot`")[-1] == "**SLOWER**"
+    assert "**W13 + SwiGLU: scalar** → `b3-scalar`" in after
+    # only w13/hot's row moved in the verdict table
+    assert _row(after, "`w13/rotating`") == _row(before, "`w13/rotating`")
+    _check_numbers(copy)
+
+
+def test_memory_working_set_and_provenance(synthetic):
+    md = render_report(synthetic)
+    w13 = _row(md, "W13 + SwiGLU")
+    # computed saving of 48 banks of 512 W13 experts: 80 groups x 320 columns x 1 byte each
+    assert "629,145,600 B (600.0 MiB)" in w13[5]
+    assert w13[4].endswith("MiB)") and "NVML unavailable" not in w13[4]
+    assert "943,718,400 bytes (900.0 MiB)" in md  # DESIGN §2's per-rank figure
+    assert "| w2 / rotating |" in md and "5.57×" in md  # 350,208,000 B over a 60 MiB L2
+    prov = md.split("## Provenance", 1)[1]
+    for needle in ("NVIDIA H200", "driver 580.95.05", "CUDA 13.0", "torch 2.11.0+cu130"):
+        assert needle in prov
+    assert "3f9c2d1e8b7a" in prov and "w13.cuh 55010c76a1" in prov
+
+
+def test_nvml_unavailable_and_interrupted(root):
+    p = write_session(root, seed=2, slug="nonvml", nvml=False)
+    md = render_report(p)
+    assert "NVML unavailable" in _row(md, "W13 + SwiGLU")[4]
+    q = write_session(root, seed=3, slug="killed", stop_after_samples=150)
+    md = render_report(q)
+    assert "status **interrupted**" in md
+    assert "This session is interrupted" in md
+    assert "W2 + weighted sum" not in md.split("## Recommendation", 1)[1].split("##", 1)[0]
+    _check_numbers(q)
+
+
+def test_analysis_reads_m_from_the_config(synthetic):
+    s = load_session(synthetic)
+    assert analyse(s).m == pytest.approx(0.01)
+    # with m = 20 % no effect of the fixture is large enough: every main set is AMBIGUOUS/SAME
+    big = analyse(s, m=0.2)
+    assert {r.verdict.verdict for r in big.by_role("main")} <= {"SAME", "AMBIGUOUS"}
+
+
+def test_plot_links_are_relative_to_the_report(tmp_path, synthetic):
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    for kind in ("summary", "ratios"):
+        (plots / f"{synthetic.name}_{kind}.png").write_bytes(b"\x89PNG fake")
+    (plots / "other-session_summary.png").write_bytes(b"\x89PNG fake")
+    md = render_report(synthetic, plots_dir=plots, link_base=tmp_path / "docs")
+    assert f"![summary of {synthetic.name}](../plots/{synthetic.name}_summary.png)" in md
+    assert f"- [ratios](../plots/{synthetic.name}_ratios.png)" in md
+    assert "other-session" not in md
+
+
+# ---------------------------------------------------------------------------------- CLI
+
+
+def test_cli_report_to_file_and_latest(tmp_path, capsys):
+    sessions = tmp_path / "sessions"
+    write_session(sessions, seed=7, slug="older")
+    newest = write_session(sessions, seed=8, slug="newer")
+    assert resolve_session("latest", sessions) == newest
+    out = tmp_path / "pr" / "report.md"
+    rc = main(["report", "latest", "--root", str(sessions), "--output", str(out), "--no-plots"])
+    assert rc == 0
+    text = out.read_text()
+    assert f"`{newest.name}`" in text and text == render_report(newest)
+    rc = main(["report", str(newest / "session.json"), "--no-plots"])
+    assert rc == 0
+    assert capsys.readouterr().out == text
+
+
+def _missing(d: Path) -> Path:
+    return d / "missing"
+
+
+def _foreign(d: Path) -> Path:
+    (d / "x.json").write_text("{}")
+    return d / "x.json"
+
+
+def _truncated(d: Path) -> Path:
+    (d / "session.json").write_text('{"sch')
+    return d
+
+
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (_missing, "no such session"),
+        (_foreign, "not a workbench session"),
+        (_truncated, "truncated or not JSON"),
+    ],
+)
+def test_cli_bad_session_exits_2_with_one_message(tmp_path, capsys, make, needle):
+    rc = main(["report", str(make(tmp_path)), "--no-plots"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert needle in err and len(err.splitlines()) == 1
+
+
+def test_latest_without_sessions_is_a_session_error(tmp_path):
+    with pytest.raises(SessionError, match="no loadable session"):
+        resolve_session("latest", tmp_path / "none")
