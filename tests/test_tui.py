@@ -24,10 +24,11 @@ from tui_backend_double import (  # noqa: E402
     write_synthetic_session,
 )
 
-from workbench.errors import SessionError  # noqa: E402
+from workbench.errors import BadArgument, NoGPUError, SessionError  # noqa: E402
 from workbench.session import load_session  # noqa: E402
 from workbench.tui.analysis import view_from_session  # noqa: E402
-from workbench.tui.app import WorkbenchApp  # noqa: E402
+from workbench.tui.app import WorkbenchApp
+from workbench.tui.backend import RunConfig  # noqa: E402
 from workbench.tui.commands import WorkbenchCommands  # noqa: E402
 from workbench.tui.engine import EngineBackend  # noqa: E402
 from workbench.tui.screens.compare import CompareScreen  # noqa: E402
@@ -130,6 +131,23 @@ async def test_build_fills_matrix_and_shows_compiler_log(roots):
         assert "Used 80 registers" in app.screen.log_text
         await pilot.press("escape")
         assert not isinstance(app.screen, CompilerLogScreen)
+
+
+@drive
+async def test_cancel_a_build_between_variants(roots):
+    app, backend = make_app(roots, hold_at=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("b")
+        assert await asyncio.to_thread(backend.held.wait, 10)
+        await pilot.pause()
+        assert app.busy == "build" and app.check_action("build", ()) is None
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.busy == ""
+        assert "Build cancelled" in status_text(app)
+        states = [r.state for r in app.query_one(VariantMatrix).rows_by_name.values()]
+        assert states == ["built", "built"] + ["not built"] * 4
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -393,6 +411,23 @@ def test_workbench_without_arguments_opens_the_tui(monkeypatch, tmp_path):
     assert cli.main(["tui", "--nvml-interval", "0"]) == 2
 
 
+def test_headless_run_saves_a_screenshot_of_the_results(roots, tmp_path):
+    from workbench.tui.headless import parse_size, screenshot
+
+    app, _ = make_app(roots)
+    out = tmp_path / "shots" / "finished.svg"
+    assert screenshot(app, out, run=True, size=parse_size("160x48")) == 0
+    svg = out.read_text()
+    assert svg.lstrip().startswith("<svg")
+    for text in ("Results", "FASTER", "SLOWER", "b3-coop", "Rule:"):
+        assert text in svg.replace("&#160;", " "), text
+    with pytest.raises(BadArgument, match="--size '10x10'"):
+        parse_size("10x10")
+    browse, _ = make_app(roots, gpu=False)
+    with pytest.raises(NoGPUError, match="runs are disabled: no CUDA device"):
+        screenshot(browse, tmp_path / "no.svg", run=True, size=(160, 48))
+
+
 # ------------------------------------------------------------------ engine adapter on CPU
 
 
@@ -415,6 +450,9 @@ def test_engine_backend_on_a_cpu_machine(roots):
     assert listed[bad.name].status == "unreadable" and "foreign" in listed[bad.name].error
     with pytest.raises(SessionError, match="foreign"):
         backend.open_session(bad)
+    # the form's configuration is accepted by the runner, which then says there is no GPU
+    with pytest.raises(NoGPUError, match="no usable GPU"):
+        backend.run(RunConfig(pairs=6), lambda e: None, lambda: False)
 
 
 def test_analysis_recomputes_verdicts_from_the_journal(roots):

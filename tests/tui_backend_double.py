@@ -147,8 +147,8 @@ VARIANT_TABLE = (
 
 
 class ReplayBackend(EngineBackend):
-    """Replays ``source`` (a session folder). ``hold_at``: after that many pairs of a run, wait
-    until the run is cancelled (makes "cancel mid-run" deterministic). ``gpu=False`` acts as a
+    """Replays ``source`` (a session folder). ``hold_at``: after that many pairs of a run (or
+    variants of a build), wait until cancelled (makes "cancel midway" deterministic). ``gpu=False`` acts as a
     machine without a GPU; ``nvml=False`` as one without NVML."""
 
     def __init__(
@@ -199,7 +199,16 @@ class ReplayBackend(EngineBackend):
             progress(row)
             rows.append(row)
             self.built.append(name)
+            if self.hold_at is not None and len(self.built) == self.hold_at:
+                self._hold(cancelled)
         return rows
+
+    def _hold(self, cancelled: Callable[[], bool]) -> None:
+        """Wait (at most 20 s) until the app cancels; tests cancel at a known point this way."""
+        self.held.set()
+        deadline = time.monotonic() + 20
+        while not cancelled() and time.monotonic() < deadline:
+            time.sleep(0.005)
 
     def monitor_reading(self) -> dict | None:
         if not self.nvml or not self._readings:
@@ -264,9 +273,6 @@ class ReplayBackend(EngineBackend):
                 )
                 done += 1
                 if self.hold_at is not None and done == self.hold_at:
-                    self.held.set()
-                    deadline = time.monotonic() + 20
-                    while not cancelled() and time.monotonic() < deadline:
-                        time.sleep(0.005)
+                    self._hold(cancelled)
         writer.finish("complete")
         return writer.path

@@ -29,6 +29,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between NVML panel updates (default: 1.0)",
     )
+    g = p.add_argument_group("headless (no terminal needed)")
+    g.add_argument(
+        "--screenshot",
+        metavar="SVG",
+        help="run the app headless, save an SVG of its final screen here and exit",
+    )
+    g.add_argument(
+        "--run",
+        action="store_true",
+        help="with --screenshot: first run the form's default A/B and wait for its results",
+    )
+    g.add_argument(
+        "--size", default="160x48", metavar="WxH", help="headless screen size (default: 160x48)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,10 +50,24 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.nvml_interval > 0:
         raise BadArgument(f"--nvml-interval={args.nvml_interval} must be > 0 seconds")
+    if args.run and not args.screenshot:
+        raise BadArgument("--run needs --screenshot SVG (interactively, press r instead)")
+    size = None
+    if args.screenshot:
+        from workbench.tui.headless import parse_size
+
+        size = parse_size(args.size)
     # Textual is imported here, never at module level: `workbench --help` must stay light.
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.engine import EngineBackend
 
     backend = EngineBackend(args.sessions, args.plots, browse_only=args.browse)
-    WorkbenchApp(backend, monitor_interval=args.nvml_interval).run()
+    app = WorkbenchApp(backend, monitor_interval=args.nvml_interval)
+    if args.screenshot:
+        from pathlib import Path
+
+        from workbench.tui.headless import screenshot
+
+        return screenshot(app, Path(args.screenshot), args.run, size)
+    app.run()
     return 0

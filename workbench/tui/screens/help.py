@@ -27,6 +27,9 @@ then times them as ABBA pairs of CUDA-Graph replays on a hot and a rotating expe
 4. **Sessions** tab: `enter` opens a saved session, `m` marks one, `x` compares the marked one
    with the highlighted one, `e` exports plots and the Markdown report of the open session.
 
+Without a terminal (a GPU machine over ssh, CI): `workbench tui --screenshot out.svg --run`
+performs the default run headless and saves an SVG of the finished screen.
+
 The GPU panel on the right shows NVML readings (memory, clocks, temperature, power, throttle
 reasons and their recent history) while idle and during runs.
 Without a GPU the workbench opens in browse mode: saved sessions only, runs disabled.
@@ -38,7 +41,7 @@ Without a GPU the workbench opens in browse mode: saved sessions only, runs disa
 | `r` | run with the form's configuration |
 | `escape` | cancel the build or run in progress |
 | `l` | compiler log of the highlighted variant |
-| `enter` | open the highlighted session |
+| `enter`, `o` | open the highlighted session |
 | `m` | mark a session for comparison |
 | `x` | compare the marked session with the highlighted one |
 | `e` | export plots and report of the open session |

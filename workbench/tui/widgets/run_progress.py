@@ -75,7 +75,7 @@ class RunProgress(Vertical):
         line.update(
             f"comparison {event.step} of {event.steps}: [b]{event.cmp_id}[/b]   "
             f"pair {event.pair} of {of}   ratio B/A {ratio_text(event.ratio, event.ci)}   "
-            f"{event.samples} samples"
+            f"{event.samples} samples" + (f"\n[yellow]{event.message}[/]" if event.message else "")
         )
         if event.pairs is not None:
             # The engine knows the full plan (reference arms, confirmation), the form does not:
