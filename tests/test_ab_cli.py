@@ -178,7 +178,19 @@ def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
     return FakeBank(kernel, layout, K, N, shape.experts, w, meta)
 
 
-def _compute(kernel, inp, weights, out, rw, dtype=torch.float32):
+_MEMO: dict = {}  # the simulated kernels compute each distinct call once (speed only)
+
+
+def _compute(kernel, inp, weights, out, rw, dtype=torch.float32, key=None):
+    if key is not None and key in _MEMO:
+        out.copy_(_MEMO[key])
+        return
+    _compute_now(kernel, inp, weights, out, rw, dtype)
+    if key is not None:
+        _MEMO[key] = out.clone()
+
+
+def _compute_now(kernel, inp, weights, out, rw, dtype):
     w = weights.to(dtype).float()
     if kernel == "w13":
         acc = torch.einsum("k,jkn->jn", inp[0].float(), w)
@@ -203,7 +215,10 @@ class FakeKernelOp:
     def __call__(self, inp, bank, ids, out, rw=None) -> None:
         assert bank.kernel == self.variant.kernel and bank.layout == self.variant.layout
         assert out.dtype == torch.float16 and ids.dtype == torch.int32
-        _compute(self.variant.kernel, inp, bank.weights.index_select(0, ids.long()), out, rw)
+        key = (id(inp), id(bank.weights), tuple(ids.tolist()), "exact")
+        _compute(
+            self.variant.kernel, inp, bank.weights.index_select(0, ids.long()), out, rw, key=key
+        )
         if self.variant.name in self.broken:
             out.view(torch.int16).view(-1)[3] ^= 1
         FakeKernelOp.calls += 1
@@ -224,7 +239,9 @@ class FakePeer:
 
     def __call__(self, inp, bank, ids, out, rw=None) -> None:
         idx = torch.tensor(self.experts, dtype=torch.long)
-        _compute(self.kernel, inp, self.bank.weights.index_select(0, idx), out, rw, torch.bfloat16)
+        key = (id(inp), id(self.bank.weights), tuple(self.experts), "bf16")
+        w = self.bank.weights.index_select(0, idx)
+        _compute(self.kernel, inp, w, out, rw, torch.bfloat16, key=key)
         Clock.t += PEER_US / 1000
 
 
@@ -278,6 +295,7 @@ def device(monkeypatch):
     monkeypatch.setattr(engine, "l2_bytes", lambda d=0: props.L2_cache_size)
     monkeypatch.setattr(graphs, "capture", fake_capture)
     FakeKernelOp.broken = set()
+    _MEMO.clear()
     FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
     FakePeer.made = []
     return built
