@@ -99,11 +99,13 @@ def plot_session(
             jobs.append((f"samples_{_slug(r.id)}", lambda r=r: _fig_samples(an, r)))
         for kind, draw in jobs:
             fig = draw()
-            for f in fs:
-                path = out / plot_name(s.path.name, kind, f)
-                fig.savefig(path, dpi=DPI)
-                written.append(path)
-            plt.close(fig)
+            try:
+                for f in fs:
+                    path = out / plot_name(s.path.name, kind, f)
+                    fig.savefig(path, dpi=DPI)
+                    written.append(path)
+            finally:
+                plt.close(fig)  # pyplot keeps every open figure alive otherwise
     return written
 
 
@@ -128,7 +130,7 @@ def _t0(s: Session) -> float:
     return min(ts) if ts else 0.0
 
 
-def _xy(pts: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
+def _xy(pts: list[tuple]) -> tuple[list[float], list[float]]:
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
@@ -170,20 +172,11 @@ def _draw_ratios(ax: Any, an: Analysis, rows: list[CmpResult]) -> None:
         n = max(len(vals) - 1, 1)
         # spread the pairs vertically by pair index: a drift over the run shows as a slant
         pts = [(p.ratio, y + 0.28 * (j / n - 0.5), p.flagged) for j, p in enumerate(vals)]
-        ok = [q for q in pts if not q[2]]
-        bad = [q for q in pts if q[2]]
-        if ok:
-            ax.scatter([q[0] for q in ok], [q[1] for q in ok], s=16, c="#444", zorder=3)
-        if bad:
-            ax.scatter(
-                [q[0] for q in bad],
-                [q[1] for q in bad],
-                s=34,
-                facecolors="none",
-                edgecolors=COLOR_FLAG,
-                lw=1,
-                zorder=3,
-            )
+        hollow = {"s": 34, "facecolors": "none", "edgecolors": COLOR_FLAG, "lw": 1}
+        for flagged, style in ((False, {"s": 16, "c": "#444"}), (True, hollow)):
+            sel = [q for q in pts if q[2] == flagged]
+            if sel:
+                ax.scatter(*_xy(sel), zorder=3, **style)
         xs += [q[0] for q in pts]
         if v.n and fmt(v.ci_low) != "n/a":
             ax.plot([v.ci_low, v.ci_high], [y, y], color=col, lw=7, alpha=0.45, zorder=2)
@@ -475,23 +468,15 @@ def _fig_nvml(an: Analysis) -> Any:
     if tot:
         axes[0].set_title(f"device memory total {tot[-1] * gib:.1f} GiB", fontsize=9, loc="right")
     # comparisons as shaded spans, labelled on the memory axis
+    label_style = {"rotation": 90, "fontsize": 6, "ha": "center", "va": "bottom", "color": "#333"}
     for i, r in enumerate(an.results):
         ts = [x["t"] - t0 for x in s.samples_for(r.id)]
         if not ts:
             continue
         for ax in axes:
             ax.axvspan(min(ts), max(ts), color="#2ca02c" if i % 2 else "#17becf", alpha=0.08, lw=0)
-        axes[0].text(
-            (min(ts) + max(ts)) / 2,
-            0.04,
-            r.id,
-            rotation=90,
-            fontsize=6,
-            ha="center",
-            va="bottom",
-            transform=axes[0].get_xaxis_transform(),
-            color="#333",
-        )
+        mid = (min(ts) + max(ts)) / 2
+        axes[0].text(mid, 0.04, r.id, transform=axes[0].get_xaxis_transform(), **label_style)
     for m in s.memory:
         axes[0].axvline(m["t"] - t0, color="#1f77b4", ls=":", lw=0.8)
     flagged = [_mid(x) - t0 for x in s.samples if x.get("flagged")]
@@ -532,35 +517,13 @@ def _fig_summary(an: Analysis) -> Any:
     gs = fig.add_gridspec(3, 1, height_ratios=(0.45 + 0.22 * n_tab, 0.5 + 0.6 * len(rows), 1.6))
     axt = fig.add_subplot(gs[0])
     axt.set_axis_off()
-    header = [
-        "comparison",
-        "A",
-        "B",
-        "ratio",
-        "change",
-        "95 % CI",
-        "p",
-        "k/n",
-        "flagged",
-        "verdict",
-    ]
+    header = ["comparison", "A", "B", "ratio", "change", "95 % CI", "p", "k/n", "flagged"]
+    header.append("verdict")
     cells, colors = [], []
     for r in an.results:
         v = r.verdict
-        cells.append(
-            [
-                r.id,
-                r.cmp["a"],
-                r.cmp["b"],
-                fmt(v.median),
-                fmt_pct(v.median),
-                fmt_ci(v),
-                fmt_p(v.wilcoxon_p),
-                f"{v.k_faster}/{v.n}",
-                str(r.flagged),
-                v.verdict,
-            ]
-        )
+        row = [r.id, r.cmp["a"], r.cmp["b"], fmt(v.median), fmt_pct(v.median), fmt_ci(v)]
+        cells.append(row + [fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", str(r.flagged), v.verdict])
         colors.append(["white"] * 9 + [VERDICT_COLORS[v.verdict] + "55"])
     if cells:
         tab = axt.table(
@@ -594,14 +557,6 @@ def _fig_summary(an: Analysis) -> Any:
 
     # from the figure's left edge, not the axes' (which lines up with the ratio plot's)
     where = blended_transform_factory(fig.transFigure, axx.transAxes)
-    axx.text(
-        0.015,
-        1,
-        "\n".join(lines),
-        va="top",
-        ha="left",
-        fontsize=8,
-        family="monospace",
-        transform=where,
-    )
+    style = {"va": "top", "ha": "left", "fontsize": 8, "family": "monospace"}
+    axx.text(0.015, 1, "\n".join(lines), transform=where, **style)
     return fig

@@ -287,6 +287,13 @@ def _recommendations(an: Analysis) -> list[str]:
         sets = ", ".join(f"{s} {v}" for s, v in rec.verdicts.items())
         out.append(f"- **{title}: {rec.decision}** → `{rec.arm}` ({sets})")
         out += [f"  - {e}" for e in rec.evidence]
+    cfg = an.session.config
+    planned = {str(k) for k in cfg.get("kernels") or []}
+    planned |= {str(c).split("/")[0] for c in cfg.get("comparisons") or []}
+    for kernel in ("w13", "w2"):
+        if kernel in planned and kernel not in an.recommendations:
+            title = KERNEL_TITLES[kernel]
+            out.append(f"- **{title}: not measured** (planned, but no main comparison was run)")
     out += ["", f"Rule: {next(iter(an.recommendations.values())).rule}"]
     return out
 
