@@ -554,3 +554,107 @@ def test_tui_entry_point(device, tmp_path):
         cancelled=stop.is_set,
     )  # fmt: skip
     assert load_session(path2).status == "interrupted"
+
+
+# ------------------------------------------------------------------ planning (torch-free)
+
+
+def test_rotating_geometry_of_the_default_shape_on_an_h200():
+    from workbench.plan import geometry
+    from workbench.shapes import resolve_shape
+
+    shape, l2 = resolve_shape(), 62_914_560  # DEVICE.md: 60 MiB
+    w13 = geometry(shape, "w13", "rotating", 48, {"b3", "b4"}, l2)
+    # 48 calls x 10 experts x (409,600 + 76,800) B = 233 MB per replay: 3.7x L2 -> 2 graphs
+    assert w13.ws_replay == 48 * 10 * (2560 * 320 // 2 + 80 * 320 * 3) and w13.layout == "b3"
+    assert (w13.graphs, w13.banks) == (2, 48) and w13.ws_ratio >= 5
+    w2 = geometry(shape, "w2", "rotating", 48, {"b3"}, l2)
+    assert round(w2.ws_replay / l2, 1) == 1.9 and w2.graphs == 3  # DESIGN §5: "only ~1.9x"
+    step = geometry(shape, "step", "rotating", 48, {"b3"}, l2)
+    assert step.graphs == 1 and step.ws_ratio >= 5
+    hot = geometry(shape, "w13", "hot", 48, {"b3"}, l2)
+    assert (hot.graphs, hot.banks) == (1, 1) and hot.ws_ratio < 1
+    assert {w13.slot(g, l) for g in range(2) for l in range(48)} == {  # noqa: E741
+        (l, g)
+        for g in range(2)
+        for l in range(48)  # noqa: E741
+    }
+    unknown = geometry(shape, "w13", "rotating", 48, {"b3"}, None)
+    assert unknown.graphs == 1 and unknown.ws_ratio is None and "unknown" in unknown.notes[0]
+
+
+def test_tiny_shapes_cap_graphs_and_add_banks_beyond_the_slices():
+    from workbench.plan import MAX_GRAPHS, geometry
+    from workbench.shapes import resolve_shape
+
+    shape = resolve_shape(hidden=64, inter=128, experts=8, top_k=2, tp=1)
+    g = geometry(shape, "w2", "rotating", 4, {"b3"}, 60 << 20)
+    assert g.graphs == MAX_GRAPHS and "capped" in g.notes[0]
+    # 8 experts / top_k 2 = 4 disjoint routings per bank: 16 graphs need 4 banks per call
+    assert g.slices_per_bank == 4 and g.banks == 4 * 4
+    slots = {g.slot(i, c) for i in range(g.graphs) for c in range(4)}
+    assert len(slots) == g.graphs * 4  # every (graph, call) reads its own (bank, routing)
+
+
+def test_expert_ids_are_disjoint_slices_and_seeded():
+    from workbench.plan import expert_ids
+    from workbench.shapes import resolve_shape
+
+    shape = resolve_shape()
+    seed = int(np.random.SeedSequence().entropy % 1000)
+    slices = [expert_ids(shape, seed, 3, s) for s in range(shape.experts // shape.top_k)]
+    flat = [e for s in slices for e in s]
+    assert len(flat) == len(set(flat)) == 51 * 10 and all(0 <= e < 512 for e in flat)
+    assert expert_ids(shape, seed, 3, 0) == slices[0]
+    assert expert_ids(shape, seed, 4, 0) != slices[0]
+    assert expert_ids(shape, seed, 3, 0, hot=True) != slices[0]
+
+
+def test_plan_roles_and_references():
+    from workbench.plan import parse_arm_spec, plan_ab
+
+    cmps = plan_ab(("w13", "step"), ("hot",), "b4-scalar", "b3-coop")
+    assert [(c.id, c.role) for c in cmps] == [
+        ("w13/hot", "main"),
+        ("w13/hot/tinygemm", "reference"),  # b4-scalar is already arm A
+        ("step/hot", "main"),  # no references on step
+    ]
+    assert cmps[2].a.name == "w13=b4-scalar,w2=b4-scalar"
+    aa = plan_ab(("w2",), ("rotating",), "b3-coop", "b3-coop", reference=False)
+    assert [(c.id, c.role, c.gated) for c in aa] == [("w2/rotating", "aa", True)]
+    peer = parse_arm_spec("w13", "tinygemm")
+    assert peer.peer == "tinygemm" and peer.layouts == {"b3"}
+    per_kernel = parse_arm_spec("w2", "w13=b3-coop,w2=b4-scalar")
+    assert per_kernel.name == "b4-scalar"
+
+
+def test_calibration_summary_per_group_and_overall():
+    from workbench.runner import calibration_summary
+
+    def cmp(kernel, spin, median, verdict, a_us=2.0, mhz=None):
+        return {
+            "id": f"{kernel}/hot/spin={spin}", "kernel": kernel, "set": "hot",
+            "role": "calibration", "spin": spin, "a_us_per_call": a_us,
+            "b_us_per_call": a_us * median, "sm_mhz": mhz, "pairs": 12,
+            "verdict": {"median": median, "verdict": verdict},
+        }  # fmt: skip
+
+    comps = [
+        cmp("w13", 0, 1.0, "SAME"), cmp("w13", 20, 1.005, "AMBIGUOUS"),
+        cmp("w13", 40, 1.02, "SLOWER"), cmp("w13", 80, 1.04, "SLOWER"),
+        cmp("w2", 0, 1.0, "SAME"), cmp("w2", 20, 1.03, "SLOWER"),
+        cmp("w2", 40, 1.005, "AMBIGUOUS"), cmp("w2", 80, 1.08, "SLOWER"),
+    ]  # fmt: skip
+    cal = calibration_summary(comps, 0.01, fallback_mhz=2000.0)
+    assert cal["groups"]["w13/hot"]["resolution"]["spin_cycles"] == 40
+    # w2: 20 cycles was SLOWER but 40 was not: not reliable; 80 is the resolution
+    assert cal["groups"]["w2/hot"]["resolution"]["spin_cycles"] == 80
+    assert cal["resolution"]["group"] == "w2/hot"  # the coarser of the two
+    r40 = next(r for r in cal["rungs"] if r["id"] == "w13/hot/spin=40")
+    assert r40["injected_us_per_cta"] == pytest.approx(0.02)  # 40 cycles at 2000 MHz
+    assert r40["injected_pct"] == pytest.approx(1.0)
+    assert r40["measured_us_per_call"] == pytest.approx(0.04)
+    assert r40["effect_pct"] == pytest.approx(2.0)
+    assert cal["control_verdicts"] == ["SAME", "SAME"]
+    none = calibration_summary(comps[:2], 0.01)
+    assert none["resolution"] is None and none["rungs"][1]["injected_us_per_cta"] is None

@@ -143,6 +143,8 @@ class Engine:
         clocks = dict(start.to_dict()) if start is not None else {}
         clocks["sm_mhz_max"] = info.get("sm_mhz_max")
         clocks["torch_clock_rate_khz"] = getattr(props, "clock_rate", None)
+        if clocks["torch_clock_rate_khz"]:
+            self.r.clock_mhz = clocks["torch_clock_rate_khz"] / 1000.0
         gpu = {
             "name": props.name,
             "uuid": info.get("uuid") or str(getattr(props, "uuid", "")),

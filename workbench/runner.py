@@ -163,6 +163,7 @@ class Runner:
         self.notes: list[str] = []
         self.session = None
         self.monitor = None
+        self.clock_mhz: float | None = None  # the GPU's rated SM clock (torch), for calibration
 
     # ------------------------------------------------------------------ plumbing
 
@@ -289,7 +290,7 @@ class Runner:
             "nvml": None if self.monitor is None else (self.monitor.reason or "available"),
         }
         if self.cfg.mode == "calibrate":
-            out["calibration"] = calibration_summary(out["comparisons"], self.cfg.m)
+            out["calibration"] = calibration_summary(out["comparisons"], self.cfg.m, self.clock_mhz)
         return json_safe(out)
 
 
@@ -414,42 +415,61 @@ def verdict_of(outcome: Outcome, m: float) -> stats.Verdict:
     return stats.compare(stats.pair_ratios(outcome.samples), m)
 
 
-def calibration_summary(comparisons: list[dict[str, Any]], m: float) -> dict[str, Any]:
-    """Measured vs injected delay per rung of the spin ladder, and the resolution: the smallest
-    injected spin detected SLOWER at that rung and at every larger one (torch-free)."""
-    rungs = []
-    for c in sorted(
-        (c for c in comparisons if c["role"] == "calibration"), key=lambda c: c["spin"]
-    ):
-        a_us, b_us, mhz = c["a_us_per_call"], c["b_us_per_call"], c["sm_mhz"]
-        v = c["verdict"]
-        injected_us = c["spin"] / mhz if mhz else None  # cycles / MHz = microseconds (per CTA)
-        rungs.append(
-            {
-                "id": c["id"],
-                "spin_cycles": c["spin"],
-                "injected_us_per_cta": injected_us,
-                "injected_pct": None if not (injected_us and a_us) else injected_us / a_us * 100,
-                "measured_us_per_call": None if a_us is None or b_us is None else b_us - a_us,
-                "effect_pct": None if v["median"] is None else (v["median"] - 1) * 100,
-                "verdict": v["verdict"],
-                "pairs": c["pairs"],
-            }
-        )
-    resolution = None
-    for i, r in enumerate(rungs):
-        if r["spin_cycles"] > 0 and all(x["verdict"] == "SLOWER" for x in rungs[i:]):
-            resolution = r
-            break
-    controls = [r for r in rungs if r["spin_cycles"] == 0]
+def _rung(c: dict[str, Any], fallback_mhz: float | None) -> dict[str, Any]:
+    a_us, b_us = c["a_us_per_call"], c["b_us_per_call"]
+    mhz = c["sm_mhz"] or fallback_mhz
+    v = c["verdict"]
+    injected_us = c["spin"] / mhz if mhz else None  # cycles / MHz = microseconds (per CTA)
+    return {
+        "id": c["id"],
+        "group": f"{c['kernel']}/{c['set']}",
+        "spin_cycles": c["spin"],
+        "sm_mhz": mhz,
+        "injected_us_per_cta": injected_us,
+        "injected_pct": None if not (injected_us and a_us) else injected_us / a_us * 100,
+        "measured_us_per_call": None if a_us is None or b_us is None else b_us - a_us,
+        "effect_pct": None if v["median"] is None else (v["median"] - 1) * 100,
+        "verdict": v["verdict"],
+        "pairs": c["pairs"],
+    }
+
+
+def calibration_summary(
+    comparisons: list[dict[str, Any]], m: float, fallback_mhz: float | None = None
+) -> dict[str, Any]:
+    """Measured vs injected delay per rung of the spin ladder, per (kernel, set), and the
+    resolution of each: the smallest injected spin detected SLOWER at that rung and at every
+    larger one. The overall resolution is the coarsest of them (torch-free).
+
+    ``fallback_mhz`` converts cycles to µs when NVML gave no SM clock."""
+    cal = [c for c in comparisons if c["role"] == "calibration"]
+    rungs = [_rung(c, fallback_mhz) for c in sorted(cal, key=lambda c: c["spin"])]
+    groups: dict[str, dict[str, Any]] = {}
+    for g in dict.fromkeys(r["group"] for r in rungs):
+        mine = [r for r in rungs if r["group"] == g]
+        res = None
+        for i, r in enumerate(mine):
+            if r["spin_cycles"] > 0 and all(x["verdict"] == "SLOWER" for x in mine[i:]):
+                res = r
+                break
+        groups[g] = {
+            "resolution": res,
+            "controls": [r["verdict"] for r in mine if r["spin_cycles"] == 0],
+        }
+    found = [g["resolution"] for g in groups.values()]
+    overall = None
+    if found and all(r is not None for r in found):
+        overall = max(found, key=lambda r: (r["effect_pct"] or 0.0, r["spin_cycles"]))
     return {
         "m": m,
         "rungs": rungs,
-        "resolution": resolution,
-        "control_verdicts": [r["verdict"] for r in controls],
+        "groups": groups,
+        "resolution": overall,
+        "control_verdicts": [r["verdict"] for r in rungs if r["spin_cycles"] == 0],
         "rule": (
             "resolution = the smallest injected spin whose comparison is SLOWER and every larger "
-            "spin SLOWER too; effect_pct is its measured median effect, the protocol's smallest "
-            "reliably detected effect on this GPU now"
+            "spin SLOWER too (per kernel and set; overall the coarsest); its effect_pct, the "
+            "measured median effect, is the smallest effect this GPU and protocol detect "
+            "reliably now"
         ),
     }

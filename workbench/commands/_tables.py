@@ -184,17 +184,18 @@ def render_calibration(console, summary: dict[str, Any]) -> None:
             _f(r["effect_pct"], "+.2f"), f"[{style}]{r['verdict']}[/]", str(r["pairs"]),
         )  # fmt: skip
     console.print(t)
-    res = cal.get("resolution")
-    if res is None:
-        console.print(
-            "resolution: no injected delay was detected reliably (SLOWER at every larger spin)"
-        )
-    else:
-        console.print(
-            f"resolution: {res['spin_cycles']} cycles per CTA detected reliably, an effect of "
-            f"{_f(res['effect_pct'], '+.2f')} % of the kernel time "
-            f"({_f(res['measured_us_per_call'], '+.3f')} µs per call)"
-        )
+    for group, g in (cal.get("groups") or {}).items():
+        res = g["resolution"]
+        if res is None:
+            console.print(f"resolution {group}: no injected delay was detected reliably")
+        else:
+            console.print(
+                f"resolution {group}: {res['spin_cycles']} cycles per CTA detected reliably, "
+                f"an effect of {_f(res['effect_pct'], '+.2f')} % of the kernel time "
+                f"({_f(res['measured_us_per_call'], '+.3f')} µs per call)"
+            )
+        if g["controls"]:
+            console.print(f"  A/A control (spin 0 vs 0): {', '.join(g['controls'])}")
     console.print(f"[dim]{cal.get('rule', '')}[/]")
     for n in summary.get("notes", []):
         console.print(f"[yellow]note[/]: {n}")
