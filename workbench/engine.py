@@ -193,8 +193,9 @@ class Engine:
                     return
                 self.run_comparison(c)
             later = [c for _, g in groups[i + 1 :] for c in g]
-            self.store.release(self._banks_needed(later) | self._confirm_banks(plan))
             self.workloads.clear()
+            self.peers.clear()  # tinygemm's repacked experts: not needed by later kernels
+            self.store.release(self._banks_needed(later) | self._confirm_banks(plan))
         recs = self.r.recommend()
         for rec in recs.values():
             self.r.emit("recommendation", rec)
