@@ -21,7 +21,8 @@ from scipy import stats as sps
 from workbench.cli import main
 from workbench.errors import SessionError
 from workbench.report import analyse, render_report, resolve_session, variant_label
-from workbench.session import load_session
+from workbench.session import SessionWriter, load_session
+from workbench.shapes import PRESETS
 
 
 @pytest.fixture(scope="module")
@@ -199,10 +200,14 @@ def test_changing_samples_changes_the_report(tmp_path, synthetic):
 def test_memory_working_set_and_provenance(synthetic):
     md = render_report(synthetic)
     w13 = _row(md, "W13 + SwiGLU")
-    # computed saving of 48 banks of 512 W13 experts: 80 groups x 320 columns x 1 byte each
-    assert "629,145,600 B (600.0 MiB)" in w13[5]
-    assert w13[4].endswith("MiB)") and "NVML unavailable" not in w13[4]
-    assert "943,718,400 bytes (900.0 MiB)" in md  # DESIGN §2's per-rank figure
+    # computed saving of a bank of 512 W13 experts: 80 groups x 320 columns x 1 byte each
+    assert w13[1] == "48 / 48" and "13,107,200 B (12.5 MiB)" in w13[5]
+    journal = _journal(synthetic)
+    mem = {(r["kernel"], r["layout"]): r for r in journal if r["type"] == "memory"}
+    d4, d3 = (mem["w13", x]["used_after"] - mem["w13", x]["used_before"] for x in ("b4", "b3"))
+    assert w13[4] == f"{(d4 - d3) / 48:,.0f} B ({(d4 - d3) / 48 / 2**20:,.1f} MiB)"
+    assert "943,718,400 bytes (900.0 MiB) computed" in md  # DESIGN §2's per-rank figure
+    assert "MiB) from the measured banks" in md
     assert "| w2 / rotating |" in md and "5.57×" in md  # 350,208,000 B over a 60 MiB L2
     prov = md.split("## Provenance", 1)[1]
     for needle in ("NVIDIA H200", "driver 580.95.05", "CUDA 13.0", "torch 2.11.0+cu130"):
@@ -222,6 +227,32 @@ def test_nvml_unavailable_and_interrupted(root):
     assert "**W13 + SwiGLU: cooperative**" in rec
     assert "**W2 + weighted sum: not measured**" in rec
     _check_numbers(q)
+
+
+def test_memory_allocated_in_steps_is_compared_per_bank(tmp_path):
+    """b4 banks in two steps (1 + 5), b3 banks in one (6): the saving is taken per bank."""
+    w = SessionWriter(tmp_path, "mem", config={"shape": PRESETS["qwen3.8-flash-next"].to_dict()})
+    page = 2 << 20
+    per_bank = {"b4": 300 * page, "b3": 294 * page}  # NVML: 6 pages less per bank for b3
+    meta = {"b4": 52_428_800, "b3": 39_321_600}  # metadata bytes per bank: 12.5 MiB less in b3
+    used = 1000 * page
+    for layout, steps in (("b4", (1, 5)), ("b3", (6,))):
+        for n in steps:
+            w.record(
+                "memory",
+                kernel="w2",
+                layout=layout,
+                banks=n,
+                used_before=used,
+                used_after=used + n * per_bank[layout],
+                computed=n * meta[layout],
+            )
+            used += n * per_bank[layout]
+    w.finish()
+    row = _row(render_report(w.path), "W2 + weighted sum")
+    assert row[1] == "6 / 6"
+    assert row[4] == f"{6 * page:,} B (12.0 MiB)"
+    assert row[5] == "13,107,200 B (12.5 MiB)" and row[6] == "-4.0 %"
 
 
 def test_analysis_reads_m_from_the_config(synthetic):

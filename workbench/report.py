@@ -316,55 +316,81 @@ def _confirmation(an: Analysis) -> list[str]:
     return out
 
 
+@dataclass
+class MemoryRow:
+    """NVML-measured vs computed metadata saving of one kernel's banks, per bank (one layer's
+    experts): allocations may come in several steps and in different counts per layout."""
+
+    kernel: str
+    banks: dict[str, int]  # layout -> banks allocated in all
+    used: dict[str, int | None]  # layout -> NVML used bytes added in all (None: no NVML)
+    computed: dict[str, int | None]  # layout -> metadata bytes in those banks
+
+    def per_bank(self, what: dict[str, int | None]) -> float | None:
+        if any(what.get(k) is None or not self.banks.get(k) for k in ("b4", "b3")):
+            return None
+        return what["b4"] / self.banks["b4"] - what["b3"] / self.banks["b3"]
+
+
+def memory_rows(session: Session) -> list[MemoryRow]:
+    rows: dict[str, MemoryRow] = {}
+    for m in session.memory:
+        lay = m.get("layout")
+        if lay not in ("b4", "b3"):
+            continue
+        k = str(m.get("kernel", "all"))
+        row = rows.setdefault(k, MemoryRow(k, {}, {}, {}))
+        row.banks[lay] = row.banks.get(lay, 0) + int(m.get("banks") or 1)
+        before, after = m.get("used_before"), m.get("used_after")
+        delta = None if before is None or after is None else int(after) - int(before)
+        prev = row.used.get(lay, 0)
+        row.used[lay] = None if delta is None or prev is None else prev + delta
+        comp, prev_c = m.get("computed"), row.computed.get(lay, 0)
+        row.computed[lay] = None if comp is None or prev_c is None else prev_c + int(comp)
+    return [r for r in rows.values() if set(r.banks) == {"b4", "b3"}]
+
+
 def _memory(an: Analysis) -> list[str]:
     from workbench.capacity import capacity
     from workbench.shapes import Shape
 
-    recs: dict[str, dict[str, dict[str, Any]]] = {}
-    for m in an.session.memory:
-        if m.get("layout") in ("b4", "b3"):
-            recs.setdefault(str(m.get("kernel", "all")), {})[m["layout"]] = m
-    out = []
-    body = []
-    for kernel, lay in recs.items():
-        if set(lay) != {"b4", "b3"}:
-            continue
-        used = {}
-        for k, m in lay.items():
-            if m.get("used_before") is None or m.get("used_after") is None:
-                used[k] = None
-            else:
-                used[k] = int(m["used_after"]) - int(m["used_before"])
-        meas = None if None in used.values() else used["b4"] - used["b3"]
-        comp = None
-        if all(m.get("computed") is not None for m in lay.values()):
-            comp = int(lay["b4"]["computed"]) - int(lay["b3"]["computed"])
+    out, body = [], []
+    rows = memory_rows(an.session)
+    for r in rows:
+        meas, comp = r.per_bank(r.used), r.per_bank(r.computed)
         diff = "n/a" if meas is None or not comp else f"{(meas - comp) / comp * 100:+.1f} %"
         body.append(
-            [KERNEL_TITLES.get(kernel, kernel), str(lay["b4"].get("banks", "n/a"))]
-            + [fmt_bytes(used["b4"]), fmt_bytes(used["b3"])]
+            [KERNEL_TITLES.get(r.kernel, r.kernel), f"{r.banks['b4']} / {r.banks['b3']}"]
+            + [fmt_bytes(r.used["b4"]), fmt_bytes(r.used["b3"])]
             + [fmt_bytes(meas) if meas is not None else "NVML unavailable", fmt_bytes(comp), diff]
         )
     if body:
-        header = ["kernel", "banks", "NVML Δused b4", "NVML Δused b3", "saving measured"]
-        out += _table(header + ["saving computed", "measured vs computed"], body, "lrrrrrr")
-        out += ["", "NVML counts whole pages, so the measured figure is rounded to a few MiB."]
+        header = ["kernel", "banks b4 / b3", "NVML Δused b4", "NVML Δused b3"]
+        header += ["saving per bank, measured", "saving per bank, computed", "measured vs computed"]
+        out += _table(header, body, "lrrrrrr")
+        out += [
+            "",
+            "A bank is one layer's experts. NVML counts whole pages, so a measured figure is "
+            "rounded to a few MiB.",
+        ]
     else:
         out.append("No memory records with both layouts in this session.")
     s = an.session.config.get("shape")
-    if isinstance(s, dict):
-        try:
-            cap = capacity(Shape(**s))
-        except (TypeError, ValueError):
-            cap = None
-        if cap is not None:
-            sv = cap.per_rank.saving
-            out += [
-                "",
-                f"Computed for the whole model per rank ({s.get('layers')} layers × "
-                f"{s.get('experts')} experts, W13 and W2): 3-byte metadata saves "
-                f"{sv:,} bytes ({sv / MIB:,.1f} MiB) over 4-byte records.",
-            ]
+    try:
+        cap = capacity(Shape(**s)) if isinstance(s, dict) else None
+    except (TypeError, ValueError):
+        cap = None
+    if cap is not None:
+        sv, layers = cap.per_rank.saving, cap.shape.layers
+        line = (
+            f"Per rank ({layers} layers × {cap.shape.experts} experts, W13 and W2): 3-byte "
+            f"metadata saves {sv:,} bytes ({sv / MIB:,.1f} MiB) computed"
+        )
+        per_bank = {r.kernel: r.per_bank(r.used) for r in rows}
+        if all(per_bank.get(k) is not None for k in ("w13", "w2")):
+            meas = (per_bank["w13"] + per_bank["w2"]) * layers
+            line += f"; {meas:,.0f} bytes ({meas / MIB:,.1f} MiB) from the measured banks"
+        out += ["", line + "."]
     return out
 
 
