@@ -30,6 +30,13 @@ from workbench.variants import Variant, parse_arm
 
 REPO = Path(__file__).resolve().parent.parent
 CSRC = REPO / "csrc"
+
+
+def csrc_dir() -> Path:
+    """Kernel sources: csrc/ of this checkout, or $WORKBENCH_CSRC (tests build a broken copy)."""
+    return Path(os.environ.get("WORKBENCH_CSRC", CSRC))
+
+
 BUILD_META = "workbench_build.json"
 # -O3 for speed; -lineinfo so ncu/compute-sanitizer can point at source lines at no runtime cost.
 # The C++ standard is left to torch (2.14 needs C++20 for its own headers, older torch uses C++17).
@@ -59,18 +66,18 @@ class BuildResult:
 
 
 def kernel_sources(kernel: str) -> list[Path]:
-    return [CSRC / f"{kernel}.cu", CSRC / "binding.cpp"]
+    return [csrc_dir() / f"{kernel}.cu", csrc_dir() / "binding.cpp"]
 
 
 def all_source_files() -> list[Path]:
-    return sorted(
-        [*CSRC.glob("*.cu"), *CSRC.glob("*.cpp"), *CSRC.glob("*.h"), *CSRC.glob("kernels/*.cuh")]
-    )
+    d = csrc_dir()
+    return sorted([*d.glob("*.cu"), *d.glob("*.cpp"), *d.glob("*.h"), *d.glob("kernels/*.cuh")])
 
 
 def source_hashes() -> dict[str, str]:
     """Relative path -> SHA-256 of every kernel source (for provenance)."""
-    return {str(p.relative_to(REPO)): _sha256(p.read_bytes()) for p in all_source_files()}
+    d = csrc_dir()
+    return {f"csrc/{p.relative_to(d)}": _sha256(p.read_bytes()) for p in all_source_files()}
 
 
 def _sha256(data: bytes) -> str:
@@ -210,7 +217,10 @@ def build_variant(v: Variant, *, load: bool = True, max_jobs: int | None = None)
         _build_in_child(v, arch, max_jobs)
         res = _cached(v, arch)
         if res is None:
-            raise BuildError(f"build of {v.name} finished but left no library in {cache_root()}")
+            raise BuildError(
+                f"build of {v.name} finished but its library is not where the current sources say "
+                f"(were csrc/ files edited during the build?): run the build again"
+            )
         res.cache_hit = False
     if load:
         if res.name not in _LOADED:
@@ -294,7 +304,7 @@ def _child_main(argv: list[str]) -> int:
                 sources=[str(p) for p in kernel_sources(v.kernel)],
                 extra_cflags=cxx_flags,
                 extra_cuda_cflags=cuda_flags,
-                extra_include_paths=[str(CSRC)],
+                extra_include_paths=[str(csrc_dir())],
                 build_directory=str(bdir),
                 verbose=True,
             )

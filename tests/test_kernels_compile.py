@@ -1,0 +1,133 @@
+"""Compile tier (marker compile): every variant builds with torch JIT + ninja for the H200's sm_90,
+loads without a GPU, reports its ptxas resources, rejects every invalid argument before launch, and
+compiles for sm_70 through NVRTC 12 + ptxas 12. Needs nvcc and a CUDA build of torch, no GPU."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+
+import pytest
+
+from workbench import argcases
+from workbench.errors import BuildError
+from workbench.variants import all_variants
+
+pytestmark = pytest.mark.compile
+
+VARIANTS = all_variants(calib=True)
+
+
+def _toolkit() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if torch.version.cuda is None:
+        return "torch is a CPU build (no CUDA extension builds)"
+    from workbench.build import cuda_home
+
+    return None if cuda_home() else "no CUDA toolkit (nvcc) found"
+
+
+SKIP = _toolkit()
+
+
+@pytest.fixture(scope="session")
+def builds():
+    if SKIP:
+        pytest.skip(SKIP)
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")  # the H200; without a GPU nothing says so
+    from workbench.build import build_many
+
+    return {r.variant.name: r for r in build_many(VARIANTS)}
+
+
+def test_every_variant_builds_for_sm90_without_spills(builds):
+    assert set(builds) == {v.name for v in VARIANTS}
+    for name, r in builds.items():
+        p = r.ptxas
+        assert p["arch"] == "sm_90", (name, p)
+        assert 16 <= p["registers"] <= 255, (name, p)
+        assert p["spill_stores"] == 0 and p["spill_loads"] == 0, (name, p)
+        assert r.module.kernel == name.split(":")[0]
+        assert r.module.layout == r.variant.layout and r.module.reader == r.variant.reader
+        assert bool(r.module.calibration) == r.variant.calib
+        assert len(r.lib_sha256) == 64
+
+
+def test_repeat_build_is_a_cache_hit_well_under_a_second(builds):
+    from workbench.build import build_variant
+
+    v = VARIANTS[0]
+    t0 = time.perf_counter()
+    r = build_variant(v)
+    dt = time.perf_counter() - t0
+    assert r.cache_hit and r.module is builds[v.name].module
+    assert dt < 1.0, f"cache hit took {dt:.2f} s"
+
+
+CASES = [
+    (v, c)
+    for v in VARIANTS
+    if v.arm in ("b4-scalar", "b3-coop") or v.calib
+    for c in argcases.cases(v.kernel, v.layout, calibration_build=v.calib)
+]
+
+
+@pytest.mark.parametrize("variant,case", CASES, ids=[f"{v.name}-{c.name}" for v, c in CASES])
+def test_invalid_argument_rejected_before_launch(builds, variant, case):
+    a = argcases.valid_args(
+        variant.kernel, variant.layout
+    )  # CPU tensors: checks run, nothing launches
+    case.mutate(a)
+    with pytest.raises(ValueError, match=re.escape(case.expect)):
+        argcases.call(builds[variant.name].module, variant.kernel, a)
+
+
+def test_at_least_48_distinct_invalid_argument_cases():
+    names = {(c.kernel, c.name) for c in argcases.cases("w13", "b3") + argcases.cases("w2", "b4")}
+    assert len(names) >= 48
+
+
+def test_failed_build_gives_the_compiler_error_not_a_traceback(tmp_path, monkeypatch):
+    if SKIP:
+        pytest.skip(SKIP)
+    from workbench.build import CSRC, build_variant
+    from workbench.variants import parse_arm
+
+    broken = tmp_path / "csrc"
+    shutil.copytree(CSRC, broken)
+    src = broken / "w2.cu"
+    src.write_text(
+        src.read_text().replace(
+            "wb::W2Params p{};", "wb::W2Params p{}; int oops = undeclared_thing;"
+        )
+    )
+    monkeypatch.setenv("WORKBENCH_CSRC", str(broken))
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(BuildError) as ei:
+        build_variant(parse_arm("w2", "b3-scalar"))
+    msg = str(ei.value)
+    assert "undeclared_thing" in msg and "w2.cu" in msg
+    assert "Traceback" not in msg
+    assert "undeclared_thing" in ei.value.log
+
+
+def test_kernels_compile_for_sm70_with_nvrtc12():
+    from workbench.portable import compile_sm70, find_toolchain12
+
+    tc = find_toolchain12()
+    if tc is None:
+        pytest.skip("CUDA 12 NVRTC/ptxas wheels not installed (dev extra)")
+    reports = [compile_sm70(v, tc) for v in VARIANTS]
+    for r in reports:
+        print(
+            f"sm_70 {r['variant']}: {r['registers']} registers, {r['spill_stores']} B spill stores, "
+            f"{r['stack']} B stack, {r['smem']} B smem"
+        )
+        assert r["arch"] == "sm_70"
+        assert r["spill_stores"] == 0 and r["spill_loads"] == 0, r
+        assert r["registers"] <= 255
