@@ -479,6 +479,31 @@ def test_analysis_recomputes_verdicts_from_the_journal(roots):
     assert "SLOWER in none" in view.rule
 
 
+COMMITTED = [
+    pytest.param(p, id=p.parent.name)
+    for p in sorted((Path(__file__).parent.parent / "sessions").glob("*/session.json"))
+] or [pytest.param(None, marks=pytest.mark.skip(reason="no session committed under sessions/"))]
+
+
+@pytest.mark.parametrize("meta", COMMITTED)
+def test_replaying_a_committed_session_reproduces_its_results(meta, tmp_path):
+    """Real sessions under sessions/ replayed through the app's run path give their own verdicts."""
+    source = meta.parent
+    original = view_from_session(load_session(source))
+    pairs = max((s["pair"] for s in load_session(source).samples), default=0) + 1
+    backend = ReplayBackend(source, tmp_path / "sessions", tmp_path / "plots")
+    config = RunConfig(kernels=("w13", "w2", "step"), pairs=max(pairs, 2))
+    events = []
+    path = backend.run(config, events.append, lambda: False)
+    replayed = backend.open_session(path)
+    key = [(r.cmp_id, r.n, r.verdict, r.ratio, r.ci_lo, r.ci_hi) for r in original.rows]
+    assert [(r.cmp_id, r.n, r.verdict, r.ratio, r.ci_lo, r.ci_hi) for r in replayed.rows] == key
+    assert [r.choice for r in replayed.recommendations] == [
+        r.choice for r in original.recommendations
+    ]
+    assert events and events[-1].step == events[-1].steps
+
+
 # ------------------------------------------------------------------------------ snapshots
 
 

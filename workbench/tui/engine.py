@@ -71,6 +71,7 @@ class EngineBackend:
         self.browse_only = browse_only
         self._monitor = None
         self._monitor_note = ""
+        self._gpu_name = ""
         self._monitor_lock = threading.Lock()
 
     # ---- GPU and builds -----------------------------------------------------------------
@@ -167,9 +168,9 @@ class EngineBackend:
             reading = m.read()
         if reading is None:
             return None
-        d = reading.to_dict()
-        d.setdefault("gpu", (m.device_info() or {}).get("name") or "GPU")
-        return d
+        if not self._gpu_name:  # a static fact: ask NVML once, not every second
+            self._gpu_name = (m.device_info() or {}).get("name") or "GPU"
+        return {**reading.to_dict(), "gpu": self._gpu_name}
 
     def monitor_note(self) -> str:
         return self._monitor_note
