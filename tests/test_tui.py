@@ -225,6 +225,22 @@ async def test_cancel_mid_run_keeps_an_interrupted_session(roots):
 
 
 @drive
+async def test_quit_during_a_run_closes_its_session_first(roots):
+    _, sessions, _ = roots
+    app, backend = make_app(roots, hold_at=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("r")
+        assert await asyncio.to_thread(backend.held.wait, 10)
+        await pilot.press("q")
+        await settle(pilot)
+        assert not app.is_running
+    (saved,) = session_dirs(sessions)
+    s = load_session(saved)
+    assert s.meta["status"] == "interrupted" and len(s.samples) == 2 * 4
+
+
+@drive
 async def test_bad_form_input_names_the_field_and_starts_nothing(roots):
     _, sessions, _ = roots
     app, _ = make_app(roots)

@@ -86,6 +86,7 @@ class WorkbenchApp(App[None]):
         self.monitor_interval = monitor_interval
         self.initial_config = config
         self.open_path: Path | None = None
+        self.quit_when_idle = False
 
     # ---- layout -------------------------------------------------------------------------
 
@@ -198,6 +199,16 @@ class WorkbenchApp(App[None]):
         elif self.busy == "build":
             self.workers.cancel_group(self, "build")
             self.set_status("Cancelling the build…")
+
+    async def action_quit(self) -> None:
+        """Quit; during a build or run, cancel it first so that its session is closed properly
+        ("interrupted", every measured sample kept). A second q quits at once."""
+        if self.busy and not self.quit_when_idle:
+            self.quit_when_idle = True
+            self.action_cancel()
+            self.set_status("Quitting once the sample in flight is saved (q again: quit now)…")
+            return
+        self.exit()
 
     def action_compiler_log(self) -> None:
         row = self.query_one(VariantMatrix).selected()
@@ -340,6 +351,9 @@ class WorkbenchApp(App[None]):
 
     def on_build_ended(self, message: BuildEnded) -> None:
         self.busy = ""
+        if self.quit_when_idle:
+            self.exit()
+            return
         if message.error:
             self.set_status(f"Build failed: {message.error}", error=True)
             self.notify(message.error, title="Build failed", severity="error")
@@ -353,6 +367,9 @@ class WorkbenchApp(App[None]):
 
     def on_run_ended(self, message: RunEnded) -> None:
         self.busy = ""
+        if self.quit_when_idle:
+            self.exit()
+            return
         progress = self.query_one(RunProgress)
         if message.error:
             progress.state = "failed"
@@ -367,6 +384,9 @@ class WorkbenchApp(App[None]):
 
     def on_sessions_listed(self, message: SessionsListed) -> None:
         self.query_one(SessionBrowser).show(message.sessions)
+        if not message.sessions and not self.busy:
+            root = getattr(self.backend, "sessions_root", "the sessions folder")
+            self.set_status(f"No saved sessions in {root}/ yet: runs are saved there.")
 
     def on_session_opened(self, message: SessionOpened) -> None:
         view = message.view
