@@ -20,7 +20,7 @@ from workbench.plots import COLOR_A, COLOR_B, COLOR_FLAG, existing_plots, plot_s
 
 KINDS = ["summary", "ratios", "distributions", "nvml"]
 KINDS += [f"samples_{k}-{s}" for k in ("w13", "w2") for s in ("hot", "rotating")]
-KINDS += ["samples_step-hot"]
+KINDS += ["samples_step-hot-confirm", "samples_step-rotating-confirm"]
 
 
 @pytest.fixture(scope="module")

@@ -157,6 +157,9 @@ def test_known_effects_and_recommendation(synthetic):
     assert "**W2 + weighted sum: scalar** → `b3-scalar`" in md
     assert "Rule: Take the cooperative reader" in md
     assert "12/12 pairs favour the mix: **FASTER**" in md  # the step confirmation
+    assert "Numerics gate: 10 of 10 gated comparisons bit-identical." in md
+    assert "`w2/hot/tinygemm` (not bit-identical by design): rel_l2 vs b3-coop" in md
+    assert "0.0024, within tolerance" in md
     # one flagged-and-excluded sample in w13/rotating, one flagged-and-kept in w2/hot
     assert _row(md, "`w13/rotating`")[9] == "1 (1 excluded)"
     assert _row(md, "`w2/hot`")[9] == "1 (0 excluded)"

@@ -512,7 +512,9 @@ def _fig_summary(an: Analysis) -> Any:
     s = an.session
     rows = _ratio_rows(an)
     n_tab = max(len(an.results), 1)
-    fig = plt.figure(figsize=(11.7, 8.3), layout="constrained")  # A4 landscape
+    # A4 landscape, taller only when a long session (calibration, many sets) needs the room
+    height = max(8.3, 3.2 + 0.2 * n_tab + 0.55 * len(rows))
+    fig = plt.figure(figsize=(11.7, height), layout="constrained")
     _title(fig, an, "Summary")
     gs = fig.add_gridspec(3, 1, height_ratios=(0.45 + 0.22 * n_tab, 0.5 + 0.6 * len(rows), 1.6))
     axt = fig.add_subplot(gs[0])

@@ -145,7 +145,12 @@ def fmt_p(p: float | None) -> str:
 
 
 def fmt_bytes(n: float | None) -> str:
-    return "n/a" if n is None else f"{n:,.0f} B ({n / MIB:,.1f} MiB)"
+    """Bytes exactly, and in MiB (KiB below 1 MiB): "13,107,200 B (12.5 MiB)"."""
+    if n is None:
+        return "n/a"
+    if abs(n) < MIB:
+        return f"{n:,.0f} B ({n / 1024:,.1f} KiB)"
+    return f"{n:,.0f} B ({n / MIB:,.1f} MiB)"
 
 
 def _table(header: list[str], rows: Iterable[list[str]], align: str) -> list[str]:
@@ -418,15 +423,26 @@ def _working_set(an: Analysis) -> list[str]:
 
 
 def _numerics(an: Analysis) -> list[str]:
-    gated = [r for r in an.results if r.gates]
-    bad = [r for r in gated if not r.gate_ok]
-    ungated = [f"`{r.id}`" for r in an.results if not r.gates]
-    line = f"Numerics gate: {len(gated) - len(bad)} of {len(gated)} gated comparisons bit-identical"
+    """Gate records: bit-identity for the readers; peers (bf16) are checked against a tolerance."""
+    exact = [r for r in an.results if r.gates and all(g.get("gated", True) for g in r.gates)]
+    bad = [f"`{r.id}`" for r in exact if not r.gate_ok]
+    line = f"Numerics gate: {len(exact) - len(bad)} of {len(exact)} gated comparisons bit-identical"
     if bad:
-        line += "; **FAILED**: " + ", ".join(f"`{r.id}`" for r in bad)
+        line += "; **FAILED**: " + ", ".join(bad)
+    lines = [line + "."]
+    for r in an.results:
+        loose = [g for g in r.gates if not g.get("gated", True)]
+        if loose:
+            g = loose[-1]
+            err = g.get("rel_l2")
+            state = "within tolerance" if g.get("ok") else "**outside tolerance**"
+            kind = g.get("kind") or "tolerance check"
+            val = "n/a" if err is None else f"{err:.2g}"
+            lines.append(f"`{r.id}` (not bit-identical by design): {kind}: {val}, {state}.")
+    ungated = [f"`{r.id}`" for r in an.results if not r.gates]
     if ungated:
-        line += f"; not gated: {', '.join(ungated)}"
-    return [line + "."]
+        lines.append(f"No numerics gate recorded for {', '.join(ungated)}.")
+    return [" ".join(lines)] if len(lines) == 1 else [lines[0], "", *(f"- {x}" for x in lines[1:])]
 
 
 def provenance_line(session: Session) -> str:
@@ -446,7 +462,7 @@ def provenance_line(session: Session) -> str:
         parts.append(
             "sources " + ", ".join(f"{Path(p).name} {h[:10]}" for p, h in sorted(files.items()))
         )
-    builds = prov.get("builds") or {}
+    builds = {v: h for v, h in (prov.get("builds") or {}).items() if isinstance(h, str)}
     if builds:
         parts.append("builds " + ", ".join(f"{v} {h[:10]}" for v, h in sorted(builds.items())))
     return " · ".join(parts)
