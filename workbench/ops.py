@@ -135,7 +135,7 @@ def make_inputs(shape: Shape, kernel: str, seed: int, device: str | torch.device
 
 
 def default_splits(kernel: str, K: int, N: int, top_k: int, sms: int) -> int:
-    """Split-K factor: about three 8-warp CTAs per SM, each keeping >= 4 groups of work (a decode
+    """Split-K factor: about three 4-warp CTAs per SM, each warp keeping >= 1 group (a decode
     GEMV has too few output tiles to fill an H200 otherwise: W13 at the default shape has 50)."""
     G = K // GROUP
     if kernel == "w13":

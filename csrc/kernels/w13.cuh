@@ -1,15 +1,13 @@
 // W13: gate and up projections of every routed expert in one launch, fused with SwiGLU (DESIGN §1):
 //   inter[j, c] = fp16( silu(sum_k w1[k, c] x[k]) * (sum_k w3[k, c] x[k]) ),  expert e = ids[j].
 // Torch-free. Grid (T = N/64 column tiles, top_k, splits); one CTA = 32 gate + 32 up columns of one
-// expert over one K slice; lane = column; warps 0-3 take the gate tile and 4-7 the up tile, each
-// quarter of a half taking every 4th group of the slice; splits combine in order.
+// expert over one K slice; lane = column, warps split the slice's groups; splits combine in order.
 #pragma once
 #include "awq_meta.cuh"
 
 namespace wb {
 
-constexpr int kWarps = 8;   // 4 gate + 4 up warps: a decode GEMV needs warps to hide latency
-constexpr int kKWarps = kWarps / 2;  // warps sharing one tile's groups
+constexpr int kWarps = 4;   // warps per CTA; more parallelism comes from split-K across CTAs
 constexpr int kUnroll = 4;  // groups whose loads a warp issues before it computes: bytes in flight
 
 struct W13Params {
@@ -26,7 +24,7 @@ struct W13Params {
 
 __global__ void __launch_bounds__(kWarps * 32) w13_kernel(const W13Params p) {
   extern __shared__ float xs[];    // this split's slice of x, as float
-  __shared__ float red[kWarps][32];
+  __shared__ float red[kWarps][64];
   __shared__ float row[64];
   const int t = blockIdx.x, j = blockIdx.y, s = blockIdx.z, T = gridDim.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -44,36 +42,41 @@ __global__ void __launch_bounds__(kWarps * 32) w13_kernel(const W13Params p) {
     return;
   }
 
-  const int half = warp / kKWarps, wq = warp % kKWarps;  // half 0 = gate tile, 1 = up tile
-  const int col = half * half_n + t * kTileCols + lane;
+  const int col_g = t * kTileCols + lane, col_u = half_n + col_g;
   const uint4* wexp = p.weights + static_cast<size_t>(e) * G * p.N;
   const unsigned char* mexp = p.meta + static_cast<size_t>(e) * G * p.N * kRecordBytes;
-  const int tile_byte = (half * half_n + t * kTileCols) * kRecordBytes;
-  float acc = 0.f;
-  for (int g0 = gbeg + wq; g0 < gend; g0 += kKWarps * kUnroll) {
-    uint4 w[kUnroll];
-    Meta m[kUnroll];
+  float acc_g = 0.f, acc_u = 0.f;
+  for (int g0 = gbeg + warp; g0 < gend; g0 += kWarps * kUnroll) {
+    uint4 wg[kUnroll], wu[kUnroll];
+    Meta mg[kUnroll], mu[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int g = g0 + u * kKWarps;
+      const int g = g0 + u * kWarps;
       if (g < gend) {  // warp-uniform, so the cooperative reader's shuffles see all lanes
-        w[u] = __ldg(wexp + static_cast<size_t>(g) * p.N + col);
-        m[u] = read_meta(mexp + static_cast<size_t>(g) * p.N * kRecordBytes + tile_byte, lane);
+        wg[u] = __ldg(wexp + static_cast<size_t>(g) * p.N + col_g);
+        wu[u] = __ldg(wexp + static_cast<size_t>(g) * p.N + col_u);
+        const unsigned char* mrow = mexp + static_cast<size_t>(g) * p.N * kRecordBytes;
+        mg[u] = read_meta(mrow + t * kTileCols * kRecordBytes, lane);
+        mu[u] = read_meta(mrow + (half_n + t * kTileCols) * kRecordBytes, lane);
       }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int g = g0 + u * kKWarps;
-      if (g < gend) acc += dot32(w[u], m[u], xs + (g - gbeg) * kGroup);
+      const int g = g0 + u * kWarps;
+      if (g < gend) {
+        const float* xg = xs + (g - gbeg) * kGroup;
+        acc_g += dot32(wg[u], mg[u], xg);
+        acc_u += dot32(wu[u], mu[u], xg);
+      }
     }
   }
-  red[warp][lane] = acc;
+  red[warp][lane] = acc_g;
+  red[warp][32 + lane] = acc_u;
   __syncthreads();
-  if (threadIdx.x < 64) {  // row[0..31] = gate, row[32..63] = up: warp-ordered sums
-    const int h = threadIdx.x / 32, c = threadIdx.x % 32;
+  if (threadIdx.x < 64) {
     float v = 0.f;
 #pragma unroll
-    for (int w = 0; w < kKWarps; ++w) v += red[h * kKWarps + w][c];
+    for (int w = 0; w < kWarps; ++w) v += red[w][threadIdx.x];
     row[threadIdx.x] = v;
   }
   __syncthreads();

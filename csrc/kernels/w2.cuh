@@ -7,7 +7,7 @@
 
 namespace wb {
 
-constexpr int kWarps = 8;   // warps per CTA: a decode GEMV needs many warps to hide latency
+constexpr int kWarps = 4;   // warps per CTA; more parallelism comes from splitting units across CTAs
 constexpr int kUnroll = 4;  // units whose loads a warp issues before it computes: bytes in flight
 constexpr int kMaxTopK = 64;  // routed slots staged in shared memory (the launcher checks top_k)
 
