@@ -15,6 +15,7 @@ Runner (workbench.runner) owns the session and the results; Engine does the CUDA
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import time
 from collections.abc import Callable
@@ -78,6 +79,8 @@ class BankStore:
                 f"{free / 2**30:.1f} GiB is free; try --set hot, --no-reference, or fewer "
                 "--layers/--experts"
             )
+        self._warm_generation(kernel, layout)
+        gc.collect()  # objects dropped earlier (other kernels' banks) must not free memory inside the window
         torch.cuda.synchronize()
         torch.cuda.empty_cache()  # cached blocks would hide the allocation from NVML
         mon = self.e.r.monitor
@@ -106,6 +109,17 @@ class BankStore:
         self.e.r.session.record("memory", **rec)
         self.e.r.emit("memory", rec)
         return have
+
+    def _warm_generation(self, kernel: str, layout: str) -> None:
+        """Generate one tiny bank first: CUDA loads kernel images lazily, on first launch, and that
+        device memory would otherwise be counted as the first bank set's."""
+        from dataclasses import replace
+
+        from workbench.ops import make_bank
+
+        tiny = replace(self.e.shape, experts=1, top_k=1)
+        make_bank(tiny, kernel, layout, 0, DEVICE)
+        torch.cuda.synchronize()
 
     def release(self, keep: set[tuple[str, str]]) -> None:
         for key in list(self.banks):

@@ -176,7 +176,7 @@ def l2_bytes(device: int = 0) -> int | None:
 def _l2_from_cudart(device: int) -> int | None:
     import ctypes
 
-    attr_l2 = 89  # cudaDevAttrL2CacheSize in cuda_runtime_api.h
+    attr_l2 = 38  # cudaDevAttrL2CacheSize in cuda_runtime_api.h (enum cudaDeviceAttr)
     # torch has loaded libcudart already; dlopen by soname returns that copy.
     for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"):
         try:

@@ -163,6 +163,7 @@ class Runner:
         self.notes: list[str] = []
         self.session = None
         self.monitor = None
+        self.nvml_status: str | None = None  # "available" or why not, as it was while measuring
         self.clock_mhz: float | None = None  # the GPU's rated SM clock (torch), for calibration
 
     # ------------------------------------------------------------------ plumbing
@@ -199,6 +200,8 @@ class Runner:
         self.emit("session", writer.path)
         self.monitor.sink = writer.nvml
         self.monitor.start()
+        # stop() later rewrites the monitor's reason: keep what was true while measuring
+        self.nvml_status = self.monitor.reason or "available"
         if not self.monitor.available:
             self.note(self.monitor.reason)
         status, error = "complete", None
@@ -287,7 +290,7 @@ class Runner:
             "flagged": sum(r.outcome.flagged for r in self.results),
             "excluded": sum(r.outcome.excluded for r in self.results),
             "notes": list(self.notes),
-            "nvml": None if self.monitor is None else (self.monitor.reason or "available"),
+            "nvml": self.nvml_status,
         }
         if self.cfg.mode == "calibrate":
             out["calibration"] = calibration_summary(out["comparisons"], self.cfg.m, self.clock_mhz)
