@@ -257,6 +257,33 @@ def write_session(
     return w.path
 
 
+def write_calibration_session(
+    root: str | Path, seed: int = 0, spins: tuple[int, ...] = (0, 10, 20, 40, 80, 160, 320)
+) -> Path:
+    """A `workbench calibrate` session on W13 hot: B = A + a spin of ``spin`` cycles per CTA,
+    which costs 0.025 % per cycle (spin 40: +1 %), 6 pairs each; no NVML."""
+    rng = np.random.default_rng(seed)
+    config = {"mode": "calibrate", "shape": SHAPE.to_dict(), "calls": 48, "replays": 20}
+    config |= {"m": 0.01, "seed": seed, "comparisons": [f"w13/hot/spin={s}" for s in spins]}
+    env = {"gpu": {"name": "NVIDIA H200", "l2_bytes": L2_BYTES}, "nvml": "NVML unavailable"}
+    w = SessionWriter(Path(root), "calibrate", config=config, environment=env)
+    t, base = T0, _true_ms("w13", "hot", "b3-scalar", 48)
+    for spin in spins:
+        cmp_id = f"w13/hot/spin={spin}"
+        rec = {"id": cmp_id, "kernel": "w13", "set": "hot", "role": "calibration", "spin": spin}
+        rec |= {"a": "b3-scalar+spin=0", "b": f"b3-scalar+spin={spin}", "calls": 48}
+        rec |= {"replays": 20, "working_set_bytes": None, "l2_bytes": L2_BYTES, "graphs": 1}
+        w.record("comparison", t=t, **rec)
+        w.record("gate", t=t, cmp=cmp_id, ok=True, gated=False, kind="bit-identical")
+        for p in range(6):
+            for slot, arm in enumerate("ABBA" if p % 2 == 0 else "BAAB"):
+                ms = base * (1 + 0.00025 * spin * (arm == "B")) * rng.lognormal(0, 0.002)
+                t += 0.006
+                w.record("sample", t=t, cmp=cmp_id, pair=p, slot=slot, arm=arm, ms=ms)
+    w.finish("complete")
+    return w.path
+
+
 def _summary() -> dict:
     """A summary such as the runner stores; reports recompute everything and must ignore it."""
     return {"note": "runner summary (not read by report)", "w13/hot": {"median": 0.925}}

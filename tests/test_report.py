@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures_sessions import real_sessions, write_session
+from fixtures_sessions import real_sessions, write_calibration_session, write_session
 from scipy import stats as sps
 
 from workbench.cli import main
@@ -157,7 +157,7 @@ def test_known_effects_and_recommendation(synthetic):
     assert "**W2 + weighted sum: scalar** → `b3-scalar`" in md
     assert "Rule: Take the cooperative reader" in md
     assert "12/12 pairs favour the mix: **FASTER**" in md  # the step confirmation
-    assert "Numerics gate: 10 of 10 gated comparisons bit-identical." in md
+    assert "Numerics gate: 10 of 10 comparisons bit-identical." in md
     assert "`w2/hot/tinygemm` (not bit-identical by design): rel_l2 vs b3-coop" in md
     assert "0.0024, within tolerance" in md
     # one flagged-and-excluded sample in w13/rotating, one flagged-and-kept in w2/hot
@@ -256,6 +256,27 @@ def test_memory_allocated_in_steps_is_compared_per_bank(tmp_path):
     assert row[1] == "6 / 6"
     assert row[4] == f"{6 * page:,} B (12.0 MiB)"
     assert row[5] == "13,107,200 B (12.5 MiB)" and row[6] == "-4.0 %"
+
+
+def test_calibration_session(tmp_path):
+    md = render_report(write_calibration_session(tmp_path, seed=9))
+    verdicts = {}
+    for spin in (0, 10, 20, 40, 80, 160, 320):
+        row = _row(md, f"`w13/hot/spin={spin}`")
+        assert row[1] == "calibration"
+        verdicts[spin] = row[-1].strip("*")
+    assert verdicts[0] == "SAME" and verdicts[320] == "SLOWER"
+    spins = sorted(verdicts)
+    reliable = next(
+        s for i, s in enumerate(spins) if s and all(verdicts[x] == "SLOWER" for x in spins[i:])
+    )
+    change = _row(md, f"`w13/hot/spin={reliable}`")[5]
+    line = (
+        f"w13 / hot: smallest injected delay detected reliably: spin={reliable}, measured {change}"
+    )
+    assert line in md and "controls (spin 0): SAME" in md
+    assert "Numerics gate: 7 of 7 comparisons bit-identical." in md
+    assert "## Recommendation" not in md and "## Step confirmation" not in md
 
 
 def test_analysis_reads_m_from_the_config(synthetic):

@@ -209,7 +209,18 @@ def _draw_ratios(ax: Any, an: Analysis, rows: list[CmpResult]) -> None:
         Line2D([], [], ls="", marker="D", color="#888", mec="black", ms=6, label="median"),
         Line2D([], [], color="#888", lw=6, alpha=0.5, label="95 % CI of the median"),
     ]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8)
+    from matplotlib.transforms import offset_copy
+
+    # a fixed distance under the axes (below the x label), whatever the axes' height
+    below = offset_copy(ax.transAxes, fig=ax.figure, y=-30, units="points")
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0),
+        ncol=3,
+        fontsize=8,
+        bbox_transform=below,
+    )
 
 
 def _ratio_rows(an: Analysis) -> list[CmpResult]:
@@ -333,7 +344,7 @@ def _fig_distributions(an: Analysis) -> Any:
     s = an.session
     cells: dict[tuple[str, str], dict[str, list[float]]] = {}
     calls: dict[str, int] = {}
-    for r in an.by_role(*TIMING_ROLES):
+    for r in an.by_role(*TIMING_ROLES, "calibration"):
         calls.setdefault(r.kernel, r.calls)
         for x in s.samples_for(r.id):
             if x.get("excluded"):

@@ -8,6 +8,7 @@ it cites. ``analyse`` does the arithmetic (the plots use it too); ``render_repor
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -201,12 +202,14 @@ def _variant_order(names: Iterable[str]) -> list[str]:
     """Baseline first, then the readers with the scalar ones before the cooperative ones
     (for step mixes: fewer cooperative kernels first), peers last."""
 
-    def key(v: str) -> tuple[int, int, int, str]:
+    def key(v: str) -> tuple[int, int, int, list[tuple[int, str]]]:
+        # numbers compare as numbers: "spin=80" before "spin=160"
+        natural = [(int(x), "") if x.isdigit() else (0, x) for x in re.split(r"(\d+)", v)]
         if v == BASELINE:
-            return (0, 0, 0, v)
+            return (0, 0, 0, natural)
         if v in PEERS:
-            return (2, 0, 0, v)
-        return (1, v.count("coop"), -v.count("b4"), v)
+            return (2, 0, 0, natural)
+        return (1, v.count("coop"), -v.count("b4"), natural)
 
     return sorted(set(names), key=key)
 
@@ -285,6 +288,8 @@ def _verdict_table(an: Analysis) -> list[str]:
 
 def _recommendations(an: Analysis) -> list[str]:
     if not an.recommendations:
+        if an.by_role("calibration"):
+            return []  # a calibration session: nothing to recommend, by design
         return ["No main comparison (b3-scalar vs b3-coop) in this session: no recommendation."]
     out = []
     for kernel, rec in an.recommendations.items():
@@ -306,7 +311,7 @@ def _recommendations(an: Analysis) -> list[str]:
 def _confirmation(an: Analysis) -> list[str]:
     conf = an.by_role("confirm")
     if not conf:
-        return ["No step confirmation in this session."]
+        return [] if an.by_role("calibration") else ["No step confirmation in this session."]
     out = []
     for r in conf:
         v = r.verdict
@@ -378,6 +383,8 @@ def _memory(an: Analysis) -> list[str]:
             "A bank is one layer's experts. NVML counts whole pages, so a measured figure is "
             "rounded to a few MiB.",
         ]
+    elif an.by_role("calibration"):
+        return []  # calibration measures time only
     else:
         out.append("No memory records with both layouts in this session.")
     s = an.session.config.get("shape")
@@ -423,26 +430,69 @@ def _working_set(an: Analysis) -> list[str]:
 
 
 def _numerics(an: Analysis) -> list[str]:
-    """Gate records: bit-identity for the readers; peers (bf16) are checked against a tolerance."""
-    exact = [r for r in an.results if r.gates and all(g.get("gated", True) for g in r.gates)]
-    bad = [f"`{r.id}`" for r in exact if not r.gate_ok]
-    line = f"Numerics gate: {len(exact) - len(bad)} of {len(exact)} gated comparisons bit-identical"
-    if bad:
-        line += "; **FAILED**: " + ", ".join(bad)
-    lines = [line + "."]
+    """Gate records: bit-identity of the readers; the bf16 peer is checked against a tolerance.
+    ``gated: false`` means the check did not block timing; its result is still reported."""
+    exact, loose = [], []
     for r in an.results:
-        loose = [g for g in r.gates if not g.get("gated", True)]
-        if loose:
-            g = loose[-1]
-            err = g.get("rel_l2")
-            state = "within tolerance" if g.get("ok") else "**outside tolerance**"
-            kind = g.get("kind") or "tolerance check"
-            val = "n/a" if err is None else f"{err:.2g}"
-            lines.append(f"`{r.id}` (not bit-identical by design): {kind}: {val}, {state}.")
+        for g in r.gates:
+            exact_kind = (g.get("kind") or "bit-identical") == "bit-identical"
+            (exact if exact_kind else loose).append((r, g))
+    ids = {r.id for r, _ in exact}
+    bad = sorted({r.id for r, g in exact if not g.get("ok")})
+    line = f"Numerics gate: {len(ids) - len(bad)} of {len(ids)} comparisons bit-identical"
+    lines = [line + ("; **DIFFER**: " + ", ".join(f"`{i}`" for i in bad) if bad else "") + "."]
+    for r, g in loose:
+        err = g.get("rel_l2")
+        val = "n/a" if err is None else f"{err:.2g}"
+        state = "within tolerance" if g.get("ok") else "**outside tolerance**"
+        lines.append(f"`{r.id}` (not bit-identical by design): {g.get('kind')}: {val}, {state}.")
     ungated = [f"`{r.id}`" for r in an.results if not r.gates]
     if ungated:
-        lines.append(f"No numerics gate recorded for {', '.join(ungated)}.")
-    return [" ".join(lines)] if len(lines) == 1 else [lines[0], "", *(f"- {x}" for x in lines[1:])]
+        lines.append(f"No numerics check recorded for {', '.join(ungated)}.")
+    return lines[:1] + ([""] + [f"- {x}" for x in lines[1:]] if len(lines) > 1 else [])
+
+
+def _spin(r: CmpResult) -> int:
+    """Injected extra work of a calibration arm: the record's "spin", else "+spin=N" in B."""
+    if isinstance(r.cmp.get("spin"), int):
+        return r.cmp["spin"]
+    tail = str(r.cmp["b"]).rpartition("+spin=")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _calibration(an: Analysis) -> list[str]:
+    """Smallest injected delay detected reliably: SLOWER at that spin and every larger one."""
+    cal = an.by_role("calibration")
+    if not cal:
+        return []
+    groups: dict[tuple[str, str], list[CmpResult]] = {}
+    for r in sorted(cal, key=_spin):
+        groups.setdefault((r.kernel, r.set), []).append(r)
+    out = []
+    for (kernel, st), rs in groups.items():
+        found = next(
+            (
+                r
+                for i, r in enumerate(rs)
+                if _spin(r) > 0 and all(x.verdict.verdict == "SLOWER" for x in rs[i:])
+            ),
+            None,
+        )
+        controls = [r.verdict.verdict for r in rs if _spin(r) == 0]
+        res = (
+            f"spin={_spin(found)}, measured {fmt_pct(found.verdict.median)}"
+            if found
+            else "none (no spin was detected SLOWER together with every larger one)"
+        )
+        out.append(
+            f"- {kernel} / {st}: smallest injected delay detected reliably: {res}; "
+            f"controls (spin 0): {', '.join(controls) or 'none'}"
+        )
+    return out + [
+        "",
+        "Reliably = that spin's comparison is SLOWER and so is every larger one; the control "
+        "(B = A) should read SAME or AMBIGUOUS, never FASTER/SLOWER.",
+    ]
 
 
 def provenance_line(session: Session) -> str:
@@ -514,6 +564,7 @@ def render_report(
     sections = [
         ("Operator results", _seed_tables(an)),
         ("Verdicts", _verdict_table(an) + [""] + _numerics(an)),
+        ("Calibration", _calibration(an)),
         ("Recommendation", _recommendations(an)),
         ("Step confirmation", _confirmation(an)),
         ("Metadata memory: measured vs computed", _memory(an)),
