@@ -111,15 +111,14 @@ class BankStore:
         return have
 
     def _warm_generation(self, kernel: str, layout: str) -> None:
-        """Generate one tiny bank first: CUDA loads kernel images lazily, on first launch, and that
-        device memory would otherwise be counted as the first bank set's."""
-        from dataclasses import replace
-
+        """Generate and drop one full-size bank first: CUDA loads kernel images lazily and the
+        allocator sets itself up on first use; that one-time device memory would otherwise be
+        counted as the first bank set's."""
         from workbench.ops import make_bank
 
-        tiny = replace(self.e.shape, experts=1, top_k=1)
-        make_bank(tiny, kernel, layout, 0, DEVICE)
+        bank = make_bank(self.e.shape, kernel, layout, 0, DEVICE)
         torch.cuda.synchronize()
+        del bank
 
     def release(self, keep: set[tuple[str, str]]) -> None:
         for key in list(self.banks):
@@ -200,6 +199,9 @@ class Engine:
                 groups[-1][1].append(c)
             else:
                 groups.append((c.kernel, [c]))
+        # Every bank of the run first, b3 before b4 per kernel, before any graph or release: the
+        # NVML memory records then measure the banks alone.
+        self._prepare_banks(plan)
         for i, (_, cmps) in enumerate(groups):
             self._prepare_banks(cmps)
             for c in cmps:
