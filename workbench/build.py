@@ -183,8 +183,8 @@ def _import_library(name: str, lib_path: str) -> ModuleType:
 _LOADED: dict[str, ModuleType] = {}
 
 
-def _cached(v: Variant, arch: str) -> BuildResult | None:
-    name = build_name(v, arch)
+def _cached(v: Variant, arch: str, name: str | None = None) -> BuildResult | None:
+    name = name or build_name(v, arch)
     bdir = cache_root() / name
     meta_path = bdir / BUILD_META
     if not meta_path.exists():
@@ -214,12 +214,12 @@ def build_variant(v: Variant, *, load: bool = True, max_jobs: int | None = None)
     arch = target_arch()
     res = _cached(v, arch)
     if res is None:
-        _build_in_child(v, arch, max_jobs)
-        res = _cached(v, arch)
+        # The child names what it built: if csrc/ changed meanwhile, that is the older sources' build.
+        built = _build_in_child(v, arch, max_jobs)
+        res = _cached(v, arch, built)
         if res is None:
             raise BuildError(
-                f"build of {v.name} finished but its library is not where the current sources say "
-                f"(were csrc/ files edited during the build?): run the build again"
+                f"build of {v.name} finished but left no library in {cache_root() / built}"
             )
         res.cache_hit = False
     if load:
@@ -246,7 +246,7 @@ def build_many(
     return results
 
 
-def _build_in_child(v: Variant, arch: str, max_jobs: int | None) -> None:
+def _build_in_child(v: Variant, arch: str, max_jobs: int | None) -> str:
     home = cuda_home()
     if home is None:
         raise BuildError(
@@ -262,6 +262,12 @@ def _build_in_child(v: Variant, arch: str, max_jobs: int | None) -> None:
         raise BuildError(
             f"build of {v.name} failed (sm_{arch.replace('.', '')}):\n{error_excerpt(log)}", log
         )
+    built = [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("WB_BUILT ")]
+    if not built:
+        raise BuildError(
+            f"build of {v.name}: the build process did not say what it built", proc.stdout
+        )
+    return built[-1]
 
 
 def error_excerpt(log: str, limit: int = 25) -> str:
@@ -330,6 +336,7 @@ def _child_main(argv: list[str]) -> int:
         "log": log[-20000:],
     }
     (bdir / BUILD_META).write_text(json.dumps(meta, indent=1))
+    print(f"WB_BUILT {name}", flush=True)
     return 0
 
 
