@@ -181,13 +181,15 @@ def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
 _MEMO: dict = {}  # the simulated kernels compute each distinct call once (speed only)
 
 
-def _compute(kernel, inp, weights, out, rw, dtype=torch.float32, key=None):
+def _compute(kernel, inp, weights, out, rw, dtype=torch.float32, key=None, keep=()):
+    """Memoized on object ids: `keep` holds the keyed objects alive, so a freed tensor's id cannot
+    be reused by a new one and hit a stale entry."""
     if key is not None and key in _MEMO:
-        out.copy_(_MEMO[key])
+        out.copy_(_MEMO[key][0])
         return
     _compute_now(kernel, inp, weights, out, rw, dtype)
     if key is not None:
-        _MEMO[key] = out.clone()
+        _MEMO[key] = (out.clone(), keep)
 
 
 def _compute_now(kernel, inp, weights, out, rw, dtype):
@@ -217,7 +219,13 @@ class FakeKernelOp:
         assert out.dtype == torch.float16 and ids.dtype == torch.int32
         key = (id(inp), id(bank.weights), tuple(ids.tolist()), "exact")
         _compute(
-            self.variant.kernel, inp, bank.weights.index_select(0, ids.long()), out, rw, key=key
+            self.variant.kernel,
+            inp,
+            bank.weights.index_select(0, ids.long()),
+            out,
+            rw,
+            key=key,
+            keep=(inp, bank.weights),
         )
         if self.variant.name in self.broken:
             out.view(torch.int16).view(-1)[3] ^= 1
@@ -241,7 +249,9 @@ class FakePeer:
         idx = torch.tensor(self.experts, dtype=torch.long)
         key = (id(inp), id(self.bank.weights), tuple(self.experts), "bf16")
         w = self.bank.weights.index_select(0, idx)
-        _compute(self.kernel, inp, w, out, rw, torch.bfloat16, key=key)
+        _compute(
+            self.kernel, inp, w, out, rw, torch.bfloat16, key=key, keep=(inp, self.bank.weights)
+        )
         Clock.t += PEER_US / 1000
 
 
