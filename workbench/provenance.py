@@ -70,7 +70,15 @@ def git_info(repo: str | os.PathLike | None = None) -> dict[str, Any]:
     cwd = Path(repo) if repo is not None else REPO_ROOT
     commit = _git(["rev-parse", "HEAD"], cwd)
     if commit is None:
-        return {"commit": None, "dirty": None, "branch": None}
+        # A copy of the tree without .git (e.g. shipped to a GPU machine): the sender may say which
+        # commit it is; the source SHA-256 hashes pin the kernels either way.
+        told = os.environ.get("WORKBENCH_COMMIT") or None
+        return {
+            "commit": told,
+            "dirty": None,
+            "branch": None,
+            "commit_source": "WORKBENCH_COMMIT" if told else None,
+        }
     status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
     branch = _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
     return {"commit": commit, "dirty": None if status is None else bool(status), "branch": branch}
