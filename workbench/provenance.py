@@ -77,7 +77,6 @@ def git_info(repo: str | os.PathLike | None = None) -> dict[str, Any]:
             "commit": told,
             "dirty": None,
             "branch": None,
-            "commit_source": "WORKBENCH_COMMIT" if told else None,
         }
     status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
     branch = _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
