@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from workbench import cli, engine, graphs, runner
-from workbench.errors import BuildError
+from workbench.errors import BadArgument, BuildError
 from workbench.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -517,9 +517,23 @@ def test_calibrate_end_to_end(device, capsys, tmp_path):
     assert cal["resolution"]["effect_pct"] == pytest.approx(80 / SM_MHZ / 2.0 * 100, rel=0.2)
     sess = load_session(s["session"])
     assert {c["role"] for c in sess.comparisons} == {"calibration"}
-    assert sess.comparisons[1]["b"] == "b3-scalar+spin=4"
+    # both arms spin (default base 256 cycles), so they run the same code; the record says what B adds
+    assert sess.comparisons[1]["a"] == "b3-scalar+spin=256"
+    assert sess.comparisons[1]["b"] == "b3-scalar+spin=260" and sess.comparisons[1]["spin"] == 4
     assert all(not math.isnan(x["ms"]) for x in sess.samples)
     assert "resolution" in err
+
+
+def test_calibrate_base_spin_zero_keeps_a_without_spin():
+    from workbench.commands.calibrate import plan_calibration
+
+    plan = plan_calibration(["w2"], ["hot"], "b3-scalar", (0, 40), base_spin=0)
+    assert [(c.a.name, c.b.name) for c in plan] == [
+        ("b3-scalar+spin=0", "b3-scalar+spin=0"),
+        ("b3-scalar+spin=0", "b3-scalar+spin=40"),
+    ]
+    with pytest.raises(BadArgument, match="--base-spin -1"):
+        plan_calibration(["w2"], ["hot"], "b3-scalar", (0, 40), base_spin=-1)
 
 
 def test_plots_are_drawn_and_a_failure_is_not_fatal(device, monkeypatch, capsys, tmp_path):

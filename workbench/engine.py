@@ -285,6 +285,8 @@ class Engine:
             "a": c.a.name, "b": c.b.name, "calls": cfg.calls, "replays": cfg.replays,
             "seed": cfg.seed, **geom.to_record(),
         }  # fmt: skip
+        if c.role == "calibration":
+            record["spin"] = c.b.spin - c.a.spin  # injected cycles per CTA beyond A's own spin
         r.session.record("comparison", **record)
         r.emit("comparison", record)
         cycle = Cycle(geom.graphs)
