@@ -1,17 +1,99 @@
-"""`workbench build` (not implemented yet)."""
+"""`workbench build`: build every variant (cached, in parallel) and list its ptxas report."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
-from workbench.commands._stub import not_implemented
-
-HELP = "build (not implemented yet)"
+HELP = "build every kernel variant (cached, parallel) and list build time, cache state and ptxas report"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    pass
+    p.add_argument("--kernel", default="w13,w2", help="comma list of w13, w2 (default both)")
+    p.add_argument("--no-calib", action="store_true", help="skip the calibration builds")
+    p.add_argument(
+        "--jobs", type=int, default=None, help="parallel compile jobs (default $MAX_JOBS or cores)"
+    )
+    p.add_argument(
+        "--log", metavar="VARIANT", help="print the compiler log of one variant, e.g. w13:b3-coop"
+    )
+    p.add_argument(
+        "--sm70",
+        action="store_true",
+        help="also compile for sm_70 with NVRTC 12 + ptxas 12 (dev extra)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable list on stdout")
+
+
+def _variants(args: argparse.Namespace):
+    from workbench.plan import parse_list
+    from workbench.variants import all_variants
+
+    kernels = parse_list(args.kernel, ("w13", "w2"), "--kernel")
+    return [v for v in all_variants(calib=not args.no_calib) if v.kernel in kernels]
 
 
 def run(args: argparse.Namespace) -> int:
-    return not_implemented("build", 3)
+    from workbench.errors import BadArgument
+
+    if args.jobs is not None and args.jobs < 1:
+        raise BadArgument(f"--jobs {args.jobs} must be >= 1")
+    variants = _variants(args)
+    if args.log:
+        match = [v for v in variants if v.name == args.log]
+        if not match:
+            raise BadArgument(
+                f"--log {args.log!r} is not a variant; known: {', '.join(v.name for v in variants)}"
+            )
+    from workbench.build import build_many, target_arch
+
+    arch = target_arch()
+    print(f"building {len(variants)} variants for sm_{arch.replace('.', '')} ...", file=sys.stderr)
+    results = build_many(variants, max_jobs=args.jobs, load=False)
+    if args.log:
+        print(next(r for r in results if r.variant.name == args.log).log)
+        return 0
+    sm70 = {}
+    if args.sm70:
+        from workbench.portable import compile_sm70
+
+        sm70 = {v.name: compile_sm70(v) for v in variants}
+    rows = []
+    for r in results:
+        p = r.ptxas
+        row = {
+            "variant": r.variant.name, "cache": "hit" if r.cache_hit else "built",
+            "build_seconds": r.seconds, "arch": p.get("arch"), "registers": p.get("registers"),
+            "spill_stores": p.get("spill_stores"), "spill_loads": p.get("spill_loads"),
+            "stack": p.get("stack"), "smem": p.get("smem"), "lib_sha256": r.lib_sha256,
+        }  # fmt: skip
+        if r.variant.name in sm70:
+            s = sm70[r.variant.name]
+            row["sm70"] = {
+                k: s.get(k) for k in ("registers", "spill_stores", "spill_loads", "stack", "smem")
+            }
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"variants (sm_{arch.replace('.', '')})")
+    cols = ["variant", "cache", "build s", "regs", "spills (st/ld B)", "stack B", "smem B"]
+    if sm70:
+        cols.append("sm_70 regs / spills")
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("variant", "cache") else "right", no_wrap=True)
+    for row in rows:
+        cells = [
+            row["variant"], row["cache"], f"{row['build_seconds']:.1f}", str(row["registers"]),
+            f"{row['spill_stores']}/{row['spill_loads']}", str(row["stack"]), str(row["smem"]),
+        ]  # fmt: skip
+        if sm70:
+            s = row["sm70"]
+            cells.append(f"{s['registers']} / {s['spill_stores']}")
+        t.add_row(*cells)
+    Console(width=max(Console().width, 110)).print(t)
+    return 0
