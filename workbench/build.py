@@ -208,6 +208,12 @@ def _cached(v: Variant, arch: str, name: str | None = None) -> BuildResult | Non
     )
 
 
+def cached_build(v: Variant) -> BuildResult | None:
+    """The cached build of `v` for the current sources and target, if there is one (no compiling,
+    no loading): what a variant list shows as "cached"."""
+    return _cached(v, target_arch())
+
+
 def build_variant(v: Variant, *, load: bool = True, max_jobs: int | None = None) -> BuildResult:
     """Build (or find in the cache) one variant; import it when `load`. Raises BuildError."""
     t0 = time.perf_counter()

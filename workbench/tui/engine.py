@@ -98,7 +98,7 @@ class EngineBackend:
         rows = []
         for v in variants.all_variants():
             try:
-                cached = build._cached(v, build.target_arch())
+                cached = build.cached_build(v)
             except Exception:  # no torch here: the cache key needs its version
                 cached = None
             rows.append(_row(v, "cached" if cached else "not built", cached))
