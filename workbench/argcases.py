@@ -151,7 +151,11 @@ def _common(kernel: str, act: str, other_layout_width: int) -> list[tuple[str, C
         ),
         (f"{act} dtype", _set(act, lambda t: t.float()), f"'{act}' must be Half"),
         (f"{act} contiguous", _set(act, _noncontig), f"'{act}' must be contiguous"),
-        (f"{act} aligned", _set(act, lambda t: _misaligned(t, 2)), f"'{act}' must start 16-byte aligned"),
+        (
+            f"{act} aligned",
+            _set(act, lambda t: _misaligned(t, 2)),
+            f"'{act}' must start 16-byte aligned",
+        ),
         ("out dtype", _set("out", lambda t: t.float()), "'out' must be Half"),
         ("out contiguous", _set("out", _noncontig), "'out' must be contiguous"),
         ("splits zero", _set("splits", lambda v: 0), "'splits' = 0"),
