@@ -16,14 +16,14 @@ import torch
 
 from workbench.errors import BadArgument
 from workbench.layouts import NIBBLE_OF_ELEMENT
+from workbench.synthetic import SCALE_RANGE  # one definition of the realistic ranges (DESIGN §3)
 from workbench.variants import RECORD_BYTES, Variant
 
 if TYPE_CHECKING:
     from workbench.shapes import Shape
 
 GROUP = 32
-SCALE_RANGE = (1e-3, 1e-2)  # realistic AWQ scales, log-uniform (DESIGN §3)
-ZERO_MAX = 15  # 4-bit zero points
+ZERO_MAX = 15  # 4-bit zero points, as synthetic.expert_weights draws them
 MAX_SPLITS = 32  # csrc/kernels/awq_meta.cuh kMaxSplits
 _EXPERT_CHUNK = 64  # experts generated at a time: bounds the temporary [chunk, K, N] uint8 tensor
 

@@ -3,6 +3,8 @@
 Each kind of data draws from its own stream, ``np.random.default_rng([seed, STREAM])``, so the
 weights, activations and routing made from one seed are independent of each other, and the
 same seed always gives the same data on every machine (NumPy's PCG64 is platform-stable).
+Timing runs draw whole banks on the GPU instead (`ops.make_bank`, gigabytes per run): the same
+distributions from these constants, through torch's generator, so not the same bits.
 """
 
 from __future__ import annotations
