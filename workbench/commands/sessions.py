@@ -1,4 +1,5 @@
-"""`workbench sessions list | show SESSION | compare A B`: browse and compare saved sessions.
+"""`workbench sessions list | show SESSION | compare A B | pool S1 S2 ...`: browse, compare and
+pool saved sessions (pool: verdicts that must hold in every replicate run, workbench/replicates.py).
 
 SESSION is a path to a session folder (or its session.json), a folder name under --root, a
 unique part of one (e.g. the slug or the timestamp), or "latest".
@@ -41,6 +42,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     cmp.add_argument("a", metavar="A")
     cmp.add_argument("b", metavar="B")
+    pool = sub.add_parser(
+        "pool",
+        parents=[common, stats],
+        help="replicate runs of one configuration: a verdict only where every session agrees",
+    )
+    pool.add_argument("sessions", metavar="SESSION", nargs="+")
 
 
 def resolve(arg: str, root: str | Path) -> Path:
@@ -282,5 +289,46 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pool(args: argparse.Namespace) -> int:
+    from workbench.replicates import pool_sessions
+    from workbench.session import load_session
+
+    sessions = [load_session(resolve(a, args.root)) for a in args.sessions]
+    p = pool_sessions(sessions, args.m)
+    if args.json:
+        _dump(
+            {
+                "sessions": [str(s.path) for s in sessions],
+                "comparisons": [r.to_dict() for r in p.rows],
+                "recommendations": [r.to_dict() for r in p.recommendations],
+                "warnings": p.warnings,
+                "method": p.method,
+            }
+        )
+    else:
+        for i, s in enumerate(sessions, 1):
+            print(f"{i}  {s.path.name}  ({s.status}, {s.gpu_name or 'unknown GPU'})")
+        rows = [["comparison", "session medians B/A", "range", "session verdicts", "pooled"]]
+        rows += [
+            [
+                r.id,
+                " ".join(_f(x) for x in r.medians),
+                f"{_f(r.low)}..{_f(r.high)}",
+                ",".join(r.verdicts),
+                r.verdict,
+            ]  # fmt: skip
+            for r in p.rows
+        ]
+        print(_table(rows))
+        for rec in p.recommendations:
+            print(f"recommendation {rec.kernel}: {rec.decision} ({rec.arm})")
+            for e in rec.evidence:
+                print(f"    {e}")
+        print(f"method: {p.method}")
+    for w in p.warnings:
+        print(f"!! WARNING: {w}", file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    return {"list": _list, "show": _show, "compare": _compare}[args.action](args)
+    return {"list": _list, "show": _show, "compare": _compare, "pool": _pool}[args.action](args)

@@ -1,0 +1,67 @@
+"""Pooling replicate sessions: a verdict only where every session agrees (workbench/replicates.py)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from fixtures_sessions import write_session
+
+from workbench import cli
+from workbench.compare import analyse
+from workbench.errors import BadArgument
+from workbench.replicates import VARIES, pool_sessions
+from workbench.session import load_session
+
+REPO = Path(__file__).resolve().parent.parent
+# Three default runs on the H200 from the same sources (README, "How much to trust one session").
+H200_RUNS = ["20261129T110348Z_default", "20261129T110916Z_default", "20261129T111117Z_ab"]
+
+
+def _real():
+    paths = [REPO / "sessions" / n for n in H200_RUNS]
+    if not all(p.exists() for p in paths):
+        pytest.skip("the committed H200 sessions are not here")
+    return [load_session(p) for p in paths]
+
+
+def test_real_h200_runs_disagree_on_w13_hot_only():
+    pool = pool_sessions(_real())
+    rows = {r.id: r for r in pool.rows}
+    assert pool.warnings == []  # same sources, shapes and protocol
+    assert rows["w13/hot"].verdicts == ["SLOWER", "SLOWER", "SAME"]
+    assert rows["w13/hot"].verdict == VARIES
+    assert rows["w13/hot"].low == pytest.approx(0.9977, abs=2e-4)
+    assert rows["w13/hot"].high == pytest.approx(1.0698, abs=2e-4)
+    for cid in ("w13/rotating", "w2/hot", "w2/rotating"):
+        assert rows[cid].verdict == "SLOWER", rows[cid]
+    recs = {r.kernel: r for r in pool.recommendations}
+    assert recs["w13"].decision == "scalar" and recs["w2"].decision == "scalar"
+    assert any("SLOWER, SLOWER, SAME" in e for e in recs["w13"].evidence)
+
+
+def test_agreeing_sessions_keep_their_verdict(tmp_path):
+    a = load_session(write_session(tmp_path, slug="a", seed=1))
+    b = load_session(write_session(tmp_path, slug="b", seed=2))
+    pool = pool_sessions([a, b])
+    single = {r.id: r.verdict.verdict for r in analyse(a)}
+    for r in pool.rows:
+        if len(set(r.verdicts)) == 1 and r.verdicts[0] != "AMBIGUOUS":
+            assert r.verdict == r.verdicts[0] == single[r.id]
+        else:
+            assert r.verdict == VARIES
+    assert len(pool.rows) == len(single)
+
+
+def test_pool_needs_two_sessions(tmp_path):
+    a = load_session(write_session(tmp_path, slug="a", seed=1))
+    with pytest.raises(BadArgument, match="at least 2 sessions"):
+        pool_sessions([a])
+
+
+def test_cli_pool_json(capsys):
+    _real()
+    code = cli.main(["sessions", "pool", *H200_RUNS, "--root", str(REPO / "sessions"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert {c["id"]: c["verdict"] for c in out["comparisons"]}["w13/hot"] == VARIES
+    assert [r["decision"] for r in out["recommendations"]] == ["scalar", "scalar"]

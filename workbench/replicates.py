@@ -1,0 +1,123 @@
+"""Verdicts over several sessions of the same run: the between-run uncertainty one session lacks.
+
+One session's confidence interval covers the noise between its ABBA pairs, not what changes from
+one process to the next (where the banks land in memory, for one). On the H200 three default runs
+of the same sources gave w13/hot ratios of 1.031, 1.070 and 0.998 while each CI was about ±0.02 %.
+So a claim for a pull request should hold in every replicate session.
+
+Rule (conservative, torch-free): per comparison id present in every session, the pooled verdict is
+FASTER, SLOWER or SAME only when every session reached that same verdict; otherwise VARIES, which
+counts as AMBIGUOUS for the recommendation. The reported range is the min and max of the session
+medians. Read "all agree" as a sign test on the session medians: with no true effect, all n
+medians fall on one side of 1 by chance with probability 2^(1-n) (3 sessions: 25 %, 6: 3 %), so
+a pooled verdict from few sessions is a consistency check, and six or more make it a claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from workbench.compare import analyse, compare_sessions, recommendations
+from workbench.errors import BadArgument
+from workbench.session import Session
+from workbench.stats import Recommendation, recommend
+
+VARIES = "VARIES"
+
+
+@dataclass
+class PooledComparison:
+    id: str
+    kernel: str
+    set: str
+    role: str
+    medians: list[float]  # one per session, in session order
+    verdicts: list[str]
+    verdict: str  # FASTER / SLOWER / SAME when every session agrees, else VARIES
+
+    @property
+    def low(self) -> float:
+        return float(min(self.medians))
+
+    @property
+    def high(self) -> float:
+        return float(max(self.medians))
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.medians))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "kernel": self.kernel, "set": self.set, "role": self.role,
+            "medians": self.medians, "verdicts": self.verdicts, "verdict": self.verdict,
+            "low": self.low, "high": self.high, "median": self.median,
+        }  # fmt: skip
+
+
+@dataclass
+class Pool:
+    sessions: list[Session]
+    rows: list[PooledComparison]
+    recommendations: list[Recommendation]
+    warnings: list[str] = field(default_factory=list)
+    method: str = __doc__.split("\n\n")[2].replace("\n", " ")
+
+
+def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
+    """Pooled verdicts and recommendations of `sessions` (two or more, same comparisons)."""
+    if len(sessions) < 2:
+        raise BadArgument(f"pool needs at least 2 sessions, got {len(sessions)}")
+    warnings: list[str] = []
+    for other in sessions[1:]:  # sources, shapes, protocol: the same checks as `compare`
+        for w in compare_sessions(sessions[0], other, m).warnings:
+            if w not in warnings:
+                warnings.append(w)
+    per = [{r.id: r for r in analyse(s, m)} for s in sessions]
+    rows = []
+    for cid, first in per[0].items():
+        if not all(cid in p for p in per):
+            continue
+        results = [p[cid] for p in per]
+        verdicts = [r.verdict.verdict for r in results]
+        same = verdicts[0] if len(set(verdicts)) == 1 and verdicts[0] != "AMBIGUOUS" else VARIES
+        rows.append(
+            PooledComparison(
+                cid,
+                first.cmp["kernel"],
+                first.cmp["set"],
+                first.cmp["role"],
+                [r.verdict.median for r in results],
+                verdicts,
+                same,
+            )  # fmt: skip
+        )
+    return Pool(sessions, rows, _recommend(rows, per[0]), warnings)
+
+
+def _recommend(rows: list[PooledComparison], first: dict) -> list[Recommendation]:
+    """The per-kernel rule of `stats.recommend` on the pooled verdicts (VARIES = AMBIGUOUS)."""
+    out = []
+    for rec in recommendations(list(first.values())):
+        kernel = rec.kernel
+        mains = [r for r in rows if r.kernel == kernel and r.role == "main"]
+        if not mains:
+            continue
+        verdicts = {}
+        for r in mains:
+            v0 = first[r.id].verdict
+            label = "AMBIGUOUS" if r.verdict == VARIES else r.verdict
+            reason = (
+                f"{len(r.medians)} sessions: " + ", ".join(r.verdicts)
+                + f"; session medians {r.low:.4f}..{r.high:.4f}"
+            )  # fmt: skip
+            verdicts[r.set] = replace(v0, verdict=label, median=r.median, reason=reason)
+        out.append(
+            recommend(
+                kernel, verdicts, a=first[mains[0].id].cmp["a"], b=first[mains[0].id].cmp["b"]
+            )
+        )
+    return out
