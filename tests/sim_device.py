@@ -1,0 +1,223 @@
+"""A simulated GPU for CPU tests of the measurement engine (tests only).
+
+torch.cuda's few entry points the engine uses are replaced by CPU fakes whose kernels compute real
+outputs on CPU tensors and advance a fake clock by a known cost per call, so the measured ratios
+of a run are known in advance. A test module's fixture calls `install(monkeypatch)`.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from workbench import engine, graphs
+
+
+class Clock:
+    t = 0.0  # ms
+
+
+# µs per kernel call of each (kernel, layout, reader): B/A ratios known in advance
+COST_US = {
+    ("w13", "b3", "scalar"): 2.0,
+    ("w13", "b3", "coop"): 1.9,  # 5 % faster
+    ("w13", "b4", "scalar"): 1.96,
+    ("w2", "b3", "scalar"): 1.5,
+    ("w2", "b3", "coop"): 1.65,  # 10 % slower
+    ("w2", "b4", "scalar"): 1.48,
+}
+PEER_US = 12.0
+SM_MHZ = 1980.0
+NOISE = 0.003  # multiplicative, per call
+
+
+class FakeEvent:
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t: float | None = None
+
+    def record(self, stream=None) -> None:
+        self.t = Clock.t
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return end.t - self.t
+
+
+class FakeGraph:
+    def __init__(self, issue) -> None:
+        self.issue = issue
+
+    def replay(self) -> None:
+        self.issue()
+
+    def reset(self) -> None:
+        self.issue = None
+
+
+def fake_capture(issue, warmup: int = 2):
+    for _ in range(warmup):
+        issue()
+    return FakeGraph(issue)
+
+
+@dataclass
+class FakeBank:
+    kernel: str
+    layout: str
+    K: int
+    N: int
+    experts: int
+    weights: torch.Tensor  # float32 [E, K, N] (decoded; the same for b4 and b3)
+    meta: torch.Tensor
+
+    @property
+    def nbytes(self) -> int:
+        return self.weights.numel() * 4 + self.meta.numel()
+
+
+def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
+    K, N = shape.dims(kernel)
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(shape.experts, K, N, generator=g) * 0.05
+    r = 4 if layout == "b4" else 3
+    meta = torch.randint(1, 255, (shape.experts, K // 32, N * r), generator=g, dtype=torch.uint8)
+    return FakeBank(kernel, layout, K, N, shape.experts, w, meta)
+
+
+_MEMO: dict = {}  # the simulated kernels compute each distinct call once (speed only)
+
+
+def _compute(kernel, inp, weights, out, rw, dtype=torch.float32, key=None, keep=()):
+    """Memoized on object ids: `keep` holds the keyed objects alive, so a freed tensor's id cannot
+    be reused by a new one and hit a stale entry."""
+    if key is not None and key in _MEMO:
+        out.copy_(_MEMO[key][0])
+        return
+    _compute_now(kernel, inp, weights, out, rw, dtype)
+    if key is not None:
+        _MEMO[key] = (out.clone(), keep)
+
+
+def _compute_now(kernel, inp, weights, out, rw, dtype):
+    w = weights.to(dtype).float()
+    if kernel == "w13":
+        acc = torch.einsum("k,jkn->jn", inp[0].float(), w)
+        n2 = acc.shape[1] // 2
+        out.copy_((torch.nn.functional.silu(acc[:, :n2]) * acc[:, n2:]).half())
+    else:
+        acc = torch.einsum("jk,jkn->jn", inp.float(), w)
+        out.copy_((acc * rw[:, None]).sum(0).half()[None])
+
+
+class FakeKernelOp:
+    broken: set[str] = set()  # variant names whose outputs get one flipped bit
+    rng = np.random.default_rng(0)
+    calls = 0
+
+    def __init__(self, variant, shape, device="cuda", spin_cycles=0) -> None:
+        self.variant, self.shape, self.spin = variant, shape, spin_cycles
+        self.cost_ms = (
+            COST_US[(variant.kernel, variant.layout, variant.reader)] + spin_cycles / SM_MHZ
+        ) / 1000
+
+    def __call__(self, inp, bank, ids, out, rw=None) -> None:
+        assert bank.kernel == self.variant.kernel and bank.layout == self.variant.layout
+        assert out.dtype == torch.float16 and ids.dtype == torch.int32
+        key = (id(inp), id(bank.weights), tuple(ids.tolist()), "exact")
+        _compute(
+            self.variant.kernel,
+            inp,
+            bank.weights.index_select(0, ids.long()),
+            out,
+            rw,
+            key=key,
+            keep=(inp, bank.weights),
+        )
+        if self.variant.name in self.broken:
+            out.view(torch.int16).view(-1)[3] ^= 1
+        FakeKernelOp.calls += 1
+        Clock.t += self.cost_ms * (1 + NOISE * self.rng.standard_normal())
+
+
+class FakePeer:
+    made: list = []
+
+    def __init__(self, kernel, shape, bank, experts) -> None:
+        assert bank.layout == "b3"
+        self.kernel, self.bank, self.experts = kernel, bank, list(experts)
+        FakePeer.made.append((kernel, id(bank), tuple(experts)))
+
+    @staticmethod
+    def supported() -> bool:
+        return True
+
+    def __call__(self, inp, bank, ids, out, rw=None) -> None:
+        idx = torch.tensor(self.experts, dtype=torch.long)
+        key = (id(inp), id(self.bank.weights), tuple(self.experts), "bf16")
+        w = self.bank.weights.index_select(0, idx)
+        _compute(
+            self.kernel, inp, w, out, rw, torch.bfloat16, key=key, keep=(inp, self.bank.weights)
+        )
+        Clock.t += PEER_US / 1000
+
+
+@dataclass
+class FakeBuild:
+    variant: object
+    lib_sha256: str = "ab" * 32
+    cache_hit: bool = True
+    log: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {"variant": self.variant.name, "cache_hit": True, "log": "", "ptxas": {}}
+
+
+def install(monkeypatch):
+    """Put the simulated GPU in place (undone with `monkeypatch`); returns the list of variants
+    that get built."""
+    from workbench import build
+    from workbench.ops import make_inputs
+
+    built: list = []
+
+    def build_many(variants, max_jobs=None, load=True):
+        built.extend(variants)
+        return [FakeBuild(v) for v in variants]
+
+    ops = types.ModuleType("workbench.ops")
+    ops.make_bank, ops.make_inputs = fake_make_bank, make_inputs
+    ops.KernelOp, ops.TinyGemmPeer = FakeKernelOp, FakePeer
+    monkeypatch.setitem(sys.modules, "workbench.ops", ops)
+    monkeypatch.setattr(build, "build_many", build_many)
+    props = types.SimpleNamespace(
+        name="Simulated H200", major=9, minor=0, multi_processor_count=132,
+        total_memory=140 << 30, L2_cache_size=40_000, clock_rate=1_980_000, uuid="sim",
+    )  # fmt: skip
+    cuda = torch.cuda
+    for name, value in {
+        "is_available": lambda: True,
+        "synchronize": lambda *a: None,
+        "empty_cache": lambda: None,
+        "memory_allocated": lambda *a: 0,
+        "mem_get_info": lambda *a: (100 << 30, 140 << 30),
+        "current_device": lambda: 0,
+        "get_device_properties": lambda *a: props,
+        "Event": FakeEvent,
+        "_sleep": lambda cycles: None,
+    }.items():
+        monkeypatch.setattr(cuda, name, value)
+    monkeypatch.setattr(engine, "DEVICE", "cpu")
+    monkeypatch.setattr(engine, "l2_bytes", lambda d=0: props.L2_cache_size)
+    monkeypatch.setattr(graphs, "capture", fake_capture)
+    FakeKernelOp.broken = set()
+    _MEMO.clear()
+    FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
+    FakePeer.made = []
+    return built
