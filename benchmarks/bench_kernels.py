@@ -134,9 +134,12 @@ def main() -> int:
         inputs = [make_inputs(shape, kernel, seed=100 + i) for i in range(a.calls * n_sets)]
         for layout in ("b4", "b3"):
             banks = [make_bank(shape, kernel, layout, seed=i) for i in range(a.calls * n_sets)]
-            arms = [x for x in ARMS if x.startswith(layout)] + (
-                ["tinygemm"] if layout == "b3" else []
+            wanted = a.arms.split(",")
+            arms = [x for x in [*ARMS, "tinygemm"] if x in wanted and x.startswith(layout)] + (
+                ["tinygemm"] if layout == "b3" and "tinygemm" in wanted else []
             )
+            if not arms:
+                continue
             for arm in arms:
                 row = bench_arm(
                     kernel, arm, shape, banks, inputs, n_sets, a.calls, a.replays, a.splits

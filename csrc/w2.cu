@@ -3,6 +3,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "checks.h"
+#include "launch.h"
 #include "kernels/w2.cuh"
 
 void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Tensor& meta,
@@ -56,11 +57,9 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   p.splits = static_cast<int>(splits);
   p.spin_cycles = spin_cycles;
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(splits));
-  const size_t smem = static_cast<size_t>((top_k * G + splits - 1) / splits + 1) * 32 * sizeof(float);
+  const size_t smem = static_cast<size_t>((top_k * G + splits - 1) / splits + 1) * 32 * sizeof(__half);
   WB_CHECK(smem <= 48 * 1024, op, "argument 'splits' = ", splits, " leaves ", smem,
            " bytes of activations per CTA (max 49152): use more splits");
-  auto stream = c10::cuda::getCurrentCUDAStream();
-  wb::w2_kernel<<<grid, wb::kWarps * 32, smem, stream>>>(p);
-  const cudaError_t err = cudaGetLastError();
-  TORCH_CHECK(err == cudaSuccess, std::string("w2: launch failed: ") + cudaGetErrorString(err));
+  wb::launch(op, wb::w2_kernel, grid, dim3(wb::kWarps * 32), smem, c10::cuda::getCurrentCUDAStream(),
+             weights.get_device(), dim3(1, static_cast<unsigned>(splits), 1), p);
 }

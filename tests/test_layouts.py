@@ -176,7 +176,7 @@ def test_dequantize_batched_equals_per_expert():
 
 def test_pack_round_trip_random():
     gen = torch.Generator().manual_seed(21)
-    for shape in [(32, 32), (96, 40), (2, 64, 8)]:
+    for shape in [(32, 32), (96, 64), (2, 64, 32), (2, 3, 64, 96)]:
         q = torch.randint(0, 16, shape, generator=gen, dtype=torch.uint8)
         p = pack_int4(q)
         assert p.dtype == torch.int32
@@ -185,32 +185,43 @@ def test_pack_round_trip_random():
 
 
 def test_pack_nibble_order_by_hand():
-    # element e of each word holds value e: nibbles 7..0 read 7,5,3,1,6,4,2,0
-    q = torch.tensor([e for _ in range(4) for e in range(8)], dtype=torch.uint8)[:, None]
-    p = pack_int4(q.expand(32, 3).contiguous())
-    assert (p.view(-1) == 0x75316420).all()
+    # lane 0 (t = 0), word c = column c: elements k = 0,1, 8,9, 16,17, 24,25 at nibbles 0,4,1,5,..
+    # Give element (p, e) of column 0 the value 2p + e: nibbles 7..0 read 7,5,3,1,6,4,2,0.
+    q = torch.zeros(32, 32, dtype=torch.uint8)
+    for p in range(4):
+        for e in range(2):
+            q[8 * p + e, 0] = 2 * p + e
+    w = pack_int4(q).numpy().view(np.uint32)
+    assert w[0, 0, 0] == 0x75316420
     assert NIBBLE_OF_ELEMENT == (0, 4, 1, 5, 2, 6, 3, 7)
 
 
-def test_pack_matches_loops_and_kernel_half2_extraction():
+def test_pack_matches_mma_fragments_and_kernel_half2_extraction():
+    """Entry (g, 32T + L) word c is what lane L = 4qd + t feeds to the m16n8k16 A fragment for
+    column 32T + 4qd + c: k = 2t + 8p + e; (word >> 4p) & 0x000F000F is the half2 of pair p."""
     gen = torch.Generator().manual_seed(8)
-    K, N = 64, 8
+    K, N = 64, 64
     q = torch.randint(0, 16, (K, N), generator=gen, dtype=torch.uint8)
     words = pack_int4(q).numpy().view(np.uint32)
     for g in range(K // 32):
         for n in range(N):
-            for j in range(4):
-                want = 0
-                for e in range(8):
-                    want |= int(q[32 * g + 8 * j + e, n]) << (4 * ((e // 2) + 4 * (e % 2)))
-                word = int(words[g, n, j])
-                assert word == want
-                # the kernel: (word >> 4p) & 0x000F000F = half2 lanes (q[2p], q[2p+1])
+            tile, lane = divmod(n, 32)
+            qd, t = divmod(lane, 4)
+            for c in range(4):
+                col = 32 * tile + 4 * qd + c
+                word = int(words[g, n, c])
                 for p in range(4):
                     pair = (word >> (4 * p)) & 0x000F000F
-                    k0 = 32 * g + 8 * j + 2 * p
-                    assert pair & 0xFFFF == int(q[k0, n])
-                    assert pair >> 16 == int(q[k0 + 1, n])
+                    k0 = 32 * g + 2 * t + 8 * p
+                    assert pair & 0xFFFF == int(q[k0, col])
+                    assert pair >> 16 == int(q[k0 + 1, col])
+
+
+def test_pack_n_must_fill_tiles():
+    with pytest.raises(BadArgument, match=r"N=40 is not a multiple of the 32-column tile"):
+        pack_int4(torch.zeros(32, 40, dtype=torch.uint8))
+    with pytest.raises(BadArgument, match=r"N=8 is not a multiple of the 32-column tile"):
+        unpack_int4(torch.zeros(1, 8, 4, dtype=torch.int32))
 
 
 # ---------------------------------------------------------------- validation

@@ -52,6 +52,7 @@ def test_inputs_are_fresh_and_poisoned():
 
 def test_default_splits_fill_the_gpu():
     # default shape on an H200: W13 has 5 tiles x 10 experts, W2 80 tiles
-    assert default_splits("w13", 2560, 320, 10, 132) == 8
+    assert default_splits("w13", 2560, 320, 10, 132) == 6
     assert default_splits("w2", 160, 2560, 10, 132) == 5
+    assert default_splits("w13", 2560, 320, 10, 1000) == 8  # capped at one portable cluster
     assert default_splits("w2", 64, 64, 1, 132) == 1  # never more splits than work

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import torch
 
 GROUP = 32
+TILE = 32  # columns per metadata tile and per packed weight tile (one warp)
 LAYOUTS = {"b4": 4, "b3": 3}  # layout name -> bytes per record
 # Nibble that holds element e (0..7) of a packed 32-bit word: pairs (2p, 2p+1) sit at nibbles
 # (p, p+4), so the kernel's one mask 0x000F000F after a shift by 4p yields a half2 of the pair.
@@ -196,23 +197,38 @@ def dequantize_records(q: torch.Tensor, scales: torch.Tensor, biases: torch.Tens
 # ---------------------------------------------------------------- kernel int4 packing
 
 
+def _check_n(name: str, n: int) -> None:
+    if n % TILE:
+        raise BadArgument(f"{name}: N={n} is not a multiple of the {TILE}-column tile")
+
+
+# Packed word (group g, tile T, lane L = 4*qd + t, word c) holds column 32T + 4qd + c at
+# k = 32g + 2t + 8p + e (pair p = 0..3, e = 0..1), element 2p + e at NIBBLE_OF_ELEMENT[2p + e]:
+# exactly the 8 weights lane L feeds into the m16n8k16 tensor-core fragments for that column.
+# Axes of q reshaped to [..., g, p, t, e, T, qd, c] -> packed order [..., g, T, qd, t, c, p, e].
+PACK_AXES = (0, 4, 5, 2, 6, 1, 3)
+
+
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
     """Pack ``q`` (torch.uint8 ``[..., K, N]``, 0..15) into the kernels' int32 ``[..., K/32, N, 4]``.
 
-    Group g, column n, word j holds k = 32g + 8j + e at nibble NIBBLE_OF_ELEMENT[e], so one
-    16-byte load per lane fetches a whole (group, column) of 32 weights.
+    Fragment order (docs/ARCHITECTURE.md): entry (g, 32T + L) is lane L's 16-byte load for group g
+    of column tile T; its word c holds column 32T + 4(L // 4) + c at k = 32g + 2(L % 4) + 8p + e,
+    element 2p + e at nibble NIBBLE_OF_ELEMENT[2p + e]. A warp's 512-byte load is one tile-group.
     """
     qn = as_array("q", q, "uint8")
     k, n = qn.shape[-2:]
     _check_k("q", k)
+    _check_n("q", n)
     _check_q(qn)
     lead = qn.shape[:-2]
-    # [..., g, j, e, n] -> [..., g, n, j, e]
-    blocks = qn.reshape(*lead, k // GROUP, 4, 8, n)
-    blocks = np.moveaxis(blocks, -1, -3).astype(np.uint32)
+    nl = len(lead)
+    blocks = qn.reshape(*lead, k // GROUP, 4, 4, 2, n // TILE, 8, 4)
+    blocks = blocks.transpose(*range(nl), *(nl + a for a in PACK_AXES)).astype(np.uint32)
+    blocks = blocks.reshape(*lead, k // GROUP, n // TILE, 8, 4, 4, 8)  # [.., g, T, qd, t, c, el]
     shifts = np.array([4 * p for p in NIBBLE_OF_ELEMENT], dtype=np.uint32)
     words = np.bitwise_or.reduce(blocks << shifts, axis=-1)
-    return to_tensor(words.astype(np.uint32).view(np.int32))
+    return to_tensor(words.reshape(*lead, k // GROUP, n, 4).astype(np.uint32).view(np.int32))
 
 
 def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
@@ -222,8 +238,13 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
         raise BadArgument(
             f"packed last dim must be 4 words, got shape {p.shape} ([..., K/32, N, 4])"
         )
-    shifts = np.array([4 * s for s in NIBBLE_OF_ELEMENT], dtype=np.uint32)
-    elems = (p.view(np.uint32)[..., None] >> shifts) & 0xF  # [..., g, n, j, e]
     g, n = p.shape[-3], p.shape[-2]
-    elems = np.moveaxis(elems, -3, -1)  # [..., g, j, e, n]
-    return to_tensor(elems.reshape(*p.shape[:-3], g * GROUP, n).astype(np.uint8))
+    _check_n("packed", n)
+    lead = p.shape[:-3]
+    nl = len(lead)
+    shifts = np.array([4 * s for s in NIBBLE_OF_ELEMENT], dtype=np.uint32)
+    elems = (p.view(np.uint32)[..., None] >> shifts) & 0xF  # [..., g, n, c, el]
+    elems = elems.reshape(*lead, g, n // TILE, 8, 4, 4, 4, 2)  # [.., g, T, qd, t, c, p, e]
+    inverse = tuple(PACK_AXES.index(a) for a in range(7))
+    elems = elems.transpose(*range(nl), *(nl + a for a in inverse))  # [.., g, p, t, e, T, qd, c]
+    return to_tensor(elems.reshape(*lead, g * GROUP, n).astype(np.uint8))

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from workbench.errors import BadArgument
-from workbench.layouts import NIBBLE_OF_ELEMENT
+from workbench.layouts import NIBBLE_OF_ELEMENT, PACK_AXES, TILE
 from workbench.synthetic import SCALE_RANGE  # one definition of the realistic ranges (DESIGN §3)
 from workbench.variants import RECORD_BYTES, Variant
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 GROUP = 32
 ZERO_MAX = 15  # 4-bit zero points, as synthetic.expert_weights draws them
-MAX_SPLITS = 32  # csrc/kernels/awq_meta.cuh kMaxSplits
+MAX_SPLITS = 8  # csrc/kernels/awq_meta.cuh kMaxSplits (one portable cluster)
 _EXPERT_CHUNK = 64  # experts generated at a time: bounds the temporary [chunk, K, N] uint8 tensor
 
 
@@ -65,12 +65,13 @@ class Bank:
 def pack_int4_torch(q: torch.Tensor) -> torch.Tensor:
     """uint8 [..., K, N] (0..15) -> int32 [..., K/32, N, 4]; same bits as layouts.pack_int4."""
     *lead, k, n = q.shape
-    blocks = (
-        q.reshape(*lead, k // GROUP, 4, 8, n).movedim(-1, -3).to(torch.int32)
-    )  # [.., g, n, j, e]
+    nl = len(lead)
+    blocks = q.reshape(*lead, k // GROUP, 4, 4, 2, n // TILE, 8, 4)  # [.., g, p, t, e, T, qd, c]
+    blocks = blocks.permute(*range(nl), *(nl + a for a in PACK_AXES)).to(torch.int32)
+    blocks = blocks.reshape(*lead, k // GROUP, n, 4, 8)  # [.., g, n = (T, qd, t), c, el]
     words = torch.zeros(blocks.shape[:-1], dtype=torch.int32, device=q.device)
-    for e, nib in enumerate(NIBBLE_OF_ELEMENT):
-        words |= blocks[..., e] << (4 * nib)  # bit 31 may be set: int32 wraps like the u32 it is
+    for el, nib in enumerate(NIBBLE_OF_ELEMENT):
+        words |= blocks[..., el] << (4 * nib)  # bit 31 may be set: int32 wraps like the u32 it is
     return words
 
 
@@ -135,14 +136,16 @@ def make_inputs(shape: Shape, kernel: str, seed: int, device: str | torch.device
 
 
 def default_splits(kernel: str, K: int, N: int, top_k: int, sms: int) -> int:
-    """Split-K factor: about three 4-warp CTAs per SM, each warp keeping >= 1 group (a decode
-    GEMV has too few output tiles to fill an H200 otherwise: W13 at the default shape has 50)."""
+    """Split-K factor: a decode GEMV has too few output tiles to fill a big GPU (W13 at the default
+    shape has 50), so each tile's K is split across the CTAs of one cluster. Aim: about 2.25
+    eight-warp W13 CTAs or 3 four-warp W2 CTAs per SM (the best of a split sweep on an H200:
+    benchmarks/results/README.md), each warp keeping >= 1 group, at most one portable cluster."""
     G = K // GROUP
     if kernel == "w13":
-        tiles, work = (N // 64) * top_k, G
+        tiles, work, per_sm = (N // 64) * top_k, G, 2.25
     else:
-        tiles, work = N // 32, top_k * G
-    want = max(1, round(3 * sms / max(1, tiles)))
+        tiles, work, per_sm = N // 32, top_k * G, 3.0
+    want = max(1, round(per_sm * sms / max(1, tiles)))
     return int(max(1, min(want, work // 4 if work >= 4 else 1, MAX_SPLITS)))
 
 

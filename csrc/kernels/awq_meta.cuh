@@ -30,27 +30,19 @@ constexpr int kGroup = 32;        // AWQ group size: one record per 32 weights o
 constexpr int kTileCols = 32;     // one record tile = 32 consecutive columns = one warp, lane = column
 constexpr unsigned kFullMask = 0xffffffffu;
 
-struct Meta {
-  __half2 scale;  // scale broadcast to both halves, for __hfma2
-  __half2 bias;
-};
-
+// A decoded record as one word, the 4-byte record's format: scale bits | bias bits << 16.
 // bias = fp16(fp16(-zero) * scale): one rounding, identical for both layouts (DESIGN §3).
-__device__ __forceinline__ Meta make_meta(unsigned short scale_bits, unsigned zero) {
+__device__ __forceinline__ unsigned make_meta(unsigned short scale_bits, unsigned zero) {
   const __half s = __ushort_as_half(scale_bits);
   const __half b = __hmul(__int2half_rn(-static_cast<int>(zero)), s);
-  return Meta{__half2half2(s), __half2half2(b)};
+  return static_cast<unsigned>(scale_bits) | (static_cast<unsigned>(__half_as_ushort(b)) << 16);
 }
 
 // Reads the record of column `lane` from a tile of 32 records starting at `tile` (4-byte aligned).
 // Must be called by all 32 lanes of the warp with the same `tile` (the cooperative reader shuffles).
-__device__ __forceinline__ Meta read_meta(const unsigned char* __restrict__ tile, int lane) {
+__device__ __forceinline__ unsigned read_meta(const unsigned char* __restrict__ tile, int lane) {
 #if defined(WB_LAYOUT_B4)
-  const unsigned rec = __ldg(reinterpret_cast<const unsigned*>(tile) + lane);
-  Meta m;
-  m.scale = __half2half2(__ushort_as_half(static_cast<unsigned short>(rec & 0xffffu)));
-  m.bias = __half2half2(__ushort_as_half(static_cast<unsigned short>(rec >> 16)));
-  return m;
+  return __ldg(reinterpret_cast<const unsigned*>(tile) + lane);
 #elif defined(WB_READER_SCALAR)
   const unsigned char* p = tile + 3 * lane;
   const unsigned lo = __ldg(p), hi = __ldg(p + 1), zero = __ldg(p + 2);
@@ -68,49 +60,144 @@ __device__ __forceinline__ Meta read_meta(const unsigned char* __restrict__ tile
 #endif
 }
 
-// The sum over the 32 weights of one (group, column) of float(w[k]) * xs[k] in FP32. `w` holds 4
-// words of 8 int4 values (docs/ARCHITECTURE.md packing: elements 2p, 2p+1 at nibbles p, p+4), so
-// one mask-and-or yields the half2 (1024 + q_2p, 1024 + q_2p+1). Each word accumulates on its own
-// (four short FMA chains instead of one long one), then ((w0 + w1) + (w2 + w3)): a fixed order,
-// the same in every variant.
-__device__ __forceinline__ float dot32(const uint4 w, const Meta m, const float* __restrict__ xs) {
-  const unsigned words[4] = {w.x, w.y, w.z, w.w};
-  const float4* x4 = reinterpret_cast<const float4*>(xs);  // 16-byte aligned: 32 floats per group
-  const __half2 magic = __half2half2(__ushort_as_half(0x6400));  // 1024.0: q is exact in its mantissa
-  float part[4];
+// ---------------------------------------------------------------------------------------------
+// Tensor-core dot product (docs/ARCHITECTURE.md, "fragment packing"). One warp covers one tile of
+// 32 columns for one group of 32 k. Lane L = 4*qd + t holds, in word c of its 16-byte load, the
+// 8 weights of column 4*qd + c at k = 2t + 8p + e (pair p = 0..3): the A fragments of two
+// m16n8k16 products per k-half, with A = weights (row = column) and B = activations replicated
+// over the 8 n columns, so every lane ends up with the sums of its quad's 4 columns.
+
+struct Acc {  // d[mb]: the m16n8k16 accumulator of m-block mb; d[mb][0] = column 2mb, d[mb][2] = 2mb+1
+  float d[2][4];
+};
+
+__device__ __forceinline__ Acc acc_zero() { return Acc{{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}}; }
+
+// The four records of lane L's quad: record of column 4*qd + cc comes from lane 4*qd + cc.
+struct QuadMeta {
+  unsigned r[4];
+};
+
+__device__ __forceinline__ QuadMeta quad_meta(unsigned rec, int lane) {
+  QuadMeta q;
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float4 xa = x4[2 * j], xb = x4[2 * j + 1];
-    const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-    float acc = 0.f;
-#pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const unsigned bits = ((words[j] >> (4 * p)) & 0x000f000fu) | 0x64006400u;
-      const __half2 q = __hsub2(*reinterpret_cast<const __half2*>(&bits), magic);  // exact
-      const __half2 wq = __hfma2(q, m.scale, m.bias);  // w = fp16(q*scale + bias), one rounding
-      const float2 wf = __half22float2(wq);
-      acc = fmaf(wf.x, xv[2 * p], acc);
-      acc = fmaf(wf.y, xv[2 * p + 1], acc);
-    }
-    part[j] = acc;
-  }
-  return (part[0] + part[1]) + (part[2] + part[3]);
+  for (int cc = 0; cc < 4; ++cc) q.r[cc] = __shfl_sync(kFullMask, rec, (lane & ~3) | cc);
+  return q;
 }
 
-// Stages n fp16 activations (n % 8 == 0, src 16-byte aligned) into shared memory as float with
-// 16-byte loads issued before any store, so the whole slice arrives in one memory round trip.
-__device__ __forceinline__ void stage_activations(float* __restrict__ dst, const __half* __restrict__ src,
-                                                  int n) {
-  const uint4* s4 = reinterpret_cast<const uint4*>(src);
-  for (int i = threadIdx.x; i < n / 8; i += blockDim.x) {
-    const uint4 v = __ldg(s4 + i);
-    const unsigned words[4] = {v.x, v.y, v.z, v.w};
+// The activation pairs lane t feeds to B: pair p = x[2t + 8p], x[2t + 8p + 1] as one half2 word.
+// Staged in shared memory as [group][t][p] words, so one 16-byte load per lane and group.
+struct XFrag {
+  unsigned p[4];
+};
+
+__device__ __forceinline__ XFrag load_xfrag(const uint4* __restrict__ xs, int group, int lane) {
+  const uint4 v = xs[group * 4 + (lane & 3)];
+  return XFrag{{v.x, v.y, v.z, v.w}};
+}
+
+// Dequantizes word `w` (8 weights of one column) with its record: pair p -> half2 register
+// fp16(q * scale + bias), one rounding. q is exact: (0x6400 | q) is 1024 + q as fp16, and
+// (0x6400 | q << 4) is 1024 + 16q, so q = that / 16 - 64 (exact) saves a shift per pair.
+__device__ __forceinline__ void dequant_word(unsigned w, unsigned rec, unsigned (&h)[4]) {
+  const __half2 s = __half2half2(__ushort_as_half(static_cast<unsigned short>(rec & 0xffffu)));
+  const __half2 b = __half2half2(__ushort_as_half(static_cast<unsigned short>(rec >> 16)));
+  const __half2 magic = __half2half2(__ushort_as_half(0x6400));      // 1024
+  const __half2 sixteenth = __half2half2(__ushort_as_half(0x2c00));  // 1/16
+  const __half2 neg64 = __half2half2(__ushort_as_half(0xd400));      // -64
+  const unsigned w8 = w >> 8;
+  const unsigned b0 = (w & 0x000f000fu) | 0x64006400u, b1 = (w & 0x00f000f0u) | 0x64006400u;
+  const unsigned b2 = (w8 & 0x000f000fu) | 0x64006400u, b3 = (w8 & 0x00f000f0u) | 0x64006400u;
+  __half2 q[4];
+  q[0] = __hsub2(*reinterpret_cast<const __half2*>(&b0), magic);
+  q[1] = __hfma2(*reinterpret_cast<const __half2*>(&b1), sixteenth, neg64);
+  q[2] = __hsub2(*reinterpret_cast<const __half2*>(&b2), magic);
+  q[3] = __hfma2(*reinterpret_cast<const __half2*>(&b3), sixteenth, neg64);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&words[k]));
-      dst[8 * i + 2 * k] = f.x;
-      dst[8 * i + 2 * k + 1] = f.y;
+  for (int p = 0; p < 4; ++p) {
+    const __half2 v = __hfma2(q[p], s, b);
+    h[p] = *reinterpret_cast<const unsigned*>(&v);
+  }
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// d += A * B for one m16n8k16 product with FP16 inputs and FP32 accumulation (sm_80+).
+__device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif
+
+// acc += the sums over one group of the quad's 4 columns. On sm_80+ four tensor-core products
+// (m-block mb = columns cc = 2mb, 2mb+1; k-half kh = pairs 2kh, 2kh+1), in a fixed order. Older
+// GPUs (sm_70/75) sum the lane's own 8 k in FP32 and finish_acc adds the quad's lanes.
+__device__ __forceinline__ void dot_group(const uint4 w, const QuadMeta& m, const XFrag& x, Acc& acc) {
+  const unsigned words[4] = {w.x, w.y, w.z, w.w};
+  unsigned h[4][4];
+#pragma unroll
+  for (int cc = 0; cc < 4; ++cc) dequant_word(words[cc], m.r[cc], h[cc]);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#pragma unroll
+  for (int mb = 0; mb < 2; ++mb)
+#pragma unroll
+    for (int kh = 0; kh < 2; ++kh)
+      mma16816(acc.d[mb], h[2 * mb][2 * kh], h[2 * mb + 1][2 * kh], h[2 * mb][2 * kh + 1],
+               h[2 * mb + 1][2 * kh + 1], x.p[2 * kh], x.p[2 * kh + 1]);
+#else
+#pragma unroll
+  for (int cc = 0; cc < 4; ++cc) {
+    float s = 0.f;
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      const float2 wf = __half22float2(*reinterpret_cast<const __half2*>(&h[cc][p]));
+      const float2 xf = __half22float2(*reinterpret_cast<const __half2*>(&x.p[p]));
+      s = fmaf(wf.x, xf.x, s);
+      s = fmaf(wf.y, xf.y, s);
     }
+    acc.d[cc >> 1][2 * (cc & 1)] += s;
+  }
+#endif
+}
+
+// After the last dot_group: on the FMA path, add the partial sums of the quad's 4 lanes.
+__device__ __forceinline__ void finish_acc(Acc& acc) {
+#if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+#pragma unroll
+  for (int mb = 0; mb < 2; ++mb)
+#pragma unroll
+    for (int i = 0; i < 4; i += 2) {
+      acc.d[mb][i] += __shfl_xor_sync(kFullMask, acc.d[mb][i], 1);
+      acc.d[mb][i] += __shfl_xor_sync(kFullMask, acc.d[mb][i], 2);
+    }
+#else
+  (void)acc;
+#endif
+}
+
+// The sum of column `lane` of the tile: lane 4*qd + t keeps column 4*qd + t of its quad's sums.
+__device__ __forceinline__ float acc_of_lane(const Acc& acc, int lane) {
+  const int t = lane & 3;
+  return t == 0 ? acc.d[0][0] : t == 1 ? acc.d[0][2] : t == 2 ? acc.d[1][0] : acc.d[1][2];
+}
+
+// Stages `groups` groups of 32 fp16 activations (src 16-byte aligned) into shared memory in
+// fragment order [group][t][p] (load_xfrag): each thread loads 16 bytes, i.e. pair p = i % 4 of
+// every t in group i / 4, and scatters its four words; all loads are issued before any store.
+__device__ __forceinline__ void stage_activations(uint4* __restrict__ dst, const __half* __restrict__ src,
+                                                  int groups) {
+  const uint4* s4 = reinterpret_cast<const uint4*>(src);
+  unsigned* d = reinterpret_cast<unsigned*>(dst);
+  for (int i = threadIdx.x; i < groups * 4; i += blockDim.x) {
+    const uint4 v = __ldg(s4 + i);
+    const int g = i >> 2, p = i & 3;  // k = 32g + 8p + 2t + e for word t of the 16 bytes
+    d[(g * 4 + 0) * 4 + p] = v.x;
+    d[(g * 4 + 1) * 4 + p] = v.y;
+    d[(g * 4 + 2) * 4 + p] = v.z;
+    d[(g * 4 + 3) * 4 + p] = v.w;
   }
 }
 
@@ -130,6 +217,28 @@ __device__ __forceinline__ void calibration_spin(long long cycles) {
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------
+// Launch-level helpers for sm_90: programmatic dependent launch (PDL) and thread-block clusters.
+// On older GPUs they compile to nothing and split-K combines through global memory instead.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define WB_SM90 1
+#endif
+
+// Start of every kernel. With PDL the launch of this grid overlaps the tail of the previous kernel
+// in the stream; nothing here reads or writes global memory before the previous grid has finished
+// and flushed (griddepcontrol.wait), so the overlap is only launch latency, never data. Then this
+// grid lets its own successor start launching. Without PDL both instructions return at once.
+__device__ __forceinline__ void kernel_prologue() {
+#ifdef WB_SM90
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");  // "I am running" (combine_splits)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+constexpr int kMaxSplits = 8;  // split-K CTAs of one output row: one portable cluster (the launcher checks)
+
+#ifndef WB_SM90
 // One atomic add with acquire-release semantics at GPU scope (PTX ISA 6.0, sm_70+): cheaper than
 // the sequentially consistent fences of __threadfence(), and all the ordering split-K needs.
 __device__ __forceinline__ unsigned atomic_add_acq_rel_gpu(unsigned* p, unsigned v) {
@@ -137,18 +246,47 @@ __device__ __forceinline__ unsigned atomic_add_acq_rel_gpu(unsigned* p, unsigned
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
+#endif
 
-// Split-K combine without atomics on data, so results are deterministic: each CTA writes its
-// partial row to `ws`; the last CTA of a row (counted with one atomic) sums the partials in split
-// order and resets the counter, so a CUDA-Graph replay starts from zero again. The CTA barrier
-// before the release makes every thread's partial visible with it (cumulativity); the barrier
-// after the acquire orders every thread's reads after it.
+// Split-K combine without atomics on data, so results are deterministic. Every CTA holds its
+// partial row in shared memory `row`; the CTA of split 0 sums all partials in split order.
+//  * sm_90: the splits of a row form one thread-block cluster (the launcher sets it up). Each
+//    CTA stores its row into split 0's shared memory (distributed shared memory) and arrives on
+//    the cluster barrier with release semantics; split 0 waits with acquire semantics and sums.
+//    The barrier at kernel start (kernel_prologue) guarantees split 0 is running before anyone
+//    stores into it; it stays until every store has arrived. No global memory round trip.
+//  * older GPUs: each CTA writes its row to `ws`; the last CTA of a row (counted with one atomic,
+//    acquire-release) sums the partials in split order and resets the counter, so a CUDA-Graph
+//    replay starts from zero again.
 // Returns true in the CTA that must finalize; `row` then holds the split-ordered sum.
-constexpr int kMaxSplits = 32;  // split-K partials combined in registers (the launcher checks)
-
 template <int kWidth>
-__device__ __forceinline__ bool splitk_last(float* __restrict__ ws, unsigned* __restrict__ counter,
-                                            int split, int splits, float* row /* smem, kWidth */) {
+__device__ __forceinline__ bool combine_splits(float* __restrict__ ws, unsigned* __restrict__ counter,
+                                               int split, int splits, float* row /* smem, kWidth */) {
+#ifdef WB_SM90
+  (void)ws;
+  (void)counter;
+  __shared__ float slots[kMaxSplits][kWidth];
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // pairs with the prologue's arrive
+  if (splits == 1) return true;
+  if (split != 0) {
+    for (int c = threadIdx.x; c < kWidth; c += blockDim.x) {
+      const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(&slots[split][c]));
+      unsigned remote;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(remote) : "r"(local));
+      asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(row[c]) : "memory");
+    }
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  if (split != 0) return false;  // nothing reads this CTA's shared memory: it may leave
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  for (int c = threadIdx.x; c < kWidth; c += blockDim.x) {
+    float s = row[c];
+    for (int i = 1; i < splits; ++i) s += slots[i][c];
+    row[c] = s;
+  }
+  __syncthreads();
+  return true;
+#else
   __shared__ bool is_last;
   if (splits == 1) return true;
   for (int c = threadIdx.x; c < kWidth; c += blockDim.x) __stcg(ws + split * kWidth + c, row[c]);
@@ -162,15 +300,16 @@ __device__ __forceinline__ bool splitk_last(float* __restrict__ ws, unsigned* __
     float part[kMaxSplits];
 #pragma unroll
     for (int i = 0; i < kMaxSplits; ++i) part[i] = i < splits ? __ldcg(ws + i * kWidth + c) : 0.f;
-    float s = 0.f;
+    float s = part[0];
 #pragma unroll
-    for (int i = 0; i < kMaxSplits; ++i)
+    for (int i = 1; i < kMaxSplits; ++i)
       if (i < splits) s += part[i];
     row[c] = s;
   }
   if (threadIdx.x == 0) *counter = 0u;  // the kernel boundary orders this before the next launch
   __syncthreads();
   return true;
+#endif
 }
 
 }  // namespace wb
