@@ -369,3 +369,23 @@ def test_provenance_and_session_import_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_workbench_commit_overrides_a_stale_checkout(tmp_path, monkeypatch):
+    import subprocess
+
+    from workbench.provenance import git_info
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+    run = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    run("init", "-q")
+    (repo / "f.txt").write_text("x")
+    run("add", "f.txt")
+    run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    head = git_info(repo)["commit"]
+    monkeypatch.setenv("WORKBENCH_COMMIT", "a" * 40)
+    info = git_info(repo)
+    assert info["commit"] == "a" * 40 and info["checkout_commit"] == head
+    monkeypatch.setenv("WORKBENCH_COMMIT", head)
+    assert git_info(repo)["commit"] == head and "checkout_commit" not in git_info(repo)

@@ -69,10 +69,14 @@ def git_info(repo: str | os.PathLike | None = None) -> dict[str, Any]:
     """
     cwd = Path(repo) if repo is not None else REPO_ROOT
     commit = _git(["rev-parse", "HEAD"], cwd)
+    told = os.environ.get("WORKBENCH_COMMIT") or None
+    if told is not None and commit is not None and told != commit:
+        # A tree shipped to a GPU machine may sit on an older checkout there (seen: the device's
+        # copy carried the session's first commit, "dirty"). The sender knows better; keep both.
+        return {"commit": told, "dirty": None, "branch": None, "checkout_commit": commit}
     if commit is None:
         # A copy of the tree without .git (e.g. shipped to a GPU machine): the sender may say which
         # commit it is; the source SHA-256 hashes pin the kernels either way.
-        told = os.environ.get("WORKBENCH_COMMIT") or None
         return {
             "commit": told,
             "dirty": None,
