@@ -5,7 +5,7 @@
 //   WB_LAYOUT_B4 | WB_LAYOUT_B3      4-byte {scale, bias} or 3-byte {scale_lo, scale_hi, zero} records
 //   WB_READER_SCALAR | WB_READER_COOP  byte-by-byte reads, or one 96-byte tile per warp + shuffles
 // Layouts: docs/ARCHITECTURE.md and DESIGN §3. The cooperative index arithmetic is held to the NumPy
-// model in workbench/coop_model.py.
+// model in workbench/coop_model.py; the tensor-core fragment mapping to workbench/fragment_model.py.
 #pragma once
 #include <cuda_fp16.h>
 
