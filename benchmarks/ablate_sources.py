@@ -2,14 +2,11 @@
 purpose, to locate where a call's time goes (benchmarks/results/README.md, "Ablations").
 
     python3 benchmarks/ablate_sources.py csrc /tmp/ablate
-    WORKBENCH_CSRC=/tmp/ablate/E1_null python3 benchmarks/bench_kernels.py --arms b3-scalar
-
-E1_null       return right after the prologue: launch, clusters and PDL with an empty body
-E2_nocombine  skip the split-K combine: split 0 writes its own partial
-E3_noload     weights and metadata from register constants instead of memory
-E4_nocompute  E3, and no dequantize / tensor-core work either (the constants feed one add)
-E5_bare       E4 without the split-K combine
-E6_noinputs   E5 without the global loads of ids, router weights and activations
+    WORKBENCH_CSRC=/tmp/ablate/E1_null       return right after the prologue: the launch (grid, block, PDL) with an empty body
+E2_noload     weights and metadata from register constants instead of memory
+E3_nocompute  E2, and no dequantize / tensor-core work either (the constants feed one add)
+E4_noids      routed ids taken as 0, 1, 2, ... instead of loaded: weight addresses need no load
+E5_loadonly   real loads, but no dequantize / tensor-core work (the loaded words feed one add)
 
 Never time these against the real kernels in `workbench ab`: they fail the numerics gate by design.
 """
@@ -40,11 +37,6 @@ def _null(kernel: str, s: str) -> str:
     return s.replace("  kernel_prologue();\n", "  kernel_prologue();\n  if (p.K > 0) return;\n")
 
 
-def _nocombine(kernel: str, s: str) -> str:
-    split = "blockIdx.z" if kernel == "w13" else "blockIdx.y"
-    return re.sub(r"if \(!combine_splits<[^;]*;", f"if ({split} != 0) return;", s, flags=re.S)
-
-
 def _noload(kernel: str, s: str) -> str:
     s = re.sub(
         r"w\[(u|k)\] = __ldg\([^;]*;",
@@ -55,39 +47,30 @@ def _noload(kernel: str, s: str) -> str:
 
 
 def _nocompute(kernel: str, s: str) -> str:
-    s = _noload(kernel, s)
-    if kernel == "w13":
-        return s.replace(
-            "if (g < gend) dot_group(w[u], quad_meta(m[u], lane), load_xfrag(xs, g - gbeg, lane), acc);",
-            "if (g < gend) acc.d[0][0] += __uint_as_float(w[u].x ^ m[u]);",
-        )
-    return s.replace(
-        "dot_group(w[k], quad_meta(m[k], lane), load_xfrag(xs, ub + k - ubeg, lane), part);",
-        "part.d[0][0] = __uint_as_float(w[k].x ^ m[k]);",
+    return _loadonly(kernel, _noload(kernel, s))
+
+
+def _noids(kernel: str, s: str) -> str:
+    return re.sub(r"const int id = __ldg\(p\.ids \+ (j|jc)\);", r"const int id = \1;", s)
+
+
+def _loadonly(kernel: str, s: str) -> str:
+    return re.sub(
+        r"dot_group\(w\[(u|k)\], [^;]*, (acc|part)\);",
+        lambda m: (
+            f"{m[2]}.d[0][0] += __uint_as_float("
+            f"w[{m[1]}].x ^ w[{m[1]}].y ^ w[{m[1]}].z ^ w[{m[1]}].w ^ m[{m[1]}]);"
+        ),
+        s,
     )
-
-
-def _bare(kernel: str, s: str) -> str:
-    return _nocombine(kernel, _nocompute(kernel, s))
-
-
-def _noinputs(kernel: str, s: str) -> str:
-    s = _bare(kernel, s)
-    s = re.sub(r"  stage_activations\([^;]*;\n", "", s)
-    s = s.replace("const int e = __ldg(p.ids + j);", "const int e = j;")
-    s = s.replace(
-        "ids[threadIdx.x] = __ldg(p.ids + threadIdx.x);", "ids[threadIdx.x] = threadIdx.x;"
-    )
-    return s.replace("rws[threadIdx.x] = __ldg(p.rw + threadIdx.x);", "rws[threadIdx.x] = 0.5f;")
 
 
 ABLATIONS = (
     ("E1_null", _null),
-    ("E2_nocombine", _nocombine),
-    ("E3_noload", _noload),
-    ("E4_nocompute", _nocompute),
-    ("E5_bare", _bare),
-    ("E6_noinputs", _noinputs),
+    ("E2_noload", _noload),
+    ("E3_nocompute", _nocompute),
+    ("E4_noids", _noids),
+    ("E5_loadonly", _loadonly),
 )
 
 

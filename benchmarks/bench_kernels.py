@@ -61,9 +61,7 @@ def capture(fns: list, calls: list[tuple]) -> torch.cuda.CUDAGraph:
     return g
 
 
-def bench_arm(
-    kernel, arm, shape, banks, inputs, n_sets, n_calls, replays, splits=None
-) -> dict | None:
+def bench_arm(kernel, arm, shape, banks, inputs, n_sets, n_calls, replays) -> dict | None:
     """Median µs per call of one arm on the hot set and on the rotating sets."""
     if arm == "tinygemm":
         if not TinyGemmPeer.supported():
@@ -75,17 +73,12 @@ def bench_arm(
                 peers[i] = TinyGemmPeer(kernel, shape, banks[i], inputs[i]["ids"].tolist())
             return peers[i]
     else:
-        op = KernelOp(parse_arm(kernel, arm), shape, splits=splits)
+        op = KernelOp(parse_arm(kernel, arm), shape)
 
         def fn_for(i: int):
             return op
 
-    row = {
-        "kernel": kernel,
-        "arm": arm,
-        "sets": n_sets,
-        "splits": None if arm == "tinygemm" else op.splits,
-    }
+    row = {"kernel": kernel, "arm": arm, "sets": n_sets}
     for set_name in ("hot", "rotating"):
         graphs = []
         for s in range(n_sets if set_name == "rotating" else 1):
@@ -115,7 +108,6 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--kernel", default="w13,w2")
     ap.add_argument("--arms", default=",".join([*ARMS, "tinygemm"]))
-    ap.add_argument("--splits", type=int, default=None, help="override the split-K factor")
     a = ap.parse_args()
     shape = PRESETS[a.preset]
     props = torch.cuda.get_device_properties(0)
@@ -141,15 +133,13 @@ def main() -> int:
             if not arms:
                 continue
             for arm in arms:
-                row = bench_arm(
-                    kernel, arm, shape, banks, inputs, n_sets, a.calls, a.replays, a.splits
-                )
+                row = bench_arm(kernel, arm, shape, banks, inputs, n_sets, a.calls, a.replays)
                 if row is None:
                     continue
                 results["rows"].append(row)
                 hot, rot = row["hot"], row["rotating"]
                 print(
-                    f"{kernel:>3} {arm:>9} splits {row['splits']}  hot {hot['us_per_call']:7.3f} us/call  rotating "
+                    f"{kernel:>3} {arm:>9}  hot {hot['us_per_call']:7.3f} us/call  rotating "
                     f"{rot['us_per_call']:7.3f} us/call ({rot['GB_s']:.0f} GB/s, {n_sets} graph sets)",
                     flush=True,
                 )

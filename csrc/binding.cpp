@@ -3,19 +3,18 @@
 
 #if defined(WB_KERNEL_W13)
 void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& meta,
-                 const at::Tensor& ids, const at::Tensor& out, const at::Tensor& ws,
-                 const at::Tensor& counters, int64_t splits, int64_t spin_cycles);
+                 const at::Tensor& ids, const at::Tensor& out, const at::Tensor& slots,
+                 int64_t spin_cycles);
 #define WB_FORWARD w13_forward
 #define WB_KERNEL_NAME "w13"
-#define WB_DOC "w13(x f16[1,K], weights i32[E,K/32,N,4], meta u8[E,K/32,N*R], ids i32[top_k], out f16[top_k,N/2], ws f32, counters i32, splits, spin_cycles)"
+#define WB_DOC "w13(x f16[1,K], weights i32[E,K/32,N,4], meta u8[E,K/32,N*R], ids i32[top_k], out f16[top_k,N/2], slots i64[top_k*N/2] (zero), spin_cycles)"
 #elif defined(WB_KERNEL_W2)
 void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Tensor& meta,
                 const at::Tensor& ids, const at::Tensor& rw, const at::Tensor& out,
-                const at::Tensor& ws, const at::Tensor& counters, int64_t splits,
                 int64_t spin_cycles);
 #define WB_FORWARD w2_forward
 #define WB_KERNEL_NAME "w2"
-#define WB_DOC "w2(inter f16[top_k,K], weights i32[E,K/32,N,4], meta u8[E,K/32,N*R], ids i32[top_k], rw f32[top_k], out f16[1,N], ws f32, counters i32, splits, spin_cycles)"
+#define WB_DOC "w2(inter f16[top_k,K], weights i32[E,K/32,N,4], meta u8[E,K/32,N*R], ids i32[top_k], rw f32[top_k], out f16[1,N], spin_cycles)"
 #else
 #error "define WB_KERNEL_W13 or WB_KERNEL_W2"
 #endif

@@ -107,10 +107,7 @@ inline void check_ids(const char* op, const at::Tensor& ids, int64_t experts, in
            " experts, this build supports at most ", max_top_k);
 }
 
-inline void check_launch(const char* op, int64_t splits, int64_t max_splits, int64_t spin_cycles,
-                         bool calibration_build) {
-  WB_CHECK(splits >= 1 && splits <= max_splits, op, "argument 'splits' = ", splits,
-           " must be in [1, ", max_splits, "]");
+inline void check_launch(const char* op, int64_t spin_cycles, bool calibration_build) {
   WB_CHECK(spin_cycles >= 0, op, "argument 'spin_cycles' = ", spin_cycles, " must be >= 0");
   WB_CHECK(spin_cycles == 0 || calibration_build, op, "argument 'spin_cycles' = ", spin_cycles,
            " needs a calibration build (this build has no spin)");
@@ -126,6 +123,8 @@ constexpr const char* kLayoutName = "b3";
 #else
 constexpr const char* kLayoutName = "b4";
 #endif
-constexpr int64_t kMaxTopKArgs = 64;  // = the kernels' kMaxTopK shared-memory staging  // grid.y / unit counts stay small; real MoE routers use <= 16
+constexpr int64_t kMaxTopKArgs = 64;  // W13's grid.y; real MoE routers use <= 16
+// Activations staged in shared memory per CTA (plus one group of zeros): the static limit.
+constexpr int64_t kMaxStagedBytes = 48 * 1024;
 
 }  // namespace wb

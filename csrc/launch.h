@@ -1,7 +1,6 @@
-// One launch path for both ops (graph-capturable, on the current stream). On sm_90 and newer the
-// split-K CTAs of an output row form a thread-block cluster (the kernels combine through
-// distributed shared memory) and the launch is a programmatic dependent launch, so it overlaps the
-// previous kernel's tail (the kernels wait for it before touching memory: kernel_prologue).
+// One launch path for both ops (graph-capturable, on the current stream). On sm_90 and newer every
+// launch is a programmatic dependent launch, so it overlaps the previous kernel's tail (the kernels
+// wait for it before touching memory: kernel_prologue).
 #pragma once
 #include <c10/util/Exception.h>
 #include <cuda_runtime.h>
@@ -36,29 +35,30 @@ inline bool pdl_enabled() {
   return on;
 }
 
-// `cluster` is the grid extent of one cluster (the split-K dimension); used on sm_90+ only.
 template <typename Params>
 void launch(const char* op, void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-            int device, dim3 cluster, const Params& p) {
+            int device, const Params& p) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attrs[2];
-  if (cc_major(device) >= 9) {
-    attrs[0].id = cudaLaunchAttributeClusterDimension;
-    attrs[0].val.clusterDim.x = cluster.x;
-    attrs[0].val.clusterDim.y = cluster.y;
-    attrs[0].val.clusterDim.z = cluster.z;
-    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attrs;
-    cfg.numAttrs = pdl_enabled() ? 2 : 1;
+  cudaLaunchAttribute attr;
+  if (cc_major(device) >= 9 && pdl_enabled()) {
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
   }
   cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p);
   if (err == cudaSuccess) err = cudaGetLastError();
   TORCH_CHECK(err == cudaSuccess, std::string(op) + ": launch failed: " + cudaGetErrorString(err));
+}
+
+// Warps per CTA: one per `per_warp` work items, between 1 and `max_warps`.
+inline unsigned warps_for(int64_t items, int per_warp, int max_warps) {
+  const int64_t w = (items + per_warp - 1) / per_warp;
+  return static_cast<unsigned>(w < 1 ? 1 : (w > max_warps ? max_warps : w));
 }
 
 }  // namespace wb

@@ -7,8 +7,8 @@
 #include "kernels/w13.cuh"
 
 void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& meta,
-                 const at::Tensor& ids, const at::Tensor& out, const at::Tensor& ws,
-                 const at::Tensor& counters, int64_t splits, int64_t spin_cycles) {
+                 const at::Tensor& ids, const at::Tensor& out, const at::Tensor& slots,
+                 int64_t spin_cycles) {
   constexpr const char* op = "w13";
   wb::check_bank(op, weights, meta, wb::kRecordBytes, wb::kLayoutName);
   const int64_t experts = weights.size(0), G = weights.size(1), N = weights.size(2), K = G * 32;
@@ -20,21 +20,21 @@ void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tenso
   wb::check_contiguous(op, "x", x);
   wb::check_aligned(op, "x", x, 16);
   wb::check_ids(op, ids, experts, wb::kMaxTopKArgs);
-  const int64_t top_k = ids.numel(), T = N / 64;
+  const int64_t top_k = ids.numel();
   wb::check_dtype(op, "out", out, at::kHalf);
   wb::check_dim(op, "out", out, 2);
   wb::check_size(op, "out", out, 0, top_k, "top_k rows, one per routed expert");
   wb::check_size(op, "out", out, 1, N / 2, "N/2 SwiGLU outputs");
   wb::check_contiguous(op, "out", out);
-  wb::check_launch(op, splits, std::min<int64_t>(G, wb::kMaxSplits), spin_cycles, wb::kCalibrationBuild);
-  wb::check_dtype(op, "ws", ws, at::kFloat);
-  wb::check_contiguous(op, "ws", ws);
-  wb::check_numel_at_least(op, "ws", ws, top_k * T * splits * 64, "top_k * N/64 * splits * 64");
-  wb::check_dtype(op, "counters", counters, at::kInt);
-  wb::check_contiguous(op, "counters", counters);
-  wb::check_numel_at_least(op, "counters", counters, top_k * T, "top_k * N/64");
+  wb::check_launch(op, spin_cycles, wb::kCalibrationBuild);
+  wb::check_dtype(op, "slots", slots, at::kLong);
+  wb::check_contiguous(op, "slots", slots);
+  wb::check_numel_at_least(op, "slots", slots, top_k * N / 2, "top_k * N/2");
+  const int64_t smem = (K / 8 + 4) * 16;  // x and one group of zeros
+  WB_CHECK(smem <= wb::kMaxStagedBytes, op, "argument 'weights' has K = ", K, ": x needs ", smem,
+           " bytes of shared memory per CTA, more than ", wb::kMaxStagedBytes);
   for (auto [name, t] : {std::pair{"x", &x}, {"meta", &meta}, {"ids", &ids}, {"out", &out},
-                         {"ws", &ws}, {"counters", &counters}, {"weights", &weights}})
+                         {"slots", &slots}, {"weights", &weights}})
     wb::check_cuda(op, name, *t, weights);
 
   const c10::cuda::CUDAGuard guard(weights.device());
@@ -44,17 +44,13 @@ void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tenso
   p.meta = meta.data_ptr<uint8_t>();
   p.ids = ids.data_ptr<int>();
   p.inter = reinterpret_cast<__half*>(out.data_ptr());
-  p.ws = ws.data_ptr<float>();
-  p.counters = reinterpret_cast<unsigned*>(counters.data_ptr<int>());
+  p.slots = reinterpret_cast<unsigned long long*>(slots.data_ptr<int64_t>());
   p.K = static_cast<int>(K);
   p.N = static_cast<int>(N);
   p.experts = static_cast<int>(experts);
-  p.splits = static_cast<int>(splits);
   p.spin_cycles = spin_cycles;
-  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(top_k), static_cast<unsigned>(splits));
-  const size_t smem = static_cast<size_t>((G + splits - 1) / splits) * 32 * sizeof(__half);
-  WB_CHECK(smem <= 48 * 1024, op, "argument 'splits' = ", splits, " leaves ", smem,
-           " bytes of activations per CTA (max 49152): use more splits");
-  wb::launch(op, wb::w13_kernel, grid, dim3(wb::kWarps * 32), smem, c10::cuda::getCurrentCUDAStream(),
-             weights.get_device(), dim3(1, 1, static_cast<unsigned>(splits)), p);
+  const dim3 grid(static_cast<unsigned>(N / 32), static_cast<unsigned>(top_k));
+  const dim3 block(32 * wb::warps_for(G, wb::kUnroll, wb::kMaxWarps));
+  wb::launch(op, wb::w13_kernel, grid, block, static_cast<size_t>(smem), c10::cuda::getCurrentCUDAStream(),
+             weights.get_device(), p);
 }

@@ -7,14 +7,12 @@
 #include "kernels/w2.cuh"
 
 void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Tensor& meta,
-                const at::Tensor& ids, const at::Tensor& rw, const at::Tensor& out,
-                const at::Tensor& ws, const at::Tensor& counters, int64_t splits,
-                int64_t spin_cycles) {
+                const at::Tensor& ids, const at::Tensor& rw, const at::Tensor& out, int64_t spin_cycles) {
   constexpr const char* op = "w2";
   wb::check_bank(op, weights, meta, wb::kRecordBytes, wb::kLayoutName);
   const int64_t experts = weights.size(0), G = weights.size(1), N = weights.size(2), K = G * 32;
   wb::check_ids(op, ids, experts, wb::kMaxTopKArgs);
-  const int64_t top_k = ids.numel(), T = N / 32;
+  const int64_t top_k = ids.numel();
   wb::check_dtype(op, "inter", inter, at::kHalf);
   wb::check_dim(op, "inter", inter, 2);
   wb::check_size(op, "inter", inter, 0, top_k, "top_k rows, one per routed expert");
@@ -29,15 +27,12 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   WB_CHECK(out.numel() == N && (out.dim() == 1 || (out.dim() == 2 && out.size(0) == 1)), op,
            "argument 'out' must have shape [1, N] or [N] with N = ", N, ", got ", wb::dims_str(out.sizes()));
   wb::check_contiguous(op, "out", out);
-  wb::check_launch(op, splits, std::min<int64_t>(top_k * G, wb::kMaxSplits), spin_cycles, wb::kCalibrationBuild);
-  wb::check_dtype(op, "ws", ws, at::kFloat);
-  wb::check_contiguous(op, "ws", ws);
-  wb::check_numel_at_least(op, "ws", ws, T * splits * 32, "N/32 * splits * 32");
-  wb::check_dtype(op, "counters", counters, at::kInt);
-  wb::check_contiguous(op, "counters", counters);
-  wb::check_numel_at_least(op, "counters", counters, T, "N/32");
+  wb::check_launch(op, spin_cycles, wb::kCalibrationBuild);
+  const int64_t smem = (top_k * K / 8 + 4) * 16;  // every routed row of inter and one group of zeros
+  WB_CHECK(smem <= wb::kMaxStagedBytes, op, "argument 'inter' is [top_k, K] = [", top_k, ", ", K,
+           "]: it needs ", smem, " bytes of shared memory per CTA, more than ", wb::kMaxStagedBytes);
   for (auto [name, t] : {std::pair{"inter", &inter}, {"meta", &meta}, {"ids", &ids}, {"rw", &rw},
-                         {"out", &out}, {"ws", &ws}, {"counters", &counters}, {"weights", &weights}})
+                         {"out", &out}, {"weights", &weights}})
     wb::check_cuda(op, name, *t, weights);
 
   const c10::cuda::CUDAGuard guard(weights.device());
@@ -48,18 +43,12 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   p.ids = ids.data_ptr<int>();
   p.rw = rw.data_ptr<float>();
   p.y = reinterpret_cast<__half*>(out.data_ptr());
-  p.ws = ws.data_ptr<float>();
-  p.counters = reinterpret_cast<unsigned*>(counters.data_ptr<int>());
   p.K = static_cast<int>(K);
   p.N = static_cast<int>(N);
   p.experts = static_cast<int>(experts);
   p.top_k = static_cast<int>(top_k);
-  p.splits = static_cast<int>(splits);
   p.spin_cycles = spin_cycles;
-  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(splits));
-  const size_t smem = static_cast<size_t>((top_k * G + splits - 1) / splits + 1) * 32 * sizeof(__half);
-  WB_CHECK(smem <= 48 * 1024, op, "argument 'splits' = ", splits, " leaves ", smem,
-           " bytes of activations per CTA (max 49152): use more splits");
-  wb::launch(op, wb::w2_kernel, grid, dim3(wb::kWarps * 32), smem, c10::cuda::getCurrentCUDAStream(),
-             weights.get_device(), dim3(1, static_cast<unsigned>(splits), 1), p);
+  const dim3 block(32 * wb::warps_for(top_k * G, wb::kUnroll, wb::kMaxWarps));
+  wb::launch(op, wb::w2_kernel, dim3(static_cast<unsigned>(N / 32)), block, static_cast<size_t>(smem),
+             c10::cuda::getCurrentCUDAStream(), weights.get_device(), p);
 }

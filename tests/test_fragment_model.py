@@ -1,10 +1,10 @@
 """The tensor-core fragment mapping (workbench/fragment_model.py, mirrored by awq_meta.cuh) against
-a plain dot product of the dequantized weights: packing, staging, quad records and lane results."""
+a plain dot product of the dequantized weights: packing, activations, quad records and lane results."""
 
 import numpy as np
 import torch
 
-from workbench.fragment_model import dequant_word, stage_activations, warp_group_sums
+from workbench.fragment_model import dequant_word, lane_activations, warp_group_sums
 from workbench.layouts import dequantize, encode_metadata, pack_int4
 
 
@@ -29,7 +29,7 @@ def test_magic_number_dequantize_is_exact_and_single_rounding():
             col = 32 * tile + 4 * qd + c
             pairs = dequant_word(int(words[1, n, c]), int(recs[1, col]))
             for p, (lo, hi) in enumerate(pairs):
-                k = 32 + 2 * t + 8 * p
+                k = 32 + 8 * t + 2 * p
                 assert lo == float(w_ref[k, col]) and hi == float(w_ref[k + 1, col])
 
 
@@ -38,7 +38,7 @@ def test_warp_sums_equal_the_dot_product_of_dequantized_weights():
         q, scales, zeros, x = _bank(seed)
         words = pack_int4(q).numpy().view(np.uint32)
         recs = encode_metadata(scales, zeros, "b4").numpy().view(np.uint32)
-        xs = stage_activations(x.numpy())
+        xs = lane_activations(x.numpy())
         w = dequantize(q, scales, zeros).numpy().astype(np.float64)
         for g in range(2):
             for tile in range(2):
@@ -57,7 +57,7 @@ def test_a_wrong_lane_mapping_is_caught():
     q, scales, zeros, x = _bank(4)
     words = pack_int4(q).numpy().view(np.uint32).copy()
     recs = encode_metadata(scales, zeros, "b4").numpy().view(np.uint32)
-    xs = stage_activations(x.numpy())
+    xs = lane_activations(x.numpy())
     good = warp_group_sums(words[0, :32], recs[0, :32], xs[0])
     words[0, [0, 1]] = words[0, [1, 0]]
     bad = warp_group_sums(words[0, :32], recs[0, :32], xs[0])

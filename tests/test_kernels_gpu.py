@@ -35,7 +35,7 @@ def test_invalid_arguments_rejected_on_gpu(kernel):
     for arm in ("b4-scalar", "b3-coop"):
         v = parse_arm(kernel, arm)
         res = check_args(kernel, v.layout, v.reader, build_variant(v).module)
-        assert len(res) >= 40
+        assert len(res) >= 36  # every case of argcases.cases + device_cases for this kernel
         bad = [r for r in res if not r[1]]
         assert not bad, bad
 
@@ -79,7 +79,7 @@ def test_out_of_range_ids_contribute_nothing(arm):
 
 
 def test_graph_replays_repeat_exactly():
-    """Split-K counters reset themselves: many replays of one graph give the same bits."""
+    """W13's gate/up exchange slots reset themselves: many replays of one graph give the same bits."""
     import torch
 
     from workbench.ops import KernelOp, make_bank, make_inputs
@@ -87,7 +87,6 @@ def test_graph_replays_repeat_exactly():
 
     shape = PRESETS["qwen3.8-flash-next"]
     op = KernelOp(parse_arm("w13", "b3-coop"), shape)
-    assert op.splits > 1
     bank = make_bank(shape, "w13", "b3", seed=9)
     inp = make_inputs(shape, "w13", seed=10)
     op(inp["x"], bank, inp["ids"], inp["out"])
@@ -101,4 +100,4 @@ def test_graph_replays_repeat_exactly():
         g.replay()
         torch.cuda.synchronize()
         assert torch.equal(inp["out"].view(torch.int16), first.view(torch.int16))
-    assert int(op.counters.abs().sum()) == 0
+    assert int(op.slots.abs().sum()) == 0

@@ -185,12 +185,12 @@ def test_pack_round_trip_random():
 
 
 def test_pack_nibble_order_by_hand():
-    # lane 0 (t = 0), word c = column c: elements k = 0,1, 8,9, 16,17, 24,25 at nibbles 0,4,1,5,..
+    # lane 0 (t = 0), word c = column c: elements k = 0..7 (k = 2p + e) at nibbles 0,4,1,5,..
     # Give element (p, e) of column 0 the value 2p + e: nibbles 7..0 read 7,5,3,1,6,4,2,0.
     q = torch.zeros(32, 32, dtype=torch.uint8)
     for p in range(4):
         for e in range(2):
-            q[8 * p + e, 0] = 2 * p + e
+            q[2 * p + e, 0] = 2 * p + e
     w = pack_int4(q).numpy().view(np.uint32)
     assert w[0, 0, 0] == 0x75316420
     assert NIBBLE_OF_ELEMENT == (0, 4, 1, 5, 2, 6, 3, 7)
@@ -198,7 +198,7 @@ def test_pack_nibble_order_by_hand():
 
 def test_pack_matches_mma_fragments_and_kernel_half2_extraction():
     """Entry (g, 32T + L) word c is what lane L = 4qd + t feeds to the m16n8k16 A fragment for
-    column 32T + 4qd + c: k = 2t + 8p + e; (word >> 4p) & 0x000F000F is the half2 of pair p."""
+    column 32T + 4qd + c: k = 8t + 2p + e; (word >> 4p) & 0x000F000F is the half2 of pair p."""
     gen = torch.Generator().manual_seed(8)
     K, N = 64, 64
     q = torch.randint(0, 16, (K, N), generator=gen, dtype=torch.uint8)
@@ -212,7 +212,7 @@ def test_pack_matches_mma_fragments_and_kernel_half2_extraction():
                 word = int(words[g, n, c])
                 for p in range(4):
                     pair = (word >> (4 * p)) & 0x000F000F
-                    k0 = 32 * g + 2 * t + 8 * p
+                    k0 = 32 * g + 8 * t + 2 * p
                     assert pair & 0xFFFF == int(q[k0, col])
                     assert pair >> 16 == int(q[k0 + 1, col])
 

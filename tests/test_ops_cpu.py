@@ -6,7 +6,7 @@ import torch
 
 from workbench import layouts
 from workbench.errors import BadArgument
-from workbench.ops import default_splits, make_bank, make_inputs
+from workbench.ops import make_bank, make_inputs
 from workbench.shapes import Shape
 
 SMALL = Shape(hidden=128, inter=256, experts=6, top_k=3, layers=2, tp=4)
@@ -48,11 +48,3 @@ def test_inputs_are_fresh_and_poisoned():
     assert not torch.equal(a["inter"], b["inter"]) and a["inter"].abs().sum() > 0
     assert len(set(a["ids"].tolist())) == SMALL.top_k
     assert abs(float(a["rw"].sum()) - 1) < 1e-6
-
-
-def test_default_splits_fill_the_gpu():
-    # default shape on an H200: W13 has 5 tiles x 10 experts, W2 80 tiles
-    assert default_splits("w13", 2560, 320, 10, 132) == 6
-    assert default_splits("w2", 160, 2560, 10, 132) == 5
-    assert default_splits("w13", 2560, 320, 10, 1000) == 8  # capped at one portable cluster
-    assert default_splits("w2", 64, 64, 1, 132) == 1  # never more splits than work

@@ -35,20 +35,16 @@ def valid_args(kernel: str, layout: str, device: str | torch.device = "cpu") -> 
         ),
         "meta": torch.randint(0, 256, (E, K // 32, N * rb), generator=g, dtype=torch.uint8),
         "ids": torch.tensor([2, 0], dtype=torch.int32),
-        "splits": 1,
         "spin_cycles": 0,
     }
     if kernel == "w13":
         a["x"] = torch.randn(1, K, generator=g).half()
         a["out"] = torch.full((TOP_K, n_out), float("nan"), dtype=torch.half)
-        a["ws"] = torch.empty(TOP_K * (N // 64) * 64 * 4, dtype=torch.float32)
-        a["counters"] = torch.zeros(TOP_K * (N // 64), dtype=torch.int32)
+        a["slots"] = torch.zeros(TOP_K * n_out, dtype=torch.int64)
     else:
         a["inter"] = torch.randn(TOP_K, K, generator=g).half()
         a["rw"] = torch.softmax(torch.randn(TOP_K, generator=g), 0)
         a["out"] = torch.full((1, n_out), float("nan"), dtype=torch.half)
-        a["ws"] = torch.empty((N // 32) * 32 * 4, dtype=torch.float32)
-        a["counters"] = torch.zeros(N // 32, dtype=torch.int32)
     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in a.items()}
 
 
@@ -60,9 +56,7 @@ def call(module, kernel: str, a: dict) -> None:
             a["meta"],
             a["ids"],
             a["out"],
-            a["ws"],
-            a["counters"],
-            a["splits"],
+            a["slots"],
             a["spin_cycles"],
         )
     else:
@@ -73,9 +67,6 @@ def call(module, kernel: str, a: dict) -> None:
             a["ids"],
             a["rw"],
             a["out"],
-            a["ws"],
-            a["counters"],
-            a["splits"],
             a["spin_cycles"],
         )
 
@@ -96,6 +87,20 @@ def _misaligned(t: torch.Tensor, elems: int = 1) -> torch.Tensor:
     """Same shape, contiguous, but starting `elems` elements past an aligned allocation."""
     flat = torch.empty(t.numel() + elems, dtype=t.dtype, device=t.device)
     return flat[elems:].view(t.shape).copy_(t)
+
+
+def _grow_k(act: str, rows: int, groups: int) -> Callable[[dict], None]:
+    """A consistent call whose K (= 32 * groups) is too large for the kernel's shared memory."""
+
+    def mutate(a: dict) -> None:
+        w, m = a["weights"], a["meta"]
+        a["weights"] = torch.randint(0, 2**31 - 1, (E, groups, N, 4), dtype=torch.int32).to(
+            w.device
+        )
+        a["meta"] = torch.randint(0, 256, (E, groups, m.shape[2]), dtype=torch.uint8).to(m.device)
+        a[act] = torch.randn(rows, 32 * groups).half().to(a[act].device)
+
+    return mutate
 
 
 def _common(kernel: str, act: str, other_layout_width: int) -> list[tuple[str, Callable, str]]:
@@ -158,15 +163,7 @@ def _common(kernel: str, act: str, other_layout_width: int) -> list[tuple[str, C
         ),
         ("out dtype", _set("out", lambda t: t.float()), "'out' must be Half"),
         ("out contiguous", _set("out", _noncontig), "'out' must be contiguous"),
-        ("splits zero", _set("splits", lambda v: 0), "'splits' = 0"),
-        ("splits too many", _set("splits", lambda v: 10_000), "'splits' = 10000"),
         ("spin negative", _set("spin_cycles", lambda v: -5), "'spin_cycles' = -5"),
-        ("ws dtype", _set("ws", lambda t: t.double()), "'ws' must be Float"),
-        ("ws too small", _set("ws", lambda t: t[:3]), "'ws' has 3 elements"),
-        ("ws contiguous", _set("ws", _noncontig), "'ws' must be contiguous"),
-        ("counters dtype", _set("counters", lambda t: t.long()), "'counters' must be Int"),
-        ("counters too small", _set("counters", lambda t: t[:0]), "'counters' has 0 elements"),
-        ("counters contiguous", _set("counters", _noncontig), "'counters' must be contiguous"),
     ]
 
 
@@ -191,6 +188,10 @@ def cases(kernel: str, layout: str, calibration_build: bool = False) -> list[Cas
                 "'out' has size 16 in dimension 1",
             ),
             ("out dims", _set("out", lambda t: t.reshape(-1)), "'out' must have 2 dimensions"),
+            ("slots dtype", _set("slots", lambda t: t.int()), "'slots' must be Long"),
+            ("slots too small", _set("slots", lambda t: t[:3]), "'slots' has 3 elements"),
+            ("slots contiguous", _set("slots", _noncontig), "'slots' must be contiguous"),
+            ("K beyond shared memory", _grow_k("x", 1, 776), "bytes of shared memory"),
             (
                 "W13 N/2 % 32",
                 lambda a: a.update(
@@ -217,6 +218,11 @@ def cases(kernel: str, layout: str, calibration_build: bool = False) -> list[Cas
                 "inter dims",
                 _set("inter", lambda t: t.reshape(-1)),
                 "'inter' must have 2 dimensions",
+            ),
+            (
+                "top_k * K beyond shared memory",
+                _grow_k("inter", TOP_K, 384),
+                "bytes of shared memory",
             ),
             ("rw dtype", _set("rw", lambda t: t.half()), "'rw' must be Float"),
             (
@@ -249,7 +255,9 @@ def cases(kernel: str, layout: str, calibration_build: bool = False) -> list[Cas
 
 def device_cases(kernel: str, layout: str) -> list[Case]:
     """Cases that need a GPU: everything valid on cuda but one argument left on the CPU."""
-    names = ["meta", "ids", "out", "ws", "counters", "x" if kernel == "w13" else "inter"]
+    names = ["meta", "ids", "out", "x" if kernel == "w13" else "inter"]
+    if kernel == "w13":
+        names.append("slots")
     if kernel == "w2":
         names.append("rw")
     return [

@@ -3,16 +3,18 @@
 One warp covers one tile (32 columns) of one group (32 k). Lane L = 4*qd + t:
 
 * **weights**: entry (g, 32T + L) of the packed bank (``layouts.pack_int4``): word c holds column
-  4*qd + c of the tile at k = 2t + 8p + e (pair p, element 2p + e at NIBBLE_OF_ELEMENT[2p + e]).
+  4*qd + c of the tile at k = 8t + 2p + e (pair p, element 2p + e at NIBBLE_OF_ELEMENT[2p + e]).
 * **records**: the reader hands lane L the record of column L; ``quad_meta`` gives lane L the
   records of its quad's 4 columns (shuffles from lanes 4*qd + c).
 * **dequantize**: pair p of word c -> half2 ``fp16(q * scale + bias)``; q comes from the magic
   numbers (``(0x6400 | q)`` is 1024 + q; ``(0x6400 | q << 4) / 16 - 64`` is q), both exact.
-* **activations**: staged in shared memory as words [group][t][p] (``stage_activations``): lane L
-  loads the 4 half2 pairs x[2t + 8p], x[2t + 8p + 1].
+* **activations**: copied to shared memory unchanged (``lane_activations``): lane L loads the
+  16 contiguous bytes x[8t .. 8t + 7], i.e. the 4 half2 pairs x[8t + 2p], x[8t + 2p + 1].
 * **products**: per m-block mb (columns c = 2mb, 2mb + 1) and k-half kh, one ``mma.m16n8k16``
   with A registers (h[2mb][2kh], h[2mb+1][2kh], h[2mb][2kh+1], h[2mb+1][2kh+1]) and B registers
-  (x[2kh], x[2kh+1]): A rows are columns, B is x replicated over the 8 n. Fragment layout as in the
+  (x[2kh], x[2kh+1]): A rows are columns, B is x replicated over the 8 n. The product's k slots
+  are a permutation of the group's k (slot 16kh + 8r + 2t + e holds k = 8t + 2(2kh + r) + e), the
+  same for A and B, so the sum is the dot product. Fragment layout as in the
   PTX ISA (m16n8k16, .f16): A reg r of lane (g, t) holds row g + 8*(r & 1), k 2t + 8*(r >> 1) + {0,1};
   B reg r holds k 2t + 8r + {0,1} of column n = g; D holds (row g, n 2t, 2t+1) and (row g + 8, ...).
 * **result**: lane L keeps column L: d[0][0], d[0][2], d[1][0], d[1][2] for t = 0, 1, 2, 3.
@@ -53,16 +55,10 @@ def dequant_word(w: int, rec: int) -> list[tuple[float, float]]:
     return out
 
 
-def stage_activations(x: np.ndarray) -> np.ndarray:
-    """fp16 [groups*32] -> the shared-memory words as fp16 pairs [groups, 4 (t), 4 (p), 2]."""
-    groups = x.size // 32
-    d = np.zeros((groups * 16, 2), dtype=np.float16)
-    for i in range(groups * 4):
-        v = x[8 * i : 8 * i + 8].reshape(4, 2)  # word t = halves 2t, 2t+1 of the 16 bytes
-        g, p = i >> 2, i & 3
-        for t in range(4):
-            d[(g * 4 + t) * 4 + p] = v[t]
-    return d.reshape(groups, 4, 4, 2)
+def lane_activations(x: np.ndarray) -> np.ndarray:
+    """fp16 [groups*32] -> what lane t reads of each group, as fp16 pairs [groups, 4 (t), 4 (p), 2]:
+    x[32g + 8t + 2p + e], a plain reshape (the kernels copy x to shared memory unchanged)."""
+    return x.reshape(x.size // 32, 4, 4, 2)
 
 
 def _mma(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
@@ -82,11 +78,11 @@ def _mma(acc: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         acc[lane] += [D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1]]
 
 
-def warp_group_sums(words: np.ndarray, recs: np.ndarray, xstaged: np.ndarray) -> np.ndarray:
+def warp_group_sums(words: np.ndarray, recs: np.ndarray, xlane: np.ndarray) -> np.ndarray:
     """Column sums of one tile-group as the warp computes them.
 
     words: uint32 [32 lanes, 4] (the tile-group's packed entries); recs: uint32 [32] (record of
-    column L, as the reader hands it to lane L); xstaged: [4 (t), 4 (p), 2] of this group.
+    column L, as the reader hands it to lane L); xlane: [4 (t), 4 (p), 2] of this group.
     Returns float64 [32]: lane L's result, which is the sum of column L of the tile.
     """
     h = np.zeros((WARP, 4, 4, 2))  # lane, word c, pair p, (lo, hi)
@@ -94,7 +90,7 @@ def warp_group_sums(words: np.ndarray, recs: np.ndarray, xstaged: np.ndarray) ->
         quad = [int(recs[(lane & ~3) | c]) for c in range(4)]  # quad_meta
         for c in range(4):
             h[lane, c] = dequant_word(int(words[lane, c]), quad[c])
-    x = np.array([xstaged[lane & 3] for lane in range(WARP)], dtype=np.float64)  # [lane, p, 2]
+    x = np.array([xlane[lane & 3] for lane in range(WARP)], dtype=np.float64)  # [lane, p, 2]
     acc = np.zeros((2, WARP, 4))
     for mb in range(2):
         for kh in range(2):
@@ -112,4 +108,4 @@ def warp_group_sums(words: np.ndarray, recs: np.ndarray, xstaged: np.ndarray) ->
     return np.array([acc[pick[lane & 3][0], lane, pick[lane & 3][1]] for lane in range(WARP)])
 
 
-__all__ = ["dequant_word", "stage_activations", "warp_group_sums"]
+__all__ = ["dequant_word", "lane_activations", "warp_group_sums"]

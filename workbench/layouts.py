@@ -203,17 +203,18 @@ def _check_n(name: str, n: int) -> None:
 
 
 # Packed word (group g, tile T, lane L = 4*qd + t, word c) holds column 32T + 4qd + c at
-# k = 32g + 2t + 8p + e (pair p = 0..3, e = 0..1), element 2p + e at NIBBLE_OF_ELEMENT[2p + e]:
-# exactly the 8 weights lane L feeds into the m16n8k16 tensor-core fragments for that column.
-# Axes of q reshaped to [..., g, p, t, e, T, qd, c] -> packed order [..., g, T, qd, t, c, p, e].
-PACK_AXES = (0, 4, 5, 2, 6, 1, 3)
+# k = 32g + 8t + 2p + e (pair p = 0..3, e = 0..1), element 2p + e at NIBBLE_OF_ELEMENT[2p + e]:
+# exactly the 8 weights lane L feeds into the m16n8k16 tensor-core fragments for that column,
+# 8 consecutive k, so the lane's activations are 16 contiguous bytes too.
+# Axes of q reshaped to [..., g, t, p, e, T, qd, c] -> packed order [..., g, T, qd, t, c, p, e].
+PACK_AXES = (0, 4, 5, 1, 6, 2, 3)
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
     """Pack ``q`` (torch.uint8 ``[..., K, N]``, 0..15) into the kernels' int32 ``[..., K/32, N, 4]``.
 
     Fragment order (docs/ARCHITECTURE.md): entry (g, 32T + L) is lane L's 16-byte load for group g
-    of column tile T; its word c holds column 32T + 4(L // 4) + c at k = 32g + 2(L % 4) + 8p + e,
+    of column tile T; its word c holds column 32T + 4(L // 4) + c at k = 32g + 8(L % 4) + 2p + e,
     element 2p + e at nibble NIBBLE_OF_ELEMENT[2p + e]. A warp's 512-byte load is one tile-group.
     """
     qn = as_array("q", q, "uint8")
@@ -246,5 +247,5 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     elems = (p.view(np.uint32)[..., None] >> shifts) & 0xF  # [..., g, n, c, el]
     elems = elems.reshape(*lead, g, n // TILE, 8, 4, 4, 4, 2)  # [.., g, T, qd, t, c, p, e]
     inverse = tuple(PACK_AXES.index(a) for a in range(7))
-    elems = elems.transpose(*range(nl), *(nl + a for a in inverse))  # [.., g, p, t, e, T, qd, c]
+    elems = elems.transpose(*range(nl), *(nl + a for a in inverse))  # [.., g, t, p, e, T, qd, c]
     return to_tensor(elems.reshape(*lead, g * GROUP, n).astype(np.uint8))

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 GROUP = 32
 ZERO_MAX = 15  # 4-bit zero points, as synthetic.expert_weights draws them
-MAX_SPLITS = 8  # csrc/kernels/awq_meta.cuh kMaxSplits (one portable cluster)
 _EXPERT_CHUNK = 64  # experts generated at a time: bounds the temporary [chunk, K, N] uint8 tensor
 
 
@@ -66,7 +65,7 @@ def pack_int4_torch(q: torch.Tensor) -> torch.Tensor:
     """uint8 [..., K, N] (0..15) -> int32 [..., K/32, N, 4]; same bits as layouts.pack_int4."""
     *lead, k, n = q.shape
     nl = len(lead)
-    blocks = q.reshape(*lead, k // GROUP, 4, 4, 2, n // TILE, 8, 4)  # [.., g, p, t, e, T, qd, c]
+    blocks = q.reshape(*lead, k // GROUP, 4, 4, 2, n // TILE, 8, 4)  # [.., g, t, p, e, T, qd, c]
     blocks = blocks.permute(*range(nl), *(nl + a for a in PACK_AXES)).to(torch.int32)
     blocks = blocks.reshape(*lead, k // GROUP, n, 4, 8)  # [.., g, n = (T, qd, t), c, el]
     words = torch.zeros(blocks.shape[:-1], dtype=torch.int32, device=q.device)
@@ -135,23 +134,9 @@ def make_inputs(shape: Shape, kernel: str, seed: int, device: str | torch.device
     return {k: v.to(device) for k, v in d.items()}
 
 
-def default_splits(kernel: str, K: int, N: int, top_k: int, sms: int) -> int:
-    """Split-K factor: a decode GEMV has too few output tiles to fill a big GPU (W13 at the default
-    shape has 50), so each tile's K is split across the CTAs of one cluster. Aim: about 2.25
-    eight-warp W13 CTAs or 3 four-warp W2 CTAs per SM (the best of a split sweep on an H200:
-    benchmarks/results/README.md), each warp keeping >= 1 group, at most one portable cluster."""
-    G = K // GROUP
-    if kernel == "w13":
-        tiles, work, per_sm = (N // 64) * top_k, G, 2.25
-    else:
-        tiles, work, per_sm = N // 32, top_k * G, 3.0
-    want = max(1, round(per_sm * sms / max(1, tiles)))
-    return int(max(1, min(want, work // 4 if work >= 4 else 1, MAX_SPLITS)))
-
-
 class KernelOp:
-    """A built variant bound to a shape, with its split-K workspace. ``op(...)`` allocates nothing,
-    so it can be captured in a CUDA Graph.
+    """A built variant bound to a shape, with W13's gate/up exchange slots (zero; every launch leaves
+    them zero). ``op(...)`` allocates nothing, so it can be captured in a CUDA Graph.
 
     w13: ``op(x fp16 [1,K], bank, ids int32 [top_k], out fp16 [top_k, N/2])``
     w2:  ``op(inter fp16 [top_k,K], bank, ids int32 [top_k], out fp16 [1,N], rw=fp32 [top_k])``
@@ -163,7 +148,6 @@ class KernelOp:
         shape: Shape,
         device: str | torch.device = "cuda",
         spin_cycles: int = 0,
-        splits: int | None = None,
     ) -> None:
         from workbench.build import build_variant
 
@@ -171,18 +155,9 @@ class KernelOp:
         self.build = build_variant(variant)
         self.module = self.build.module
         self.spin_cycles = int(spin_cycles)
-        K, N = shape.dims(self.kernel)
-        dev = torch.device(device)
-        sms = (
-            torch.cuda.get_device_properties(dev).multi_processor_count
-            if dev.type == "cuda"
-            else 132
-        )
-        self.splits = int(splits or default_splits(self.kernel, K, N, shape.top_k, sms))
-        tiles = shape.top_k * (N // 64) if self.kernel == "w13" else N // 32
-        width = 64 if self.kernel == "w13" else 32
-        self.ws = torch.empty(tiles * self.splits * width, dtype=torch.float32, device=dev)
-        self.counters = torch.zeros(tiles, dtype=torch.int32, device=dev)  # kernels leave them zero
+        _, N = shape.dims(self.kernel)
+        slots = shape.top_k * (N // 2) if self.kernel == "w13" else 0
+        self.slots = torch.zeros(slots, dtype=torch.int64, device=torch.device(device))
 
     def __call__(self, inp, bank: Bank, ids, out, rw=None) -> None:
         if bank.kernel != self.kernel or bank.layout != self.variant.layout:
@@ -196,9 +171,7 @@ class KernelOp:
                 bank.meta,
                 ids,
                 out,
-                self.ws,
-                self.counters,
-                self.splits,
+                self.slots,
                 self.spin_cycles,
             )
         else:
@@ -211,9 +184,6 @@ class KernelOp:
                 ids,
                 rw,
                 out,
-                self.ws,
-                self.counters,
-                self.splits,
                 self.spin_cycles,
             )
 

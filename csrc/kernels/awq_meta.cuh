@@ -85,29 +85,50 @@ __device__ __forceinline__ QuadMeta quad_meta(unsigned rec, int lane) {
   return q;
 }
 
-// The activation pairs lane t feeds to B: pair p = x[2t + 8p], x[2t + 8p + 1] as one half2 word.
-// Staged in shared memory as [group][t][p] words, so one 16-byte load per lane and group.
+// The activation pairs lane t feeds to B: pair p = x[8t + 2p], x[8t + 2p + 1] as one half2 word, so
+// a lane's four pairs are 16 contiguous bytes of the group (fragment packing puts the weights of
+// k = 8t + 2p + e in the matching slots): activations need no reordering, only a copy to shared
+// memory, and one 16-byte shared load per lane and group.
 struct XFrag {
   unsigned p[4];
 };
 
-__device__ __forceinline__ XFrag load_xfrag(const uint4* __restrict__ xs, int group, int lane) {
-  const uint4 v = xs[group * 4 + (lane & 3)];
-  return XFrag{{v.x, v.y, v.z, v.w}};
-}
+__device__ __forceinline__ XFrag as_xfrag(const uint4 v) { return XFrag{{v.x, v.y, v.z, v.w}}; }
+
+// Copies n16 16-byte words of activations to shared memory in two steps, so a kernel can issue
+// its weight loads in between: begin() loads this thread's first word into a register, finish()
+// stores it and copies the rest (only when n16 > blockDim.x). The caller then syncs the CTA.
+struct Staging {
+  uint4 first;
+  __device__ __forceinline__ void begin(const uint4* __restrict__ src, int n16) {
+    if (static_cast<int>(threadIdx.x) < n16) first = __ldg(src + threadIdx.x);
+  }
+  __device__ __forceinline__ void finish(uint4* __restrict__ dst, const uint4* __restrict__ src, int n16) {
+    if (static_cast<int>(threadIdx.x) < n16) dst[threadIdx.x] = first;
+    for (int i = threadIdx.x + blockDim.x; i < n16; i += blockDim.x) dst[i] = __ldg(src + i);
+  }
+};
 
 // Dequantizes word `w` (8 weights of one column) with its record: pair p -> half2 register
 // fp16(q * scale + bias), one rounding. q is exact: (0x6400 | q) is 1024 + q as fp16, and
 // (0x6400 | q << 4) is 1024 + 16q, so q = that / 16 - 64 (exact) saves a shift per pair.
+// (a & kMask) | 0x64006400 as one LOP3 (the compiler emits two: an AND, then an OR).
+template <unsigned kMask>
+__device__ __forceinline__ unsigned and_or(unsigned a) {
+  unsigned d;
+  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "n"(kMask), "n"(0x64006400u));
+  return d;
+}
+
 __device__ __forceinline__ void dequant_word(unsigned w, unsigned rec, unsigned (&h)[4]) {
-  const __half2 s = __half2half2(__ushort_as_half(static_cast<unsigned short>(rec & 0xffffu)));
-  const __half2 b = __half2half2(__ushort_as_half(static_cast<unsigned short>(rec >> 16)));
+  const __half2 r = *reinterpret_cast<const __half2*>(&rec);
+  const __half2 s = __low2half2(r), b = __high2half2(r);  // operand selectors, no extra instructions
   const __half2 magic = __half2half2(__ushort_as_half(0x6400));      // 1024
   const __half2 sixteenth = __half2half2(__ushort_as_half(0x2c00));  // 1/16
   const __half2 neg64 = __half2half2(__ushort_as_half(0xd400));      // -64
   const unsigned w8 = w >> 8;
-  const unsigned b0 = (w & 0x000f000fu) | 0x64006400u, b1 = (w & 0x00f000f0u) | 0x64006400u;
-  const unsigned b2 = (w8 & 0x000f000fu) | 0x64006400u, b3 = (w8 & 0x00f000f0u) | 0x64006400u;
+  const unsigned b0 = and_or<0x000f000fu>(w), b1 = and_or<0x00f000f0u>(w);
+  const unsigned b2 = and_or<0x000f000fu>(w8), b3 = and_or<0x00f000f0u>(w8);
   __half2 q[4];
   q[0] = __hsub2(*reinterpret_cast<const __half2*>(&b0), magic);
   q[1] = __hfma2(*reinterpret_cast<const __half2*>(&b1), sixteenth, neg64);
@@ -184,23 +205,6 @@ __device__ __forceinline__ float acc_of_lane(const Acc& acc, int lane) {
   return t == 0 ? acc.d[0][0] : t == 1 ? acc.d[0][2] : t == 2 ? acc.d[1][0] : acc.d[1][2];
 }
 
-// Stages `groups` groups of 32 fp16 activations (src 16-byte aligned) into shared memory in
-// fragment order [group][t][p] (load_xfrag): each thread loads 16 bytes, i.e. pair p = i % 4 of
-// every t in group i / 4, and scatters its four words; all loads are issued before any store.
-__device__ __forceinline__ void stage_activations(uint4* __restrict__ dst, const __half* __restrict__ src,
-                                                  int groups) {
-  const uint4* s4 = reinterpret_cast<const uint4*>(src);
-  unsigned* d = reinterpret_cast<unsigned*>(dst);
-  for (int i = threadIdx.x; i < groups * 4; i += blockDim.x) {
-    const uint4 v = __ldg(s4 + i);
-    const int g = i >> 2, p = i & 3;  // k = 32g + 8p + 2t + e for word t of the 16 bytes
-    d[(g * 4 + 0) * 4 + p] = v.x;
-    d[(g * 4 + 1) * 4 + p] = v.y;
-    d[(g * 4 + 2) * 4 + p] = v.z;
-    d[(g * 4 + 3) * 4 + p] = v.w;
-  }
-}
-
 // Calibration builds spin a known number of SM cycles per CTA before any work (DESIGN §5).
 __device__ __forceinline__ void calibration_spin(long long cycles) {
 #ifdef WB_CALIBRATION
@@ -217,99 +221,29 @@ __device__ __forceinline__ void calibration_spin(long long cycles) {
 #endif
 }
 
-// ---------------------------------------------------------------------------------------------
-// Launch-level helpers for sm_90: programmatic dependent launch (PDL) and thread-block clusters.
-// On older GPUs they compile to nothing and split-K combines through global memory instead.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define WB_SM90 1
-#endif
-
-// Start of every kernel. With PDL the launch of this grid overlaps the tail of the previous kernel
-// in the stream; nothing here reads or writes global memory before the previous grid has finished
-// and flushed (griddepcontrol.wait), so the overlap is only launch latency, never data. Then this
-// grid lets its own successor start launching. Without PDL both instructions return at once.
+// Start of every kernel. On sm_90 the launcher makes each launch a programmatic dependent launch
+// (PDL): this grid's CTAs may become resident while the previous kernel in the stream is still
+// running, but nothing here reads or writes global memory before that kernel has finished and
+// flushed (griddepcontrol.wait), so the overlap is launch latency only, never data. Then this grid
+// lets its own successor start launching. Without PDL both instructions return at once; before
+// sm_90 there is nothing to do.
 __device__ __forceinline__ void kernel_prologue() {
-#ifdef WB_SM90
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");  // "I am running" (combine_splits)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
-constexpr int kMaxSplits = 8;  // split-K CTAs of one output row: one portable cluster (the launcher checks)
-
-#ifndef WB_SM90
-// One atomic add with acquire-release semantics at GPU scope (PTX ISA 6.0, sm_70+): cheaper than
-// the sequentially consistent fences of __threadfence(), and all the ordering split-K needs.
-__device__ __forceinline__ unsigned atomic_add_acq_rel_gpu(unsigned* p, unsigned v) {
-  unsigned old;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
-#endif
-
-// Split-K combine without atomics on data, so results are deterministic. Every CTA holds its
-// partial row in shared memory `row`; the CTA of split 0 sums all partials in split order.
-//  * sm_90: the splits of a row form one thread-block cluster (the launcher sets it up). Each
-//    CTA stores its row into split 0's shared memory (distributed shared memory) and arrives on
-//    the cluster barrier with release semantics; split 0 waits with acquire semantics and sums.
-//    The barrier at kernel start (kernel_prologue) guarantees split 0 is running before anyone
-//    stores into it; it stays until every store has arrived. No global memory round trip.
-//  * older GPUs: each CTA writes its row to `ws`; the last CTA of a row (counted with one atomic,
-//    acquire-release) sums the partials in split order and resets the counter, so a CUDA-Graph
-//    replay starts from zero again.
-// Returns true in the CTA that must finalize; `row` then holds the split-ordered sum.
-template <int kWidth>
-__device__ __forceinline__ bool combine_splits(float* __restrict__ ws, unsigned* __restrict__ counter,
-                                               int split, int splits, float* row /* smem, kWidth */) {
-#ifdef WB_SM90
-  (void)ws;
-  (void)counter;
-  __shared__ float slots[kMaxSplits][kWidth];
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");  // pairs with the prologue's arrive
-  if (splits == 1) return true;
-  if (split != 0) {
-    for (int c = threadIdx.x; c < kWidth; c += blockDim.x) {
-      const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(&slots[split][c]));
-      unsigned remote;
-      asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(remote) : "r"(local));
-      asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(row[c]) : "memory");
-    }
-  }
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-  if (split != 0) return false;  // nothing reads this CTA's shared memory: it may leave
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-  for (int c = threadIdx.x; c < kWidth; c += blockDim.x) {
-    float s = row[c];
-    for (int i = 1; i < splits; ++i) s += slots[i][c];
-    row[c] = s;
-  }
+// The CTA's column sums: `red` holds one partial per warp and column (red[warp][lane]); warp 0
+// adds them in warp order (a fixed order: results do not depend on timing). Call from every thread;
+// returns the sum of column `lane` in warp 0 (other warps get 0 and must not use it).
+__device__ __forceinline__ float cta_column_sum(float (*red)[kTileCols], float mine, int warp, int lane) {
+  red[warp][lane] = mine;
   __syncthreads();
-  return true;
-#else
-  __shared__ bool is_last;
-  if (splits == 1) return true;
-  for (int c = threadIdx.x; c < kWidth; c += blockDim.x) __stcg(ws + split * kWidth + c, row[c]);
-  __syncthreads();
-  if (threadIdx.x == 0) is_last = atomic_add_acq_rel_gpu(counter, 1u) == static_cast<unsigned>(splits - 1);
-  __syncthreads();
-  if (!is_last) return false;
-  for (int c = threadIdx.x; c < kWidth; c += blockDim.x) {
-    // Issue every partial's load before the first add (a runtime-length loop of loads would pay
-    // one L2 round trip per split); the adds then run in split order: deterministic.
-    float part[kMaxSplits];
-#pragma unroll
-    for (int i = 0; i < kMaxSplits; ++i) part[i] = i < splits ? __ldcg(ws + i * kWidth + c) : 0.f;
-    float s = part[0];
-#pragma unroll
-    for (int i = 1; i < kMaxSplits; ++i)
-      if (i < splits) s += part[i];
-    row[c] = s;
-  }
-  if (threadIdx.x == 0) *counter = 0u;  // the kernel boundary orders this before the next launch
-  __syncthreads();
-  return true;
-#endif
+  float v = 0.f;
+  if (warp == 0)
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) v += red[w][lane];
+  return v;
 }
 
 }  // namespace wb

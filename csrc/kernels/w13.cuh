@@ -1,16 +1,18 @@
 // W13: gate and up projections of every routed expert in one launch, fused with SwiGLU (DESIGN §1):
 //   inter[j, c] = fp16( silu(sum_k w1[k, c] x[k]) * (sum_k w3[k, c] x[k]) ),  expert e = ids[j].
-// Torch-free. Grid (T = N/64 column tiles, top_k, splits); one CTA = 32 gate + 32 up columns of one
-// expert over one K slice. Warps alternate gate / up tiles and share the slice's groups; a warp
-// covers one 32-column tile per group with tensor-core products (awq_meta.cuh, dot_group). The
-// splits of a tile combine in split order (combine_splits: a cluster on sm_90).
+// Torch-free. Grid (N/32 column tiles, top_k): one CTA = one 32-column tile (a gate tile for
+// t < N/64, else an up tile) of one routed expert over the whole K, so no split-K combine. Warp w
+// takes groups w, w + warps, ... (kUnroll of them per round, every load of a round issued before
+// the first is used) with tensor-core products (awq_meta.cuh, dot_group) against x in shared
+// memory; warp 0 adds the warps' sums in warp order. The gate and the up CTA of a column meet through one 64-bit exchange per
+// column in `slots`: whichever arrives second holds both sums and writes silu(gate) * up.
 #pragma once
 #include "awq_meta.cuh"
 
 namespace wb {
 
-constexpr int kWarps = 8;   // warps per CTA: even warps gate, odd warps up
-constexpr int kUnroll = 4;  // groups whose loads a warp issues before it computes: bytes in flight
+constexpr int kUnroll = 5;     // groups whose loads a warp issues before it computes: bytes in flight
+constexpr int kMaxWarps = 16;  // the launcher picks ceil(groups / kUnroll) warps, at most this many
 
 struct W13Params {
   const __half* x;                 // [K] activations
@@ -18,80 +20,75 @@ struct W13Params {
   const unsigned char* meta;       // [E][K/32][N * kRecordBytes] records
   const int* ids;                  // [top_k] routed experts
   __half* inter;                   // [top_k][N/2] output
-  float* ws;                       // [top_k][T][splits][64] split-K partials (pre-sm_90 only)
-  unsigned* counters;              // [top_k][T], zero before and after every launch (pre-sm_90)
-  int K, N, experts, splits;
+  unsigned long long* slots;       // [top_k][N/2] gate/up exchange, zero before and after every launch
+  int K, N, experts;
   long long spin_cycles;           // calibration builds only
 };
 
-__global__ void __launch_bounds__(kWarps * 32, 3) w13_kernel(const W13Params p) {
-  extern __shared__ uint4 xs[];    // this split's groups of x in fragment order (load_xfrag)
-  __shared__ float red[kWarps][kTileCols];
-  __shared__ float row[2 * kTileCols];  // gate sums, then up sums
+__global__ void __launch_bounds__(kMaxWarps * 32) w13_kernel(const W13Params p) {
+  extern __shared__ uint4 xs[];  // x (K halves, already in fragment order), then one group of zeros
+  __shared__ float red[kMaxWarps][kTileCols];
   kernel_prologue();
-  const int t = blockIdx.x, j = blockIdx.y, s = blockIdx.z, T = gridDim.x;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int G = p.K / kGroup, half_n = p.N / 2;
-  const int gbeg = (s * G) / p.splits, gend = ((s + 1) * G) / p.splits;
+  const int t = blockIdx.x, j = blockIdx.y;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int G = p.K / kGroup, half_n = p.N / 2, n16 = p.K / 8;
   calibration_spin(p.spin_cycles);
 
-  // The routed id and this split's activations are independent loads: issue both before
-  // waiting on either, so the dependent weight loads start one memory round trip earlier.
-  const int e = __ldg(p.ids + j);
-  stage_activations(xs, p.x + gbeg * kGroup, gend - gbeg);
-  if (e < 0 || e >= p.experts) {  // documented policy: an out-of-range id contributes nothing
-    if (s == 0 && warp == 0) p.inter[j * half_n + t * kTileCols + lane] = __float2half_rn(0.f);
-    return;  // the same for every CTA of the cluster (same j): no barrier is left waiting
-  }
-
-  // This warp's tile: gate columns t*32.. (even warps) or up columns N/2 + t*32.. (odd warps).
-  const int col0 = (warp & 1) * half_n + t * kTileCols;
-  const uint4* wp = p.weights + static_cast<size_t>(e) * G * p.N + col0 + lane;
-  const unsigned char* mp = p.meta + (static_cast<size_t>(e) * G * p.N + col0) * kRecordBytes;
-  constexpr int kStride = kWarps / 2;  // groups of one tile are shared by kWarps/2 warps
-  Acc acc = acc_zero();
+  // Three kinds of loads, issued so that none waits for another it does not need: x (copied to
+  // shared memory), the routed id, then the weights and records that depend on the id. An
+  // out-of-range id (documented policy: contributes nothing) reads expert 0 and is zeroed below,
+  // so every load stays in bounds and no branch separates the id from the loads.
+  const uint4* x16 = reinterpret_cast<const uint4*>(p.x);
+  Staging stage;
+  stage.begin(x16, n16);
+  const int id = __ldg(p.ids + j);
+  const bool valid = id >= 0 && id < p.experts;
+  const size_t e = valid ? static_cast<size_t>(id) : 0;
+  const uint4* wp = p.weights + e * G * p.N + t * kTileCols + lane;
+  const unsigned char* mp = p.meta + (e * G * p.N + t * kTileCols) * kRecordBytes;
   uint4 w[kUnroll];
   unsigned m[kUnroll];
-  // Issues the loads of groups g0, g0 + kStride, ... (kUnroll of them) before any is used.
+  // Issues the loads of groups g0, g0 + warps, ... (kUnroll of them; past the end they repeat the
+  // last group, so every lane always runs the reader's shuffles, and the sums skip them).
   auto load = [&](int g0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int g = g0 + u * kStride;
-      if (g < gend) {  // warp-uniform, so the cooperative reader's shuffles see all lanes
-        w[u] = __ldg(wp + static_cast<size_t>(g) * p.N);
-        m[u] = read_meta(mp + static_cast<size_t>(g) * p.N * kRecordBytes, lane);
-      }
+      const size_t g = static_cast<size_t>(min(g0 + u * warps, G - 1));
+      w[u] = __ldg(wp + g * p.N);
+      m[u] = read_meta(mp + g * p.N * kRecordBytes, lane);
     }
   };
-  const int first = gbeg + (warp >> 1);
-  load(first);
-  __syncthreads();  // the staged activations; this warp's first weight loads are in flight
-  for (int g0 = first; g0 < gend; g0 += kStride * kUnroll) {
+  load(warp);
+  stage.finish(xs, x16, n16);
+  if (threadIdx.x < 4) xs[n16 + threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);  // group G: zeros
+  __syncthreads();
+  const uint4* xl = xs + (lane & 3);  // this lane's 16 bytes of group g: xl[4 * g]
+  Acc acc = acc_zero();
+  for (int g0 = warp; g0 < G; g0 += warps * kUnroll) {
+    // A slot past the last group multiplies the last group's weights by group G's zeros: adds
+    // exactly 0, without a branch around the tensor-core work.
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int g = g0 + u * kStride;
-      if (g < gend) dot_group(w[u], quad_meta(m[u], lane), load_xfrag(xs, g - gbeg, lane), acc);
-    }
-    if (g0 + kStride * kUnroll < gend) load(g0 + kStride * kUnroll);
+    for (int u = 0; u < kUnroll; ++u)
+      dot_group(w[u], quad_meta(m[u], lane), as_xfrag(xl[4 * min(g0 + u * warps, G)]), acc);
+    if (g0 + warps * kUnroll < G) load(g0 + warps * kUnroll);
   }
   finish_acc(acc);
-  red[warp][lane] = acc_of_lane(acc, lane);
-  __syncthreads();
-  if (threadIdx.x < 2 * kTileCols) {  // gate column c from the even warps, up from the odd ones
-    const int half = threadIdx.x / kTileCols, c = threadIdx.x % kTileCols;
-    float v = 0.f;
-#pragma unroll
-    for (int w2 = half; w2 < kWarps; w2 += 2) v += red[w2][c];
-    row[threadIdx.x] = v;
-  }
-  __syncthreads();
-  const size_t rid = static_cast<size_t>(j) * T + t;
-  if (!combine_splits<2 * kTileCols>(p.ws + rid * p.splits * 2 * kTileCols, p.counters + rid, s, p.splits, row))
-    return;
-  if (threadIdx.x < kTileCols) {
-    const float g = row[lane], u = row[kTileCols + lane];
-    p.inter[j * half_n + t * kTileCols + lane] = __float2half_rn(g / (1.f + expf(-g)) * u);
-  }
+  const float sum = cta_column_sum(red, acc_of_lane(acc, lane), warp, lane);
+  if (warp != 0) return;
+
+  // Gate tile t pairs with up tile t + N/64: one 64-bit exchange per column carries this CTA's
+  // sum with a "present" flag; the CTA that finds its partner's sum finishes the column and
+  // clears the slot for the next launch (no other CTA touches it until then).
+  const bool up = t >= p.N / 64;
+  const int c = (up ? t - p.N / 64 : t) * kTileCols + lane;
+  unsigned long long* slot = p.slots + static_cast<size_t>(j) * half_n + c;
+  const float mine = valid ? sum : 0.f;
+  const unsigned long long other = atomicExch(slot, (1ull << 32) | __float_as_uint(mine));
+  if ((other >> 32) == 0) return;
+  *slot = 0ull;
+  const float theirs = __uint_as_float(static_cast<unsigned>(other));
+  const float g = up ? theirs : mine, u = up ? mine : theirs;
+  p.inter[static_cast<size_t>(j) * half_n + c] = __float2half_rn(g / (1.f + expf(-g)) * u);
 }
 
 }  // namespace wb

@@ -1,0 +1,252 @@
+// floor_probe: what a launch configuration costs before any AWQ work, on this GPU.
+//
+// Times 48-node CUDA Graphs (one node per "call", as bench_kernels.py does) of a streaming kernel
+// that has the shape of a decode kernel but none of its arithmetic: optional programmatic dependent
+// launch (PDL) with griddepcontrol.wait before any global access, optional thread-block clusters
+// with the two cluster barriers a split-K combine needs, one L2 load of a routed id that every
+// weight address depends on (as in the real kernels), then `bytes` of 16-byte loads spread over all
+// threads, folded into one word per CTA and written out (so nothing is optimised away).
+// Rotating: 8 graphs, each call of each graph reads its own slice (8 x 48 x bytes >> L2), replayed
+// round robin, so every replay streams from DRAM. Hot: every call reads the same slice.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o floor_probe benchmarks/floor_probe.cu -lcuda
+//   ./floor_probe                 # the built-in table of configurations (W2- and W13-sized)
+//   ./floor_probe scatter         # contiguous slices vs 10 random experts of a 512-expert bank
+//   ./floor_probe BYTES GRID BLOCK CLUSTER PDL CHAIN   # one configuration (CHAIN 2: scatter)
+//
+// Output: µs per call, hot and rotating, and the GB/s the rotating number implies. Not a kernel of
+// the workbench: a yardstick for what the kernels' launch structure can reach at best.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                                    \
+  do {                                                                                           \
+    cudaError_t e_ = (x);                                                                        \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+struct Args {
+  const uint4* src;   // this call's slice
+  const int* ids;     // routed ids (all zero; read so that addresses depend on an L2 load)
+  unsigned* out;      // one word per CTA
+  long long n16;      // 16-byte elements in the slice
+  int chain, cluster;
+  // scatter mode (chain == 2): the slice is kChunks "experts" of chunk16 elements each, expert c
+  // at src + chunk_off[c] (16-byte elements), as the routed experts of one layer's bank lie
+  int chunk16;
+  long long chunk_off[10];
+};
+constexpr int kChunks = 10;
+
+__global__ void probe(const Args a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (a.cluster > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  const long long nthreads = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long tid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  long long off = 0;
+  if (a.chain) off = __ldg(a.ids + (blockIdx.x & 7));
+  unsigned acc = 0;
+  constexpr int kU = 8;
+  for (long long i = tid + off; i < a.n16; i += kU * nthreads) {
+    uint4 v[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const long long k = i + u * nthreads;
+      const uint4* p = a.src + k;
+      if (a.chain == 2) {
+        const int c = static_cast<int>(k / a.chunk16);
+        p = a.src + a.chunk_off[c < kChunks ? c : kChunks - 1] + (k - static_cast<long long>(c) * a.chunk16);
+      }
+      v[u] = k < a.n16 ? __ldg(p) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  __shared__ unsigned red[32];
+  for (int o = 16; o; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;
+  __syncthreads();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (a.cluster > 1) {  // the combine's handshake: release, then the leader acquires
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  }
+#endif
+  if (threadIdx.x == 0) {
+    unsigned s = 0;
+    for (int w = 0; w < (blockDim.x + 31) / 32; ++w) s ^= red[w];
+    a.out[blockIdx.x] = s;
+  }
+}
+
+static double time_config(long long bytes, int grid, int block, int cluster, int pdl, int chain, bool hot,
+                          const uint4* buf, const int* ids, unsigned* out, cudaStream_t st) {
+  const int calls = 48, graphs = hot ? 1 : 8;
+  std::vector<cudaGraphExec_t> execs;
+  for (int g = 0; g < graphs; ++g) {
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int c = 0; c < calls; ++c) {
+      Args a;
+      a.src = buf + (hot ? 0 : static_cast<long long>(g * calls + c) * (bytes / 16));
+      a.chunk16 = static_cast<int>(bytes / 16 / kChunks);
+      if (chain == 2) {  // call c reads 10 distinct random experts of layer c's bank of 512
+        const long long bank16 = 512LL * a.chunk16;
+        a.src = buf + (hot ? 0 : c * bank16);
+        unsigned seed = hot ? 12345u : 12345u + 977u * g + 131u * c;
+        std::vector<int> picked;
+        while (static_cast<int>(picked.size()) < kChunks) {
+          seed = seed * 1664525u + 1013904223u;
+          const int e = static_cast<int>((seed >> 8) % 512);
+          if (std::find(picked.begin(), picked.end(), e) == picked.end()) picked.push_back(e);
+        }
+        for (int i = 0; i < kChunks; ++i) a.chunk_off[i] = picked[i] * static_cast<long long>(a.chunk16);
+      }
+      a.ids = ids;
+      a.out = out;
+      a.n16 = bytes / 16;
+      a.chain = chain;
+      a.cluster = cluster;
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(grid);
+      cfg.blockDim = dim3(block);
+      cfg.stream = st;
+      cudaLaunchAttribute at[2];
+      int n = 0;
+      at[n].id = cudaLaunchAttributeClusterDimension;
+      at[n].val.clusterDim.x = cluster;
+      at[n].val.clusterDim.y = 1;
+      at[n].val.clusterDim.z = 1;
+      ++n;
+      if (pdl) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n].val.programmaticStreamSerializationAllowed = 1;
+        ++n;
+      }
+      cfg.attrs = at;
+      cfg.numAttrs = n;
+      CK(cudaLaunchKernelEx(&cfg, probe, a));
+    }
+    cudaGraph_t gr;
+    CK(cudaStreamEndCapture(st, &gr));
+    cudaGraphExec_t ex;
+    CK(cudaGraphInstantiate(&ex, gr, 0));
+    CK(cudaGraphDestroy(gr));
+    execs.push_back(ex);
+  }
+  for (int w = 0; w < 3 * graphs; ++w) CK(cudaGraphLaunch(execs[w % graphs], st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int r = 0; r < 9; ++r) {  // median of 9 samples of 8*graphs replays
+    CK(cudaEventRecord(e0, st));
+    for (int k = 0; k < 8 * graphs; ++k) CK(cudaGraphLaunch(execs[k % graphs], st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float m;
+    CK(cudaEventElapsedTime(&m, e0, e1));
+    ms.push_back(m / (8 * graphs));
+  }
+  std::sort(ms.begin(), ms.end());
+  for (auto ex : execs) CK(cudaGraphExecDestroy(ex));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return ms[ms.size() / 2] * 1000.0 / calls;  // µs per call
+}
+
+int main(int argc, char** argv) {
+  struct Cfg {
+    const char* name;
+    long long bytes;
+    int grid, block, cluster, pdl, chain;
+  };
+  std::vector<Cfg> cfgs;
+  const long long w2 = 2430000, w13 = 4860000;
+  if (argc == 7) {
+    cfgs.push_back({"cli", atoll(argv[1]), atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6])});
+  } else if (argc == 2 && std::string(argv[1]) == "scatter") {
+    // contiguous slices vs 10 random experts of a 512-expert bank per call (chain 2), same bytes
+    cfgs.push_back({"w2-contig", w2, 80, 640, 1, 1, 1});
+    cfgs.push_back({"w2-scatter", w2, 80, 640, 1, 1, 2});
+    cfgs.push_back({"w2-contig", w2, 132, 512, 1, 1, 1});
+    cfgs.push_back({"w2-scatter", w2, 132, 512, 1, 1, 2});
+    cfgs.push_back({"w13-contig", w13, 100, 512, 1, 1, 1});
+    cfgs.push_back({"w13-scatter", w13, 100, 512, 1, 1, 2});
+    cfgs.push_back({"w13-contig", w13, 300, 256, 1, 1, 1});
+    cfgs.push_back({"w13-scatter", w13, 300, 256, 1, 1, 2});
+  } else {
+    for (long long b : {0LL, w2}) {
+      const char* t = b ? "w2-bytes" : "null";
+      cfgs.push_back({t, b, 400, 128, 5, 1, 1});   // current W2: 80 tiles x 5 splits, clusters of 5
+      cfgs.push_back({t, b, 400, 128, 5, 0, 1});
+      cfgs.push_back({t, b, 400, 128, 1, 1, 1});
+      cfgs.push_back({t, b, 160, 320, 2, 1, 1});
+      cfgs.push_back({t, b, 160, 320, 1, 1, 1});
+      cfgs.push_back({t, b, 80, 320, 1, 1, 1});
+      cfgs.push_back({t, b, 80, 640, 1, 1, 1});
+      cfgs.push_back({t, b, 80, 1024, 1, 1, 1});
+      cfgs.push_back({t, b, 132, 512, 1, 1, 1});
+      cfgs.push_back({t, b, 132, 1024, 1, 1, 1});
+      cfgs.push_back({t, b, 264, 512, 1, 1, 1});
+      cfgs.push_back({t, b, 80, 640, 1, 1, 0});
+      cfgs.push_back({t, b, 80, 640, 1, 0, 1});
+      cfgs.push_back({t, b, 1, 32, 1, 1, 0});
+      cfgs.push_back({t, b, 1, 32, 1, 0, 0});
+    }
+    for (long long b : {0LL, w13}) {
+      const char* t = b ? "w13-bytes" : "null";
+      cfgs.push_back({t, b, 300, 256, 6, 1, 1});   // current W13: 5 tiles x 10 slots x 6 splits
+      cfgs.push_back({t, b, 300, 256, 1, 1, 1});
+      cfgs.push_back({t, b, 200, 256, 4, 1, 1});
+      cfgs.push_back({t, b, 200, 512, 4, 1, 1});
+      cfgs.push_back({t, b, 100, 512, 2, 1, 1});
+      cfgs.push_back({t, b, 400, 256, 8, 1, 1});
+      cfgs.push_back({t, b, 400, 128, 8, 1, 1});
+      cfgs.push_back({t, b, 132, 1024, 1, 1, 1});
+      cfgs.push_back({t, b, 264, 512, 1, 1, 1});
+      cfgs.push_back({t, b, 528, 256, 1, 1, 1});
+    }
+  }
+  long long maxb = 0, maxscatter = 0;
+  for (auto& c : cfgs) {
+    maxb = c.bytes > maxb ? c.bytes : maxb;
+    if (c.chain == 2) maxscatter = c.bytes > maxscatter ? c.bytes : maxscatter;
+  }
+  const long long total = std::max(8LL * 48 * (maxb + 4096), 48LL * 512 * (maxscatter / kChunks + 16)) + 4096;
+  uint4* buf;
+  CK(cudaMalloc(&buf, total));
+  CK(cudaMemset(buf, 0x5a, total));
+  int* ids;
+  CK(cudaMalloc(&ids, 64 * sizeof(int)));
+  CK(cudaMemset(ids, 0, 64 * sizeof(int)));
+  unsigned* out;
+  CK(cudaMalloc(&out, 4096 * sizeof(unsigned)));
+  CK(cudaFuncSetAttribute(probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("# %s, %d SMs; 48-call graphs; us per call (median of 9)\n", prop.name, prop.multiProcessorCount);
+  std::printf("%-10s %9s %5s %5s %7s %3s %5s %8s %8s %8s\n", "what", "bytes", "grid", "block", "cluster", "pdl",
+              "chain", "hot", "rotating", "GB/s");
+  for (auto& c : cfgs) {
+    const double h = time_config(c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, true, buf, ids, out, st);
+    const double r = time_config(c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, false, buf, ids, out, st);
+    std::printf("%-10s %9lld %5d %5d %7d %3d %5d %8.3f %8.3f %8.0f\n", c.name, c.bytes, c.grid, c.block, c.cluster,
+                c.pdl, c.chain, h, r, c.bytes / (r * 1e3));
+    std::fflush(stdout);
+  }
+  return 0;
+}
