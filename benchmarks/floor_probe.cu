@@ -42,7 +42,8 @@ struct Args {
   // scatter mode (chain == 2): the slice is kChunks "experts" of chunk16 elements each, expert c
   // at src + chunk_off[c] (16-byte elements), as the routed experts of one layer's bank lie
   int chunk16;
-  long long chunk_off[10];
+  const long long* chunk_off;  // [kChunks] in global memory (a kernel-parameter array indexed at
+                               // run time would be copied to local memory by every thread)
 };
 constexpr int kChunks = 10;
 
@@ -65,8 +66,8 @@ __global__ void probe(const Args a) {
       const long long k = i + u * nthreads;
       const uint4* p = a.src + k;
       if (a.chain == 2) {
-        const int c = static_cast<int>(k / a.chunk16);
-        p = a.src + a.chunk_off[c < kChunks ? c : kChunks - 1] + (k - static_cast<long long>(c) * a.chunk16);
+        const int c = static_cast<int>(k) / a.chunk16;  // slices stay far below 2^31 elements
+        p = a.src + __ldg(a.chunk_off + (c < kChunks ? c : kChunks - 1)) + (k - static_cast<long long>(c) * a.chunk16);
       }
       v[u] = k < a.n16 ? __ldg(p) : make_uint4(0, 0, 0, 0);
     }
@@ -95,15 +96,13 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
                           const uint4* buf, const int* ids, unsigned* out, cudaStream_t st) {
   const int calls = 48, graphs = hot ? 1 : 8;
   std::vector<cudaGraphExec_t> execs;
-  for (int g = 0; g < graphs; ++g) {
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int c = 0; c < calls; ++c) {
-      Args a;
-      a.src = buf + (hot ? 0 : static_cast<long long>(g * calls + c) * (bytes / 16));
-      a.chunk16 = static_cast<int>(bytes / 16 / kChunks);
-      if (chain == 2) {  // call c reads 10 distinct random experts of layer c's bank of 512
-        const long long bank16 = 512LL * a.chunk16;
-        a.src = buf + (hot ? 0 : c * bank16);
+  // Scatter mode: the experts of every (graph, call), drawn before capture (no allocation inside).
+  long long* d_offs = nullptr;
+  if (chain == 2) {
+    const long long chunk16 = bytes / 16 / kChunks;
+    std::vector<long long> offs;
+    for (int g = 0; g < graphs; ++g)
+      for (int c = 0; c < calls; ++c) {
         unsigned seed = hot ? 12345u : 12345u + 977u * g + 131u * c;
         std::vector<int> picked;
         while (static_cast<int>(picked.size()) < kChunks) {
@@ -111,7 +110,21 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
           const int e = static_cast<int>((seed >> 8) % 512);
           if (std::find(picked.begin(), picked.end(), e) == picked.end()) picked.push_back(e);
         }
-        for (int i = 0; i < kChunks; ++i) a.chunk_off[i] = picked[i] * static_cast<long long>(a.chunk16);
+        for (int i = 0; i < kChunks; ++i) offs.push_back(picked[i] * chunk16);
+      }
+    CK(cudaMalloc(&d_offs, offs.size() * sizeof(long long)));
+    CK(cudaMemcpy(d_offs, offs.data(), offs.size() * sizeof(long long), cudaMemcpyHostToDevice));
+  }
+  for (int g = 0; g < graphs; ++g) {
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int c = 0; c < calls; ++c) {
+      Args a;
+      a.src = buf + (hot ? 0 : static_cast<long long>(g * calls + c) * (bytes / 16));
+      a.chunk16 = static_cast<int>(bytes / 16 / kChunks);
+      a.chunk_off = nullptr;
+      if (chain == 2) {  // call c reads 10 distinct random experts of layer c's bank of 512
+        a.src = buf + (hot ? 0 : c * 512LL * a.chunk16);
+        a.chunk_off = d_offs + (static_cast<long long>(g) * calls + c) * kChunks;
       }
       a.ids = ids;
       a.out = out;
@@ -161,6 +174,7 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
   }
   std::sort(ms.begin(), ms.end());
   for (auto ex : execs) CK(cudaGraphExecDestroy(ex));
+  if (d_offs) CK(cudaFree(d_offs));
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   return ms[ms.size() / 2] * 1000.0 / calls;  // µs per call
