@@ -9,7 +9,7 @@
 // Rotating: 8 graphs, each call of each graph reads its own slice (8 x 48 x bytes >> L2), replayed
 // round robin, so every replay streams from DRAM. Hot: every call reads the same slice.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -o floor_probe benchmarks/floor_probe.cu -lcuda
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o floor_probe benchmarks/floor_probe.cu
 //   ./floor_probe                 # the built-in table of configurations (W2- and W13-sized)
 //   ./floor_probe scatter         # contiguous slices vs 10 random experts of a 512-expert bank
 //   ./floor_probe BYTES GRID BLOCK CLUSTER PDL CHAIN   # one configuration (CHAIN 2: scatter)

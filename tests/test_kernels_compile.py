@@ -131,3 +131,25 @@ def test_kernels_compile_for_sm70_with_nvrtc12():
         assert r["arch"] == "sm_70"
         assert r["spill_stores"] == 0 and r["spill_loads"] == 0, r
         assert r["registers"] <= 255
+
+
+def test_floor_probe_builds(tmp_path):
+    """benchmarks/floor_probe.cu (the launch/streaming yardstick of the README) keeps compiling."""
+    import subprocess
+    from pathlib import Path
+
+    if SKIP:
+        pytest.skip(SKIP)
+    from workbench.build import cuda_home
+
+    nvcc = Path(cuda_home()) / "bin" / "nvcc"
+    src = Path(__file__).resolve().parents[1] / "benchmarks" / "floor_probe.cu"
+    out = tmp_path / "floor_probe"
+    r = subprocess.run(
+        [str(nvcc), "-O3", "-std=c++17", "-arch=sm_90", "-o", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert out.stat().st_size > 0
