@@ -7,6 +7,11 @@ E2_noload     weights and metadata from register constants instead of memory
 E3_nocompute  E2, and no dequantize / tensor-core work either (the constants feed one add)
 E4_noids      routed ids taken as 0, 1, 2, ... instead of loaded: weight addresses need no load
 E5_loadonly   real loads, but no dequantize / tensor-core work (the loaded words feed one add)
+E6_prefetch   W2 only: ids, router weights, weights and records are loaded BEFORE
+              griddepcontrol.wait (only inter waits for the previous kernel). Legal in a real
+              decode step only because W2's inputs other than inter come from the router, two
+              launches back; measure it with `bench_kernels.py --kernel step`, never with W2 alone
+              (a graph of W2 calls would overlap W2 with itself). A design question, not a kernel.
 
 Never time these against the real kernels in `workbench ab`: they fail the numerics gate by design.
 """
@@ -24,7 +29,7 @@ def _edit(src: Path, out: Path, name: str, fn) -> None:
     if d.exists():
         shutil.rmtree(d)
     shutil.copytree(src, d)
-    for kernel in ("w13", "w2"):
+    for kernel in KERNELS.get(name, ("w13", "w2")):
         p = d / "kernels" / f"{kernel}.cuh"
         text = p.read_text()
         edited = fn(kernel, text)
@@ -65,12 +70,25 @@ def _loadonly(kernel: str, s: str) -> str:
     )
 
 
+def _prefetch(kernel: str, s: str) -> str:
+    s = s.replace("  kernel_prologue();\n", "", 1)
+    s = s.replace("  stage.begin(x16, n16);\n", "", 1)
+    return s.replace(
+        "  load(warp * kUnroll);\n  stage.finish(xs, x16, n16);",
+        "  load(warp * kUnroll);\n  kernel_prologue();\n  stage.begin(x16, n16);\n"
+        "  stage.finish(xs, x16, n16);",
+    )
+
+
+KERNELS = {"E6_prefetch": ("w2",)}  # ablations that edit one kernel only
+
 ABLATIONS = (
     ("E1_null", _null),
     ("E2_noload", _noload),
     ("E3_nocompute", _nocompute),
     ("E4_noids", _noids),
     ("E5_loadonly", _loadonly),
+    ("E6_prefetch", _prefetch),
 )
 
 

@@ -2,6 +2,7 @@
 in graphs of `calls` calls, next to the tinygemm peer and the bandwidth floor.
 
     python3 benchmarks/bench_kernels.py [--calls 48] [--replays 200] [--out FILE.json]
+    python3 benchmarks/bench_kernels.py --kernel step     # W13 then W2 per call (a decode step)
 
 Hot: every call uses the same top_k experts of one bank. Rotating: call l uses bank l and its own
 experts; several graphs over disjoint banks alternate so that the working set is >= 5x the L2.
@@ -100,6 +101,45 @@ def bench_arm(kernel, arm, shape, banks, inputs, n_sets, n_calls, replays) -> di
     return row
 
 
+def bench_step(arm, shape, n_sets, n_calls, replays) -> dict:
+    """Median µs per call of the decode step: each call is W13 (arm) and then W2 (arm) on W13's
+    output, with the same routed ids; hot and rotating as for one kernel."""
+    layout = arm.split("-")[0]
+    ops = {k: KernelOp(parse_arm(k, arm), shape) for k in ("w13", "w2")}
+    n = n_calls * n_sets
+    banks = {k: [make_bank(shape, k, layout, seed=i) for i in range(n)] for k in ops}
+    ins = [make_inputs(shape, "w13", seed=100 + i) for i in range(n)]
+    outs = [make_inputs(shape, "w2", seed=300 + i) for i in range(n)]
+    row = {"kernel": "step", "arm": arm, "sets": n_sets}
+    for set_name in ("hot", "rotating"):
+        graphs = []
+        for s in range(n_sets if set_name == "rotating" else 1):
+            idx = [s * n_calls + c if set_name == "rotating" else 0 for c in range(n_calls)]
+
+            def issue(idx=idx):
+                for i in idx:
+                    x, ids, inter = ins[i]["x"], ins[i]["ids"], ins[i]["out"]
+                    ops["w13"](x, banks["w13"][i], ids, inter)
+                    ops["w2"](inter, banks["w2"][i], ids, outs[i]["out"], rw=outs[i]["rw"])
+
+            st = torch.cuda.Stream()
+            st.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(st):
+                issue()  # eager warm-up on the side stream
+            torch.cuda.current_stream().wait_stream(st)
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                issue()
+            graphs.append(g)
+        ms = time_graphs(graphs, replays)
+        row[set_name] = {
+            "ms_per_replay": round(ms, 5),
+            "us_per_call": round(ms * 1000 / n_calls, 3),
+        }
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="qwen3.8-flash-next")
@@ -120,6 +160,19 @@ def main() -> int:
         "rows": [],
     }
     for kernel in a.kernel.split(","):
+        if kernel == "step":
+            per_graph = a.calls * (call_bytes(shape, "w13", "b3") + call_bytes(shape, "w2", "b3"))
+            n_sets = max(1, -(-5 * l2 // per_graph))
+            for arm in [x for x in ARMS if x in a.arms.split(",")]:
+                row = bench_step(arm, shape, n_sets, a.calls, a.replays)
+                results["rows"].append(row)
+                print(
+                    f"step {arm:>9}  hot {row['hot']['us_per_call']:7.3f} us/call  rotating "
+                    f"{row['rotating']['us_per_call']:7.3f} us/call ({n_sets} graph sets)",
+                    flush=True,
+                )
+                torch.cuda.empty_cache()
+            continue
         K, N = shape.dims(kernel)
         per_graph = a.calls * call_bytes(shape, kernel, "b3")
         n_sets = max(1, -(-5 * l2 // per_graph))  # graphs over disjoint banks: >= 5x L2 in rotation
