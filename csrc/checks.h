@@ -82,6 +82,9 @@ inline void check_bank(const char* op, const at::Tensor& weights, const at::Tens
   check_dim(op, "weights", weights, 4);
   check_size(op, "weights", weights, 3, 4, "4 int32 words = 32 int4 values per group and column");
   WB_CHECK(weights.size(0) >= 1, op, "argument 'weights' holds ", weights.size(0), " experts, needs >= 1");
+  WB_CHECK(weights.size(1) >= 1, op, "argument 'weights' holds ", weights.size(1),
+           " groups (K = 0), needs >= 1");
+  WB_CHECK(weights.size(2) >= 32, op, "argument 'weights' has N = ", weights.size(2), " columns, needs >= 32");
   WB_CHECK(weights.size(2) % 32 == 0, op, "argument 'weights' has N = ", weights.size(2),
            " columns, must be a multiple of 32 (one record tile per warp)");
   check_contiguous(op, "weights", weights);
@@ -124,7 +127,8 @@ constexpr const char* kLayoutName = "b3";
 constexpr const char* kLayoutName = "b4";
 #endif
 constexpr int64_t kMaxTopKArgs = 64;  // W13's grid.y; real MoE routers use <= 16
-// Activations staged in shared memory per CTA (plus one group of zeros): the static limit.
-constexpr int64_t kMaxStagedBytes = 48 * 1024;
+// Shared memory a CTA may use without opting in: activations (plus a group of zeros) are staged
+// in dynamic shared memory, which gets this minus the kernel's static shared memory.
+constexpr int64_t kMaxSmemBytes = 48 * 1024;
 
 }  // namespace wb

@@ -43,8 +43,16 @@ void launch(const char* op, void (*kernel)(Params), dim3 grid, dim3 block, size_
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
+  // PDL needs the kernel's griddepcontrol.wait, which only an sm_90+ binary has: a build for an
+  // older arch running on a newer GPU must launch without it (its next kernel would not wait).
+  static const int binary = [&] {
+    cudaFuncAttributes a{};
+    if (cudaFuncGetAttributes(&a, kernel) == cudaSuccess) return a.binaryVersion;
+    (void)cudaGetLastError();  // not sticky: clear it so the launch check below does not see it
+    return 0;
+  }();
   cudaLaunchAttribute attr;
-  if (cc_major(device) >= 9 && pdl_enabled()) {
+  if (cc_major(device) >= 9 && binary >= 90 && pdl_enabled()) {
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = &attr;

@@ -31,8 +31,9 @@ void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tenso
   wb::check_contiguous(op, "slots", slots);
   wb::check_numel_at_least(op, "slots", slots, top_k * N / 2, "top_k * N/2");
   const int64_t smem = (K / 8 + 4) * 16;  // x and one group of zeros
-  WB_CHECK(smem <= wb::kMaxStagedBytes, op, "argument 'weights' has K = ", K, ": x needs ", smem,
-           " bytes of shared memory per CTA, more than ", wb::kMaxStagedBytes);
+  const int64_t room = wb::kMaxSmemBytes - static_cast<int64_t>(sizeof(float)) * wb::kMaxWarps * wb::kTileCols;
+  WB_CHECK(smem <= room, op, "argument 'weights' has K = ", K, ": x needs ", smem,
+           " bytes of shared memory per CTA, more than the ", room, " this kernel has for it");
   for (auto [name, t] : {std::pair{"x", &x}, {"meta", &meta}, {"ids", &ids}, {"out", &out},
                          {"slots", &slots}, {"weights", &weights}})
     wb::check_cuda(op, name, *t, weights);

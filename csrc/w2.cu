@@ -29,8 +29,9 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   wb::check_contiguous(op, "out", out);
   wb::check_launch(op, spin_cycles, wb::kCalibrationBuild);
   const int64_t smem = (top_k * K / 8 + 4) * 16;  // every routed row of inter and one group of zeros
-  WB_CHECK(smem <= wb::kMaxStagedBytes, op, "argument 'inter' is [top_k, K] = [", top_k, ", ", K,
-           "]: it needs ", smem, " bytes of shared memory per CTA, more than ", wb::kMaxStagedBytes);
+  const int64_t room = wb::kMaxSmemBytes - static_cast<int64_t>(sizeof(float)) * wb::kMaxWarps * wb::kTileCols;
+  WB_CHECK(smem <= room, op, "argument 'inter' is [top_k, K] = [", top_k, ", ", K, "]: it needs ", smem,
+           " bytes of shared memory per CTA, more than the ", room, " this kernel has for it");
   for (auto [name, t] : {std::pair{"inter", &inter}, {"meta", &meta}, {"ids", &ids}, {"rw", &rw},
                          {"out", &out}, {"weights", &weights}})
     wb::check_cuda(op, name, *t, weights);

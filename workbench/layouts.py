@@ -5,8 +5,9 @@
   ``[scale_lo, scale_hi, zero]``. Both decode to the same ``(scale, bias)`` pair with
   ``bias = fp16(fp16(-zero) * scale)``, rounded once.
 * Dequantized weight ``w = fp16(q * scale + bias)``, rounded once (the kernel's ``__hfma2``).
-* Kernel int4 packing: int32 ``[K/32, N, 4]``; word j of (group g, column n) holds
-  ``k = 32g + 8j + e`` at nibble ``(e // 2) + 4 * (e % 2)`` (docs/ARCHITECTURE.md).
+* Kernel int4 packing: int32 ``[K/32, N, 4]`` in tensor-core fragment order (``pack_int4``):
+  entry (g, 32T + 4qd + t) word c holds column 32T + 4qd + c at ``k = 32g + 8t + e``, element e
+  at nibble ``(e // 2) + 4 * (e % 2)`` (docs/ARCHITECTURE.md).
 
 Torch tensors (CPU) in and out; the arithmetic is NumPy. Every function accepts optional leading
 dimensions (e.g. experts ``[E, ...]``) in front of the documented 2-D shapes.

@@ -63,9 +63,10 @@ __device__ __forceinline__ unsigned read_meta(const unsigned char* __restrict__ 
 // ---------------------------------------------------------------------------------------------
 // Tensor-core dot product (docs/ARCHITECTURE.md, "fragment packing"). One warp covers one tile of
 // 32 columns for one group of 32 k. Lane L = 4*qd + t holds, in word c of its 16-byte load, the
-// 8 weights of column 4*qd + c at k = 2t + 8p + e (pair p = 0..3): the A fragments of two
+// 8 weights of column 4*qd + c at k = 8t + 2p + e (pair p = 0..3): the A fragments of two
 // m16n8k16 products per k-half, with A = weights (row = column) and B = activations replicated
-// over the 8 n columns, so every lane ends up with the sums of its quad's 4 columns.
+// over the 8 n columns, so every lane ends up with the sums of its quad's 4 columns. (The products'
+// k slots are a permutation of the group's k, the same for A and B.)
 
 struct Acc {  // d[mb]: the m16n8k16 accumulator of m-block mb; d[mb][0] = column 2mb, d[mb][2] = 2mb+1
   float d[2][4];

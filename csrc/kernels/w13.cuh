@@ -26,7 +26,7 @@ struct W13Params {
 };
 
 __global__ void __launch_bounds__(kMaxWarps * 32) w13_kernel(const W13Params p) {
-  extern __shared__ uint4 xs[];  // x (K halves, already in fragment order), then one group of zeros
+  extern __shared__ uint4 xs[];  // x (K halves, as in memory), then one group of zeros
   __shared__ float red[kMaxWarps][kTileCols];
   kernel_prologue();
   const int t = blockIdx.x, j = blockIdx.y;

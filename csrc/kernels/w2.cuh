@@ -25,7 +25,7 @@ struct W2Params {
 };
 
 __global__ void __launch_bounds__(kMaxWarps * 32) w2_kernel(const W2Params p) {
-  extern __shared__ uint4 xs[];  // inter (top_k * K halves, in fragment order), then a unit of zeros
+  extern __shared__ uint4 xs[];  // inter (top_k * K halves, as in memory), then a unit of zeros
   __shared__ float red[kMaxWarps][kTileCols];
   kernel_prologue();
   const int t = blockIdx.x;
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w2_kernel(const W2Params p) {
       const int jc = in ? j : p.top_k - 1, gc = in ? g : G - 1;
       const int id = __ldg(p.ids + jc);
       const bool ok = in && id >= 0 && id < p.experts;
-      r[k] = __ldg(p.rw + jc);
+      r[k] = ok ? __ldg(p.rw + jc) : 0.f;  // a skipped slot adds 0 * 0 even if its rw is not finite
       xu[k] = ok ? u0 + k : units;
       const size_t gr = static_cast<size_t>(ok ? id : 0) * G + gc;
       w[k] = __ldg(wp + gr * p.N);
