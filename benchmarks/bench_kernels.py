@@ -1,5 +1,7 @@
 """Kernel speed on the current GPU (issue 3 item 5): µs per call of every variant, hot and rotating,
-in graphs of `calls` calls, next to the tinygemm peer and the bandwidth floor.
+in graphs of `calls` calls, next to the tinygemm peer and DEVICE.md's bandwidth formula (a lower
+bound no real launch reaches: benchmarks/floor_probe.cu measures what this GPU's launch and
+DRAM allow for the same bytes).
 
     python3 benchmarks/bench_kernels.py [--calls 48] [--replays 200] [--out FILE.json]
     python3 benchmarks/bench_kernels.py --kernel step     # W13 then W2 per call (a decode step)
@@ -201,7 +203,8 @@ def main() -> int:
         floor_us = 0.6 + call_bytes(shape, kernel, "b3") / 4.2e12 * 1e6
         results.setdefault("floor_us_per_call", {})[kernel] = round(floor_us, 3)
         print(
-            f"{kernel:>3} floor ~{floor_us:.2f} us/call (0.6 us graph node + b3 bytes at 4.2 TB/s)",
+            f"{kernel:>3} formula floor ~{floor_us:.2f} us/call (DEVICE.md: 0.6 us one-CTA graph node +"
+            " b3 bytes at 4.2 TB/s; benchmarks/floor_probe.cu measures the real one)",
             flush=True,
         )
     if a.out:
