@@ -7,6 +7,7 @@ of a run are known in advance. A test module's fixture calls `install(monkeypatc
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import types
 from dataclasses import dataclass, field
@@ -33,6 +34,11 @@ COST_US = {
 PEER_US = 12.0
 SM_MHZ = 1980.0
 NOISE = 0.003  # multiplicative, per call
+# Memory placement (docs/DESIGN.md §5.4): each placement of a bank gives each reader its own
+# speed factor, drawn once and fixed until the bank moves, as the H200 showed (the same
+# padding gave the same ratio again, even in another process). 0.3 % is the spread of the W13
+# hot ratio over six placements there (0.9537..0.9626).
+PLACEMENT_SD = 0.003
 
 
 class FakeEvent:
@@ -75,6 +81,8 @@ class FakeBank:
     experts: int
     weights: torch.Tensor  # float32 [E, K, N] (decoded; the same for b4 and b3)
     meta: torch.Tensor
+    seed: int = 0
+    effect: dict = field(default_factory=dict)  # reader -> speed factor of this placement
 
     @property
     def nbytes(self) -> int:
@@ -87,7 +95,22 @@ def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
     w = torch.randn(shape.experts, K, N, generator=g) * 0.05
     r = 4 if layout == "b4" else 3
     meta = torch.randint(1, 255, (shape.experts, K // 32, N * r), generator=g, dtype=torch.uint8)
-    return FakeBank(kernel, layout, K, N, shape.experts, w, meta)
+    return FakeBank(kernel, layout, K, N, shape.experts, w, meta, seed, _placement_effect())
+
+
+def _placement_effect() -> dict:
+    return {r: float(np.exp(PLACEMENT_SD * PLACEMENT_RNG.standard_normal())) for r in READERS}
+
+
+READERS = ("scalar", "coop")
+PLACEMENT_RNG = np.random.default_rng()
+RELOCATED: list = []  # (kernel, layout) of every bank the engine moved
+
+
+def fake_relocate_bank(bank):
+    """The same bytes at a new placement: a new speed factor per reader."""
+    RELOCATED.append((bank.kernel, bank.layout))
+    return dataclasses.replace(bank, effect=_placement_effect())
 
 
 _MEMO: dict = {}  # the simulated kernels compute each distinct call once (speed only)
@@ -142,7 +165,8 @@ class FakeKernelOp:
         if self.variant.name in self.broken:
             out.view(torch.int16).view(-1)[3] ^= 1
         FakeKernelOp.calls += 1
-        Clock.t += self.cost_ms * (1 + NOISE * self.rng.standard_normal())
+        place = bank.effect.get(self.variant.reader, 1.0)
+        Clock.t += self.cost_ms * place * (1 + NOISE * self.rng.standard_normal())
 
 
 class FakePeer:
@@ -193,6 +217,7 @@ def install(monkeypatch):
 
     ops = types.ModuleType("workbench.ops")
     ops.make_bank, ops.make_inputs = fake_make_bank, make_inputs
+    ops.relocate_bank = fake_relocate_bank
     ops.KernelOp, ops.TinyGemmPeer = FakeKernelOp, FakePeer
     monkeypatch.setitem(sys.modules, "workbench.ops", ops)
     monkeypatch.setattr(build, "build_many", build_many)
@@ -220,4 +245,7 @@ def install(monkeypatch):
     _MEMO.clear()
     FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
     FakePeer.made = []
+    RELOCATED.clear()
+    global PLACEMENT_RNG
+    PLACEMENT_RNG = np.random.default_rng(np.random.SeedSequence().entropy)
     return built

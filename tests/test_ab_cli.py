@@ -24,7 +24,7 @@ from workbench.errors import BadArgument, BuildError
 from workbench.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
-FAST = ["--calls", "4", "--replays", "5", "--pairs", "6"]
+FAST = ["--calls", "4", "--replays", "5", "--blocks", "3", "--pairs", "2"]
 
 # ------------------------------------------------------------------ argument errors (no GPU)
 
@@ -162,8 +162,20 @@ def test_default_ab_run_end_to_end(device, capsys, tmp_path):
     sess = load_session(s["session"])
     assert sess.status == "complete" and sess.summary["recommendations"] == recs
     assert [c["id"] for c in sess.comparisons] == expected
-    assert len(sess.samples) == len(expected) * 6 * 4
+    assert len(sess.samples) == len(expected) * 3 * 2 * 4
     assert all(g["ok"] for g in sess.gates)
+    # blocks: every comparison in 3 blocks, each block a placement journaled with its padding;
+    # the verdicts use the block-level interval
+    assert all(
+        c["verdict"]["method"] == "blocks" and c["verdict"]["blocks"] == 3 for c in cmps.values()
+    )
+    assert {x["block"] for x in sess.samples} == {0, 1, 2}
+    seed = sess.config["protocol"]["placement_seed"]
+    assert isinstance(seed, int) and all(b["placement_seed"] == seed for b in sess.blocks)
+    placed = [b for b in sess.blocks if b["status"] == "placed"]
+    assert len(placed) == 3 * 3  # w13, w2, step confirmation: 3 blocks each
+    assert len({b["padding_bytes"] for b in placed}) == len(placed)
+    assert all(1 <= b["padding_bytes"] <= 64 << 20 for b in placed)
     assert sess.config["m"] == 0.01 and sess.config["shape"]["hidden"] == 64
     assert sess.environment["gpu"]["name"] == "Simulated H200"
     assert sess.environment["gpu"]["l2_bytes"] == 40_000

@@ -22,6 +22,7 @@ Protocol, per comparison:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import threading
@@ -64,12 +65,19 @@ class FnArm:
 class ProtocolConfig:
     """Knobs of the protocol; ``validate()`` names the bad one."""
 
-    pairs: int = 12
+    # Defaults (docs/DESIGN.md §5.4): 6 blocks x 2 pairs. Six placements give a t-interval with
+    # 5 degrees of freedom (t = 2.57) whose width is set by the between-block spread, the
+    # dominant term on the H200; 2 pairs per block keep the default run near its old length.
+    pairs: int = 2  # ABBA pairs per block
+    blocks: int = 6  # blocks per comparison, each at its own memory placement
+    placement_seed: int | None = None  # None: drawn fresh per run (and journaled)
     adaptive: bool = False
     target: float = 0.005
     budget_s: float | None = None
     min_pairs: int = 6  # a distribution-free 95 % CI of a median needs at least 6 values
     max_pairs: int = 200
+    min_blocks: int = 3  # adaptive mode: never stop on fewer blocks (a 2-block t has 1 dof)
+    max_blocks: int = 40  # adaptive mode: the cap on blocks
     warmup: int = 2
     retries: int = 2
     keep_flagged: bool = False
@@ -81,7 +89,7 @@ class ProtocolConfig:
         def bad(name: str, value: Any, why: str) -> BadArgument:
             return BadArgument(f"{name} {value!r} {why}")
 
-        for name in ("pairs", "min_pairs", "max_pairs"):
+        for name in ("pairs", "blocks", "min_pairs", "max_pairs", "min_blocks", "max_blocks"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise bad(f"--{name.replace('_', '-')}", v, "must be an integer >= 1")
@@ -89,6 +97,12 @@ class ProtocolConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise bad(f"--{name}", v, "must be an integer >= 0")
+        if self.placement_seed is not None and (
+            isinstance(self.placement_seed, bool)
+            or not isinstance(self.placement_seed, int)
+            or not 0 <= self.placement_seed < 2**63
+        ):
+            raise bad("--placement-seed", self.placement_seed, "must be an integer in [0, 2^63)")
         if not 0 < self.target < 1:
             raise bad("--target", self.target, "must be a fraction in (0, 1), e.g. 0.005")
         if self.budget_s is not None and not self.budget_s > 0:
@@ -107,8 +121,18 @@ class ProtocolConfig:
 
     @property
     def pair_goal(self) -> int:
-        """Complete pairs after which the run stops at the latest."""
+        """Complete pairs after which one ``run_abba`` call stops at the latest."""
         return self.max_pairs if self.adaptive else self.pairs
+
+    @property
+    def block_goal(self) -> int:
+        """Blocks after which a comparison stops at the latest."""
+        return self.max_blocks if self.adaptive else self.blocks
+
+    def for_block(self) -> ProtocolConfig:
+        """The config one block runs under: ``pairs`` fixed pairs (adaptive mode and the time
+        budget act between blocks, on the block-level interval)."""
+        return dataclasses.replace(self, adaptive=False, budget_s=None)
 
 
 @dataclass
@@ -131,6 +155,7 @@ class Progress:
     last_arm: str
     last_ms: float
     flagged_last: bool
+    block: int | None = None
 
 
 @dataclass
@@ -153,6 +178,22 @@ class Outcome:
     @property
     def cancelled(self) -> bool:
         return self.stop == "cancelled"
+
+    def extend(self, other: Outcome) -> None:
+        """Add the next block's outcome of the same comparison (its stop reason wins)."""
+        if other.cmp != self.cmp:
+            raise BadArgument(f"cannot merge outcomes of {other.cmp!r} into {self.cmp!r}")
+        self.samples += other.samples
+        self.ratios += other.ratios
+        for name in ("pairs_started", "flagged", "remeasured", "excluded", "lost_pairs"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.elapsed_s += other.elapsed_s
+        self.stop = other.stop or self.stop
+
+    @property
+    def pair_index(self) -> int:
+        """The index the next block's first pair takes (pair indices stay unique)."""
+        return 1 + max((int(s["pair"]) for s in self.samples), default=-1)
 
     @property
     def complete(self) -> int:
@@ -200,8 +241,10 @@ def _ci(ratios: list[float]) -> tuple[float | None, float | None, float | None]:
 class _Run:
     """State of one comparison in flight (kept small: run_abba below is the API)."""
 
-    def __init__(self, cmp_id, a, b, cfg, record, window, progress, cancel, clock, wall, sleep):
-        self.cmp_id, self.arms, self.cfg = cmp_id, {"A": a, "B": b}, cfg
+    def __init__(
+        self, cmp_id, a, b, cfg, record, window, progress, cancel, clock, wall, sleep, block
+    ):
+        self.cmp_id, self.arms, self.cfg, self.block = cmp_id, {"A": a, "B": b}, cfg, block
         self.record, self.window, self.progress = record, window, progress
         self.cancel, self.clock, self.wall, self.sleep = cancel, clock, wall, sleep
         self.out = Outcome(cmp_id, a.variant, b.variant)
@@ -240,6 +283,8 @@ class _Run:
             "flagged": flagged,
             "excluded": flagged and excluded_if_flagged,
         }
+        if self.block is not None:
+            rec["block"] = self.block
         if self.record is not None:
             self.record("sample", t=t1, **rec)
         self.out.samples.append(rec)
@@ -259,7 +304,7 @@ class _Run:
                 self.cmp_id, pair, slot, len(r), self.cfg.pair_goal,
                 statistics.median(r) if r else None, lo, hi, hw,
                 self.out.flagged, self.out.excluded, self.elapsed(), self.cfg.adaptive,
-                rec["arm"], rec["ms"], rec["flagged"],
+                rec["arm"], rec["ms"], rec["flagged"], self.block,
             )
         )  # fmt: skip
 
@@ -336,6 +381,8 @@ def run_abba(
     clock: Callable[[], float] = time.monotonic,
     wall: Callable[[], float] = time.time,
     sleep: Callable[[float], Any] = time.sleep,
+    block: int | None = None,
+    first_pair: int = 0,
 ) -> Outcome:
     """Run one comparison of arm ``a`` against arm ``b`` under the protocol ``cfg``.
 
@@ -344,19 +391,23 @@ def run_abba(
     called after every sample; ``cancel``: checked before every sample. Returns the Outcome,
     also when cancelled (``stop == "cancelled"``). Exceptions from the arms propagate; every
     sample measured before them is already journaled.
+
+    ``block``: the block these pairs belong to (written into every sample); ``first_pair``: the
+    index of the first pair, so that pair indices stay unique across the blocks of a comparison
+    (and ABBA/BAAB keep alternating).
     """
     cfg = (cfg or ProtocolConfig()).validate()
-    run = _Run(cmp_id, a, b, cfg, record, window, progress, cancel, clock, wall, sleep)
+    run = _Run(cmp_id, a, b, cfg, record, window, progress, cancel, clock, wall, sleep, block)
     if not run.warm_up():
         run.out.stop = "cancelled"
-    pair = 0
+    pair = first_pair
     while not run.out.stop:
         reason = run.stop_reason()
         if reason:
             run.out.stop = reason
             break
         done = run.one_pair(pair)
-        run.out.pairs_started = pair + 1
+        run.out.pairs_started = pair + 1 - first_pair
         if done is None:
             run.out.stop = "cancelled"
         elif done is False:

@@ -19,13 +19,14 @@ import gc
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from workbench.abba import run_abba
+from workbench.abba import Outcome, run_abba
 from workbench.capacity import expert_footprint
-from workbench.errors import NumericsError, WorkbenchError
+from workbench.errors import BadArgument, NumericsError, WorkbenchError
 from workbench.graphs import Cycle, GraphArm, first_difference, l2_bytes, loose_difference
 from workbench.plan import (
     ArmSpec,
@@ -36,6 +37,7 @@ from workbench.plan import (
     geometry,
     is_reader_comparison,
     kernels_of,
+    placement_padding,
 )
 from workbench.runner import PEER_REL_L2, CmpResult, verdict_of
 
@@ -54,6 +56,28 @@ def _sequence(fns: list[Callable[[], Any]]) -> Callable[[], None]:
 def input_seed(seed: int, call: int) -> int:
     """Seed of call ``call``'s activations (distinct per call, like distinct layers)."""
     return seed * 100_003 + 50_000 + call
+
+
+@dataclass
+class _CmpState:
+    """One comparison across its blocks."""
+
+    spec: ComparisonSpec
+    geom: Geometry
+    outcome: Outcome
+    gates: list[dict[str, Any]] = field(default_factory=list)
+    peer_arms: dict[str, GraphArm] = field(default_factory=dict)
+    failed: int = 0
+    done: bool = False
+
+
+def _gate_summary(gates: list[dict[str, Any]]) -> dict[str, Any]:
+    """One gate record for the result: the first failing block's, else the last block's, with
+    the number of blocks gated."""
+    if not gates:
+        return {"ok": False, "kind": "not run", "blocks": 0}
+    bad = [g for g in gates if not g["ok"]]
+    return {**(bad[0] if bad else gates[-1]), "blocks": len(gates), "failed_blocks": len(bad)}
 
 
 class BankStore:
@@ -124,6 +148,29 @@ class BankStore:
         torch.cuda.synchronize()
         del bank
 
+    def relocate(self, key: tuple[str, str]) -> None:
+        """Move the banks of ``key`` = (kernel, layout) to fresh memory (copies made while the
+        old ones still exist, so they land behind the current padding; then the old go). Where
+        two copies do not fit, the banks are freed first and generated again."""
+        from workbench.ops import make_bank, relocate_bank
+
+        have = self.banks.get(key, [])
+        if not have:
+            return
+        need = sum(int(b.nbytes) for b in have)
+        free, _ = torch.cuda.mem_get_info()
+        if need <= MEMORY_HEADROOM * free:
+            self.banks[key] = [relocate_bank(b) for b in have]
+        else:
+            seeds = [b.seed for b in have]
+            self.banks[key] = []
+            del have
+            gc.collect()
+            torch.cuda.empty_cache()
+            kernel, layout = key
+            self.banks[key] = [make_bank(self.e.shape, kernel, layout, sd, DEVICE) for sd in seeds]
+        torch.cuda.synchronize()
+
     def release(self, keep: set[tuple[str, str]]) -> None:
         for key in list(self.banks):
             if key not in keep:
@@ -141,6 +188,7 @@ class Engine:
         self.ops: dict[tuple[Any, int], Any] = {}
         self.peers: dict[tuple[str, int], Any] = {}
         self.workloads: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self.padding: torch.Tensor | None = None  # the current block's placement padding
 
     # ------------------------------------------------------------------ builds, facts
 
@@ -196,6 +244,8 @@ class Engine:
     # ------------------------------------------------------------------ plan
 
     def run_plan(self) -> None:
+        """Every comparison of the plan, kernel by kernel, in blocks (docs/DESIGN.md §5.4); then
+        the recommendation and the step confirmation (also in blocks)."""
         plan = self._drop_unsupported(list(self.cfg.comparisons))
         groups: list[tuple[str, list[ComparisonSpec]]] = []
         for c in plan:
@@ -208,10 +258,9 @@ class Engine:
         self._prepare_banks(plan)
         for i, (_, cmps) in enumerate(groups):
             self._prepare_banks(cmps)
-            for c in cmps:
-                if self.r.cancel.is_set():
-                    return
-                self.run_comparison(c)
+            self.run_group(i, cmps)
+            if self.r.cancel.is_set():
+                return
             later = [c for _, g in groups[i + 1 :] for c in g]
             self.workloads.clear()
             self.peers.clear()  # tinygemm's repacked experts: not needed by later kernels
@@ -222,10 +271,86 @@ class Engine:
         confirm = self.r.confirmation_plan()
         if confirm and not self.r.cancel.is_set():
             self._prepare_banks(confirm)
-            for c in confirm:
-                if self.r.cancel.is_set():
-                    return
-                self.run_comparison(c)
+            self.run_group(len(groups), confirm)
+
+    def run_group(self, group: int, cmps: list[ComparisonSpec]) -> None:
+        """The blocks of comparisons that share banks. Each block places those banks anew behind
+        a padding drawn from the placement seed, then runs ``pairs`` ABBA pairs of every
+        comparison still going. A block that fails is journaled and costs only itself (a
+        numerics failure still stops the run: exit 5)."""
+        r, proto = self.r, self.cfg.protocol
+        states = [self._start(c) for c in cmps]
+        t0 = time.monotonic()
+        ok_blocks = 0
+        for b in range(proto.block_goal):
+            active = [s for s in states if not s.done]
+            if not active or r.cancel.is_set():
+                break
+            pad = placement_padding(proto.placement_seed or 0, group, b)
+            rec = {"block": b, "group": group, "placement_seed": proto.placement_seed,
+                   "padding_bytes": pad, "comparisons": [s.spec.id for s in active]}  # fmt: skip
+            try:
+                self._place(active, pad)
+            except (WorkbenchError, RuntimeError) as e:
+                r.session.record("block", status="failed", error=f"{type(e).__name__}: {e}", **rec)
+                r.note(f"block {b} of {', '.join(rec['comparisons'])}: placement failed: {e}")
+                continue
+            r.session.record("block", status="placed", **rec)
+            r.emit("block", rec)
+            for s in active:
+                if r.cancel.is_set():
+                    break
+                try:
+                    self._run_block(s, b)
+                except (NumericsError, BadArgument):
+                    raise
+                except (WorkbenchError, RuntimeError) as e:
+                    s.failed += 1
+                    r.session.record("block", status="failed", cmp=s.spec.id,
+                                     error=f"{type(e).__name__}: {e}", **rec)  # fmt: skip
+                    r.note(f"{s.spec.id}: block {b} failed and is left out: {e}")
+            ok_blocks += 1
+            for s in active:
+                s.done = s.done or self._settled(s, b + 1)
+            if proto.budget_s is not None and time.monotonic() - t0 >= proto.budget_s:
+                for s in states:
+                    s.outcome.stop = s.outcome.stop if s.done else "budget"
+                break
+        for s in states:
+            for arm in s.peer_arms.values():
+                arm.close()
+            if s.outcome.samples or s.gates:
+                if r.cancel.is_set():
+                    s.outcome.stop = "cancelled"
+                gate = _gate_summary(s.gates)
+                r.add_result(
+                    CmpResult(s.spec, s.geom, s.outcome, verdict_of(s.outcome, self.cfg.m), gate)
+                )
+        if ok_blocks == 0 and not r.cancel.is_set():
+            raise WorkbenchError(
+                f"every block of {', '.join(c.id for c in cmps)} failed: see the notes"
+            )
+
+    def _settled(self, s: _CmpState, blocks_done: int) -> bool:
+        """A comparison is done after its blocks, or in adaptive mode once its block-level CI
+        half-width is at most the target (after ``min_blocks``)."""
+        proto = self.cfg.protocol
+        if s.outcome.cancelled:
+            return True
+        if not proto.adaptive:
+            if blocks_done >= proto.blocks:
+                s.outcome.stop = "blocks"
+                return True
+            return False
+        if blocks_done >= proto.min_blocks:
+            hw = verdict_of(s.outcome, self.cfg.m).half_width
+            if hw is not None and hw <= proto.target:
+                s.outcome.stop = "target"
+                return True
+        if blocks_done >= proto.max_blocks:
+            s.outcome.stop = "max_blocks"
+            return True
+        return False
 
     def _drop_unsupported(self, plan: list[ComparisonSpec]) -> list[ComparisonSpec]:
         if not any(c.a.peer or c.b.peer for c in plan):
@@ -275,50 +400,84 @@ class Engine:
 
     # ------------------------------------------------------------------ one comparison
 
-    def run_comparison(self, c: ComparisonSpec) -> None:
-        r, cfg = self.r, self.cfg
+    def _start(self, c: ComparisonSpec) -> _CmpState:
+        cfg, proto = self.cfg, self.cfg.protocol
         geom = self._geometry(c)
         for n in geom.notes:
-            r.note(f"{c.id}: {n}")
+            self.r.note(f"{c.id}: {n}")
         record = {
             "id": c.id, "kernel": c.kernel, "set": c.set, "role": c.role,
             "a": c.a.name, "b": c.b.name, "calls": cfg.calls, "replays": cfg.replays,
-            "seed": cfg.seed, **geom.to_record(),
+            "seed": cfg.seed, "blocks": proto.block_goal, "pairs_per_block": proto.pairs,
+            "placement_seed": proto.placement_seed, **geom.to_record(),
         }  # fmt: skip
         if c.role == "calibration":
             record["spin"] = c.b.spin - c.a.spin  # injected cycles per CTA beyond A's own spin
-        r.session.record("comparison", **record)
-        r.emit("comparison", record)
-        cycle = Cycle(geom.graphs)
+        self.r.session.record("comparison", **record)
+        self.r.emit("comparison", record)
+        return _CmpState(c, geom, Outcome(c.id, c.a.name, c.b.name))
+
+    def _place(self, active: list[_CmpState], padding: int) -> None:
+        """Place the banks these comparisons read anew, behind ``padding`` bytes (§5.4)."""
+        self.workloads.clear()  # inputs are re-made behind the padding too
+        self.padding = None
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        self.padding = torch.empty(padding, dtype=torch.uint8, device=DEVICE)
+        for key in sorted(self._banks_needed([s.spec for s in active])):
+            self.store.relocate(key)
+        torch.cuda.synchronize()
+
+    def _run_block(self, s: _CmpState, block: int) -> None:
+        """Block ``block`` of one comparison: capture both arms on this placement, gate them,
+        run the block's pairs (journaled as they are measured)."""
+        c, r, cfg = s.spec, self.r, self.cfg
+        cycle = Cycle(s.geom.graphs)
         arm_a = arm_b = None
         try:
-            arm_a = self.make_arm(c.a, c, geom, cycle)
-            arm_b = self.make_arm(c.b, c, geom, cycle)
-            gate = self.gate(c, arm_a, arm_b)
+            arm_a = self._block_arm(s, "a", cycle)
+            arm_b = self._block_arm(s, "b", cycle)
+            s.gates.append(self.gate(c, arm_a, arm_b, block))
             window = r.monitor.window if r.monitor.available else None
-            outcome = run_abba(
-                c.id, arm_a, arm_b, cfg.protocol, record=r.session.record, window=window,
-                progress=r.progress, cancel=r.cancel,
+            out = run_abba(
+                c.id, arm_a, arm_b, cfg.protocol.for_block(), record=r.session.record,
+                window=window, progress=r.progress, cancel=r.cancel, block=block,
+                first_pair=s.outcome.pair_index,
             )  # fmt: skip
+            s.outcome.extend(out)
         finally:
             for arm in (arm_a, arm_b):
-                if arm is not None:
+                if arm is not None and arm not in s.peer_arms.values():
                     arm.close()
-        r.add_result(CmpResult(c, geom, outcome, verdict_of(outcome, cfg.m), gate))
 
-    def gate(self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm) -> dict[str, Any]:
+    def _block_arm(self, s: _CmpState, side: str, cycle: Cycle) -> GraphArm:
+        """A kernel arm is captured anew on every placement. The peer reads its own repacked
+        copies, not the banks, so its (slow to capture) graphs are kept across blocks."""
+        arm = getattr(s.spec, side)
+        if arm.peer:
+            if side not in s.peer_arms:
+                s.peer_arms[side] = self.make_arm(arm, s.spec, s.geom, cycle)
+            s.peer_arms[side].cycle = cycle
+            return s.peer_arms[side]
+        return self.make_arm(arm, s.spec, s.geom, cycle)
+
+    def gate(
+        self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm, block: int | None = None
+    ) -> dict[str, Any]:
         """Run both arms once on the measured inputs and compare every call's output."""
         arm_a.run_once()
         arm_b.run_once()
         if c.a.peer or c.b.peer:
             ref, peer = (arm_b, arm_a) if c.a.peer else (arm_a, arm_b)
             d = loose_difference(ref, peer)
-            rec = {"cmp": c.id, "ok": bool(d["rel_l2"] <= PEER_REL_L2), "gated": False,
+            rec = {"cmp": c.id, "block": block, "ok": bool(d["rel_l2"] <= PEER_REL_L2), "gated": False,
                    "kind": f"rel_l2 vs {ref.variant} (bf16 peer, tolerance {PEER_REL_L2})", **d}  # fmt: skip
         else:
             diff = first_difference(arm_a, arm_b)
             rec = {
-                "cmp": c.id, "ok": diff is None, "gated": c.gated, "kind": "bit-identical",
+                "cmp": c.id, "block": block, "ok": diff is None, "gated": c.gated,
+                "kind": "bit-identical",
                 "outputs": sum(len(o) for o in arm_a.outputs), "first_difference": diff,
             }  # fmt: skip
         self.r.session.record("gate", **rec)
@@ -436,6 +595,7 @@ class Engine:
         return self._op(arm, kernel)
 
     def release(self) -> None:
+        self.padding = None
         self.workloads.clear()
         self.peers.clear()
         self.ops.clear()

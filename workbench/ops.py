@@ -8,6 +8,7 @@ torch twin of layouts.pack_int4 / encode_metadata and is held bit-exact to them 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -115,6 +116,13 @@ def make_bank(
         weights[e0:e1] = pack_int4_torch(q)
         meta[e0:e1] = encode_metadata_torch(scales, zeros.to(torch.uint8), layout)
     return Bank(kernel, layout, K, N, E, seed, weights, meta)
+
+
+def relocate_bank(bank: Bank) -> Bank:
+    """The same bank in fresh device memory (a copy; the caller drops the old one). Blocks use
+    it to place their banks anew (docs/DESIGN.md §5.4): a copy is ~100x faster than generating
+    the bank again, and its bytes are identical by construction."""
+    return dataclasses.replace(bank, weights=bank.weights.clone(), meta=bank.meta.clone())
 
 
 def make_inputs(shape: Shape, kernel: str, seed: int, device: str | torch.device = "cuda") -> dict:

@@ -30,6 +30,10 @@ ROLES = ("main", "aa", "reference", "confirm", "calibration")
 L2_FACTOR = 5  # rotating working set (per cycle of graphs) at least this many times the L2
 MAX_GRAPHS = 16  # bound on alternated graphs: tiny custom shapes would otherwise want hundreds
 REFERENCE_ARMS = ("b4-scalar", "tinygemm")
+# Largest padding a block allocates before its banks (docs/DESIGN.md §5.4): 64 MiB spans many
+# 2 MiB allocator pages and DRAM interleaving periods; paddings of 1 B - 64 MiB moved the H200's
+# W13-hot reader ratio over 0.954-0.963.
+MAX_PADDING = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -271,3 +275,11 @@ def expert_ids(shape: Shape, seed: int, bank: int, slice_: int, hot: bool = Fals
 def bank_seed(seed: int, bank: int) -> int:
     """Seed of bank ``bank`` (the same for b4 and b3, so both decode to identical weights)."""
     return seed * 100_003 + bank
+
+
+def placement_padding(placement_seed: int, group: int, block: int) -> int:
+    """Bytes of padding block ``block`` of run group ``group`` allocates before placing its banks
+    (1 .. MAX_PADDING, uniform): the same seed gives the same paddings, so a run (and so each
+    of its blocks) can be replayed with ``--placement-seed``."""
+    rng = np.random.default_rng([placement_seed, group, block])
+    return int(rng.integers(1, MAX_PADDING + 1))

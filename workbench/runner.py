@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import secrets
 import statistics
 import threading
 from collections.abc import Callable, Mapping
@@ -123,6 +124,7 @@ class CmpResult:
             "b_us_per_call": None if b_ms is None else b_ms * 1000 / calls,
             "verdict": v.to_dict(),
             "pairs": o.complete,
+            "blocks": v.blocks,
             "flagged": o.flagged,
             "remeasured": o.remeasured,
             "excluded": o.excluded,
@@ -188,6 +190,12 @@ class Runner:
         from workbench.session import SessionWriter
 
         require_gpu()
+        if self.cfg.protocol.placement_seed is None:
+            # a fresh seed per run (docs/DESIGN.md §5.4): runs must sample placements, not
+            # repeat one; it is journaled, and --placement-seed replays the run's blocks
+            self.cfg.protocol = dataclasses.replace(
+                self.cfg.protocol, placement_seed=secrets.randbits(62)
+            )
         engine = Engine(self)
         builds = engine.build()
         self.monitor = Monitor()

@@ -4,7 +4,7 @@ Layout (docs/ARCHITECTURE.md, "Sessions")::
 
     <root>/<YYYYmmddTHHMMSSZ>_<slug>/
         session.json    metadata, rewritten atomically (temp file + os.replace)
-        journal.jsonl   comparison | gate | memory | sample | note records, flushed + fsynced per record
+        journal.jsonl   comparison | block | gate | memory | sample | note records, flushed + fsynced per record
         nvml.jsonl      NVML readings, flushed per line, fsynced about once a second
 
 The writer is what makes a killed run still useful: every finished record is on disk before
@@ -43,6 +43,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "gate": ("cmp", "ok"),
     "memory": (),
     "note": ("text",),
+    "block": ("block", "status"),  # a block's placement (docs/DESIGN.md §5.4)
 }
 _META_KEYS = ("schema", "status", "created", "slug", "config", "provenance", "environment")
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
@@ -271,6 +272,7 @@ class Session:
     gates: list[dict[str, Any]] = field(default_factory=list)
     memory: list[dict[str, Any]] = field(default_factory=list)
     notes: list[dict[str, Any]] = field(default_factory=list)
+    blocks: list[dict[str, Any]] = field(default_factory=list)
     nvml: list[dict[str, Any]] = field(default_factory=list)
     other: list[dict[str, Any]] = field(default_factory=list)  # unknown record types, kept
     warnings: list[str] = field(default_factory=list)
@@ -424,6 +426,7 @@ def load_session(path: str | os.PathLike, nvml: bool = True) -> Session:
         "gate": s.gates,
         "memory": s.memory,
         "note": s.notes,
+        "block": s.blocks,
     }
     for lineno, rec in _read_jsonl(journal, warnings, "journal"):
         rtype = rec.get("type")

@@ -1,21 +1,27 @@
-"""Statistics of ABBA pair ratios, verdicts and the per-kernel recommendation (DESIGN §7).
+"""Statistics of ABBA pair ratios, verdicts and the per-kernel recommendation (docs/DESIGN.md §7).
 
 NumPy and SciPy only: this module imports neither torch nor textual.
 
 * A pair is four samples, ABBA (even pairs) or BAAB (odd pairs); its ratio is (B1+B2)/(A1+A2),
   which cancels any linear drift within the pair exactly. Ratio < 1 means B is faster.
-* The 95 % confidence interval of the median ratio is distribution-free: the order statistics
-  [x_(k), x_(n+1-k)] with the largest k whose exact binomial coverage 1 - 2·P(Bin(n, ½) ≤ k-1) is
-  at least ``conf``. It assumes only that pair ratios are independent and identically distributed.
-  Below ``min_pairs(conf)`` pairs (6 at 95 %) no such interval exists: the CI is (-inf, +inf),
-  the Wilcoxon p is None and the verdict is AMBIGUOUS.
+* Blocks (§5.4): a run splits each comparison's pairs over blocks, each with its banks at a fresh
+  memory placement. Placement moves the ratio (up to ~1 % on the H200), so the block is the unit
+  of replication: the interval is a t-interval over the blocks' median log-ratios (``block_ci``,
+  §7.1), centred on their mean (the estimate is the geometric mean of the block medians).
+* Without blocks (legacy sessions) or with one block, the interval is the distribution-free
+  CI of the median pair ratio, [x_(k), x_(n+1-k)] with the largest k whose exact binomial
+  coverage is at least ``conf``; it assumes i.i.d. pair ratios, which holds within one placement
+  only, so it is narrower than run-to-run reality and the verdict's reason says so. Below
+  ``min_pairs(conf)`` pairs (6 at 95 %) no such interval exists and the verdict is AMBIGUOUS.
 * Verdicts with minimum effect m (default 1 %): FASTER when the CI lies entirely below 1 and the
-  median is at most 1-m; SLOWER the mirror image; SAME when the whole CI lies inside [1-m, 1+m];
-  AMBIGUOUS otherwise, with an estimate of how many more pairs would likely settle it.
+  estimate is at most 1-m; SLOWER the mirror image; SAME when the whole CI lies inside
+  [1-m, 1+m]; AMBIGUOUS otherwise, with an estimate of how many more blocks (or pairs) would
+  likely settle it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import warnings
@@ -47,6 +53,7 @@ class PairRatio:
     order: str
     t: float | None = None
     flagged: bool = False
+    block: int | None = None  # the placement block it was measured in (None: a legacy session)
 
 
 class PairRatios(list):
@@ -102,7 +109,12 @@ def pair_ratios(samples: Iterable[Mapping[str, Any]]) -> PairRatios:
         a = tuple(x for x, arm in zip(ms, order, strict=True) if arm == "A")
         b = tuple(x for x, arm in zip(ms, order, strict=True) if arm == "B")
         flagged = any(bool(r.get("flagged", False)) for r in recs)
-        out.append(PairRatio(p, sum(b) / sum(a), a, b, order, recs[0].get("t"), flagged))
+        blk = recs[0].get("block")
+        if any(r.get("block") != blk for r in recs):
+            cmp_id = next(iter(cmps))
+            raise BadArgument(f"samples: pair {p} of {cmp_id!r} spans more than one block")
+        blk = None if blk is None else int(blk)
+        out.append(PairRatio(p, sum(b) / sum(a), a, b, order, recs[0].get("t"), flagged, blk))
     return PairRatios(out, dropped)
 
 
@@ -182,10 +194,17 @@ def _as_values(ratios: Sequence[float] | Sequence[PairRatio]) -> list[float]:
 
 @dataclass
 class Verdict:
-    """Result of comparing B against A from pair ratios B/A. Ratios < 1 favour B."""
+    """Result of comparing B against A from pair ratios B/A. Ratios < 1 favour B.
+
+    ``method`` says where the interval comes from: "blocks" (a t-interval over the blocks'
+    median log-ratios: docs/DESIGN.md §7.1), or "pairs" (the distribution-free interval over
+    pairs of one placement: a legacy session, or a run of one block; it does not cover
+    placement, so it is narrower than run-to-run reality). ``median`` is the point estimate
+    of that method: the geometric mean of the block medians, or the median pair ratio.
+    """
 
     verdict: str
-    n: int
+    n: int  # complete pairs
     median: float
     ci_low: float
     ci_high: float
@@ -195,8 +214,15 @@ class Verdict:
     m: float
     conf: float
     reason: str
-    more_pairs: int | None = None
+    more_pairs: int | None = None  # more pairs ("pairs") or more blocks ("blocks") to settle it
     dropped: int = 0
+    method: str = "pairs"
+    blocks: int = 0  # blocks with at least one complete pair
+    k_blocks: int | None = None  # blocks whose median favours B
+    between_sd: float | None = None  # SD of the blocks' median log-ratios (≈ relative SD)
+    within_sd: float | None = None  # pooled SD of pair log-ratios around their block's mean
+    half_width: float | None = None  # (high - low) / (2 · median)
+    resolution: float | None = None  # smallest effect this run could call: max(m, half_width)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: non-finite floats become None (from_dict restores them)."""
@@ -209,11 +235,8 @@ class Verdict:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
         names = {f.name for f in fields(cls)}
-        missing = [
-            f.name
-            for f in fields(cls)
-            if f.name not in d and f.name not in ("more_pairs", "dropped")
-        ]
+        optional = {f.name for f in fields(cls) if f.default is not dataclasses.MISSING}
+        missing = [f.name for f in fields(cls) if f.name not in d and f.name not in optional]
         if missing:
             raise BadArgument(f"verdict dict lacks {', '.join(missing)}")
         kw = {k: v for k, v in d.items() if k in names}
@@ -239,15 +262,32 @@ def _wilcoxon_p(logs: np.ndarray, conf: float) -> float | None:
         return float(sps.wilcoxon(logs).pvalue)
 
 
-def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None:
-    """Estimate of the extra pairs that would likely turn AMBIGUOUS into a verdict.
+def _more(n: int, med: float, lo_side: float, hi_side: float, m: float, floor: int) -> int | None:
+    """Extra units (pairs or blocks) that would likely turn AMBIGUOUS into a verdict.
 
-    Assumes the median stays where it is and each side of the CI shrinks like 1/√n. The side
-    that matters: the upper one when the median is at most 1-m (aiming at FASTER), the lower one
-    when at least 1+m (SLOWER), both when inside the band (SAME). Below min_pairs the sides come
-    from the MAD (asymptotic CI of a median). None when the median sits on a boundary or the
-    estimate exceeds MAX_MORE_PAIRS.
+    Assumes the estimate stays where it is and each side of the CI shrinks like 1/√n. The side
+    that matters: the upper one when the estimate is at most 1-m (aiming at FASTER), the lower
+    one when at least 1+m (SLOWER), both when inside the band (SAME). None when the estimate
+    sits on a boundary or the number exceeds MAX_MORE_PAIRS.
     """
+    if med <= 1 - m:
+        factor = (hi_side / (1 - med)) ** 2
+    elif med >= 1 + m:
+        factor = (lo_side / (med - 1)) ** 2
+    else:
+        gap_lo, gap_hi = med - (1 - m), (1 + m) - med
+        if gap_lo <= 0 or gap_hi <= 0:
+            return None
+        factor = max((lo_side / gap_lo) ** 2, (hi_side / gap_hi) ** 2)
+    if not math.isfinite(factor):
+        return None
+    more = max(math.ceil(n * factor) - n, 1, floor - n)
+    return None if more > MAX_MORE_PAIRS else more
+
+
+def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None:
+    """_more for the pair interval; below min_pairs the sides come from the MAD (asymptotic CI
+    of a median)."""
     n, med = c.n, c.median
     nmin = min_pairs(conf)
     if n < nmin:
@@ -258,29 +298,96 @@ def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None
         lo_side = hi_side = z * _Z_SE_MEDIAN * sigma / math.sqrt(n)
     else:
         lo_side, hi_side = med - c.low, c.high - med
-    if med <= 1 - m:
-        factor = (hi_side / (1 - med)) ** 2
-    elif med >= 1 + m:
-        factor = (lo_side / (med - 1)) ** 2
-    else:
-        gap_lo, gap_hi = med - (1 - m), (1 + m) - med
-        if gap_lo <= 0 or gap_hi <= 0:
-            return None
-        factor = max((lo_side / gap_lo) ** 2, (hi_side / gap_hi) ** 2)
-    more = max(math.ceil(n * factor) - n, 1, nmin - n)
-    return None if more > MAX_MORE_PAIRS else more
+    return _more(n, med, lo_side, hi_side, m, nmin)
 
 
-def compare(
-    ratios: Sequence[float] | Sequence[PairRatio], m: float = DEFAULT_M, conf: float = DEFAULT_CONF
-) -> Verdict:
-    """Verdict on pair ratios B/A (see the module docstring for the rules)."""
+def _check_m(m: Any) -> float:
     try:
         m = float(m)
     except (TypeError, ValueError):
         raise BadArgument(f"m (minimum effect) must be a number, got {m!r}") from None
     if not 0.0 <= m < 0.5:
         raise BadArgument(f"m (minimum effect) must be in [0, 0.5), got {m!r}")
+    return m
+
+
+class BlockCI(NamedTuple):
+    """Block-level interval (docs/DESIGN.md §7.1): ``center`` is the geometric mean of the
+    block medians; [low, high] its t-interval over blocks."""
+
+    center: float
+    low: float
+    high: float
+    blocks: int
+    between_sd: float
+    within_sd: float | None
+    k_blocks: int
+
+
+def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI | None:
+    """The t-interval over blocks, or None with fewer than 2 blocks.
+
+    Each block's summary is the log of its median pair ratio; the blocks are independent
+    placements, so these summaries are i.i.d. draws of (placement effect + within-block noise)
+    and a t-interval on their mean covers both sources of variance (one-way random effects, the
+    block as the unit). The within-block spread enters through the block summaries' own scatter.
+    """
+    _check_conf(conf)
+    by: dict[int, list[float]] = {}
+    for r in ratios:
+        if r.block is not None:
+            by.setdefault(r.block, []).append(math.log(r.ratio))
+    if len(by) < 2:
+        return None
+    y = np.array([float(np.median(v)) for v in by.values()])
+    nb = int(y.size)
+    center = float(np.mean(y))
+    sd = float(np.std(y, ddof=1))
+    t = float(sps.t.ppf(0.5 + conf / 2, nb - 1))
+    half = t * sd / math.sqrt(nb)
+    resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
+    dof = sum(len(v) - 1 for v in by.values())
+    within = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
+    k = int(np.sum(y < 0.0))
+    return BlockCI(
+        math.exp(center), math.exp(center - half), math.exp(center + half), nb, sd, within, k
+    )
+
+
+def _decide(med: float, low: float, high: float, m: float, est: str) -> tuple[str, str]:
+    """The verdict rule (§7) on an estimate (called ``est`` in the text) and its interval."""
+    lo_m, hi_m = 1.0 - m, 1.0 + m
+    if high < 1.0 and med <= lo_m:
+        return "FASTER", (
+            f"B is faster: the CI lies entirely below 1 and the {est} is <= {lo_m:.4f} (1 - m)"
+        )
+    if low > 1.0 and med >= hi_m:
+        return "SLOWER", (
+            f"B is slower: the CI lies entirely above 1 and the {est} is >= {hi_m:.4f} (1 + m)"
+        )
+    if low >= lo_m and high <= hi_m:
+        return "SAME", (
+            f"no effect of m = {m * 100:g} % or more: the whole CI lies inside "
+            f"[{lo_m:.4f}, {hi_m:.4f}]"
+        )
+    why = (
+        "the CI contains 1"
+        if low <= 1.0 <= high
+        else f"the CI excludes 1 but the {est} is within m = {m * 100:g} % of 1"
+    )
+    return "AMBIGUOUS", why + f" and is not inside [{lo_m:.4f}, {hi_m:.4f}]"
+
+
+def compare(
+    ratios: Sequence[float] | Sequence[PairRatio], m: float = DEFAULT_M, conf: float = DEFAULT_CONF
+) -> Verdict:
+    """Verdict on pair ratios B/A (see the module docstring for the rules).
+
+    PairRatios that carry blocks (two or more) get the block-level interval (``block_ci``);
+    plain values, a legacy session, or a single block get the distribution-free interval over
+    pairs, and the reason says that it does not cover memory placement.
+    """
+    m = _check_m(m)
     vals = _as_values(ratios)
     dropped = len(getattr(ratios, "dropped", {}))
     x = np.sort(np.asarray(vals, dtype=np.float64))
@@ -288,65 +395,64 @@ def compare(
     n = c.n
     p = _wilcoxon_p(np.log(x), conf)
     k = int(np.sum(x < 1.0))
-    lo_m, hi_m = 1.0 - m, 1.0 + m
     pct = f"{conf * 100:g} %"
-    facts = (
-        f"median ratio B/A {c.median:.4f} ({(c.median - 1) * 100:+.2f} %), {pct} CI "
-        f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %), "
-        f"{k} of {n} pairs favour B, Wilcoxon p = {'n/a' if p is None else f'{p:.2g}'}"
-        + (f", {dropped} pair(s) dropped" if dropped else "")
-    )
+    prs = [r for r in ratios if isinstance(r, PairRatio)]
+    nblocks = len({r.block for r in prs if r.block is not None})
+    bc = block_ci(prs, conf) if len(prs) == len(vals) else None
     more = None
+    if bc is not None:
+        med, low, high, unit = bc.center, bc.low, bc.high, "block"
+        facts = (
+            f"ratio B/A {med:.4f} ({(med - 1) * 100:+.2f} %, geometric mean of {bc.blocks} "
+            f"block medians), {pct} CI over blocks [{low:.4f}, {high:.4f}], between-block SD "
+            f"{bc.between_sd * 100:.2f} %, {bc.k_blocks} of {bc.blocks} blocks and {k} of {n} "
+            f"pairs favour B, Wilcoxon p (pairs) = {'n/a' if p is None else f'{p:.2g}'}"
+        )
+        cov = conf
+    else:
+        med, low, high, unit, cov = c.median, c.low, c.high, "pair", c.coverage
+        caveat = (
+            "one block: the interval covers within-placement noise only"
+            if nblocks == 1
+            else "no blocks (legacy session): the interval covers within-run noise only"
+        )
+        facts = (
+            f"median ratio B/A {c.median:.4f} ({(c.median - 1) * 100:+.2f} %), {pct} CI "
+            f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %; {caveat}), "
+            f"{k} of {n} pairs favour B, Wilcoxon p = {'n/a' if p is None else f'{p:.2g}'}"
+        )
+    if dropped:
+        facts += f", {dropped} pair(s) dropped"
     if n == 0:
         verdict, why = "AMBIGUOUS", "no complete pairs"
         facts = f"{dropped} pair(s) dropped" if dropped else "no samples"
-    elif n < min_pairs(conf):
+    elif bc is None and n < min_pairs(conf):
         verdict = "AMBIGUOUS"
         why = f"only {n} pair(s): a distribution-free {pct} CI needs at least {min_pairs(conf)}"
-    elif c.high < 1.0 and c.median <= lo_m:
-        verdict, why = (
-            "FASTER",
-            f"B is faster: the CI lies entirely below 1 and the median is <= {lo_m:.4f} (1 - m)",
-        )
-    elif c.low > 1.0 and c.median >= hi_m:
-        verdict, why = (
-            "SLOWER",
-            f"B is slower: the CI lies entirely above 1 and the median is >= {hi_m:.4f} (1 + m)",
-        )
-    elif c.low >= lo_m and c.high <= hi_m:
-        verdict, why = (
-            "SAME",
-            f"no effect of m = {m * 100:g} % or more: the whole CI lies inside [{lo_m:.4f}, {hi_m:.4f}]",
-        )
     else:
-        verdict = "AMBIGUOUS"
-        if c.low <= 1.0 <= c.high:
-            why = "the CI contains 1"
-        else:
-            why = f"the CI excludes 1 but the median is within m = {m * 100:g} % of 1"
-        why += f" and is not inside [{lo_m:.4f}, {hi_m:.4f}]"
+        verdict, why = _decide(med, low, high, m, "median" if bc is None else "estimate")
     if verdict == "AMBIGUOUS":
-        more = _more_pairs(x, c, m, conf)
+        if bc is not None:
+            more = _more(bc.blocks, med, med - low, high - med, m, 2)
+        else:
+            more = _more_pairs(x, c, m, conf)
         why += (
-            f"; about {more} more pair(s) would likely settle it"
+            f"; about {more} more {unit}(s) would likely settle it"
             if more is not None
-            else f"; more than {MAX_MORE_PAIRS} more pairs would be needed (the median sits near a boundary)"
+            else f"; more than {MAX_MORE_PAIRS} more {unit}s would be needed (the estimate "
+            "sits near a boundary)"
         )
+    hw = (high - low) / (2 * med) if n and math.isfinite(low) and math.isfinite(high) else None
     return Verdict(
-        verdict,
-        n,
-        c.median,
-        c.low,
-        c.high,
-        c.coverage,
-        p,
-        k,
-        m,
-        conf,
-        f"{why}; {facts}",
-        more,
-        dropped,
-    )
+        verdict, n, med, low, high, cov, p, k, m, conf, f"{why}; {facts}", more, dropped,
+        method="blocks" if bc is not None else "pairs",
+        blocks=bc.blocks if bc is not None else nblocks,
+        k_blocks=None if bc is None else bc.k_blocks,
+        between_sd=None if bc is None else bc.between_sd,
+        within_sd=None if bc is None else bc.within_sd,
+        half_width=hw,
+        resolution=None if hw is None else max(m, hw),
+    )  # fmt: skip
 
 
 def should_stop(
@@ -390,11 +496,13 @@ def rule_text(m: float = DEFAULT_M, conf: float = DEFAULT_CONF) -> str:
     return (
         "Take the cooperative reader (B) only if it is FASTER in at least one expert set and "
         "SLOWER in none; keep the scalar reader (A) if it is SLOWER in any set or SAME in every "
-        "set; otherwise inconclusive (scalar stays; measure more pairs). Per set, on the pair "
-        f"ratios B/A with m = {m * 100:g} %: FASTER = the distribution-free {conf * 100:g} % CI of "
-        f"the median lies entirely below 1 and the median is <= {1 - m:.4f}; SLOWER = the CI lies "
-        f"entirely above 1 and the median is >= {1 + m:.4f}; SAME = the CI lies inside "
-        f"[{1 - m:.4f}, {1 + m:.4f}]; AMBIGUOUS otherwise."
+        "set; otherwise inconclusive (scalar stays; measure more blocks). Per set, on the ratio "
+        f"B/A with m = {m * 100:g} %: FASTER = the {conf * 100:g} % CI lies entirely below 1 and "
+        f"the estimate is <= {1 - m:.4f}; SLOWER = the CI lies entirely above 1 and the estimate "
+        f"is >= {1 + m:.4f}; SAME = the CI lies inside [{1 - m:.4f}, {1 + m:.4f}]; AMBIGUOUS "
+        "otherwise. The CI is a t-interval over blocks (each block a fresh memory placement; "
+        "estimate = geometric mean of the block medians); sessions without blocks use the "
+        "distribution-free CI of the median pair ratio, which ignores placement."
     )
 
 

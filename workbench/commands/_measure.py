@@ -21,18 +21,39 @@ EXIT_INTERRUPTED = 130
 
 
 def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> None:
-    g = p.add_argument_group("timing protocol (DESIGN §5)")
-    g.add_argument("--pairs", type=int, default=12, help="ABBA pairs per comparison (default 12)")
+    g = p.add_argument_group("timing protocol (docs/DESIGN.md §5)")
+    d = ProtocolConfig()
+    g.add_argument(
+        "--blocks",
+        type=int,
+        default=d.blocks,
+        help=f"blocks per comparison, each with its banks at a fresh memory placement ({d.blocks})",
+    )
+    g.add_argument(
+        "--pairs", type=int, default=d.pairs, help=f"ABBA pairs per block (default {d.pairs})"
+    )
+    g.add_argument(
+        "--placement-seed",
+        type=int,
+        default=None,
+        help="seed of the blocks' placements (default: fresh per run, journaled; give a "
+        "session's seed to replay its blocks)",
+    )
     g.add_argument(
         "--adaptive",
         action="store_true",
-        help="add pairs until the ratio's 95%% CI half-width <= --target or --budget ends",
+        help="add blocks until the ratio's 95%% CI half-width <= --target or --budget ends",
     )
     g.add_argument("--target", type=float, default=0.005, help="adaptive CI half-width (0.005)")
     g.add_argument(
         "--budget", type=float, default=None, metavar="SECONDS", help="time budget per comparison"
     )
-    g.add_argument("--max-pairs", type=int, default=200, help="adaptive cap on pairs (200)")
+    g.add_argument(
+        "--max-blocks",
+        type=int,
+        default=d.max_blocks,
+        help=f"adaptive cap on blocks ({d.max_blocks})",
+    )
     g.add_argument("--calls", type=int, default=48, help="kernel calls per graph replay (48)")
     g.add_argument(
         "--replays",
@@ -61,10 +82,12 @@ def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
     """The validated protocol (BadArgument names the option)."""
     return ProtocolConfig(
         pairs=args.pairs,
+        blocks=args.blocks,
+        placement_seed=args.placement_seed,
         adaptive=args.adaptive,
         target=args.target,
         budget_s=args.budget,
-        max_pairs=args.max_pairs,
+        max_blocks=args.max_blocks,
         retries=args.retries,
         keep_flagged=args.keep_flagged,
     ).validate()
@@ -83,7 +106,7 @@ def _console(stderr: bool = True):
 class _Live:
     """Progress bar (one task per comparison) and event lines, both on stderr."""
 
-    def __init__(self, console) -> None:
+    def __init__(self, console, pairs_per_block: int = 0, blocks: int = 1) -> None:
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -104,17 +127,21 @@ class _Live:
         )
         self.tasks: dict[str, Any] = {}
         self.measuring = False
+        self.ppb, self.blocks = pairs_per_block, blocks
 
     def progress(self, p) -> None:
         task = self.tasks.get(p.cmp)
+        total = p.goal * self.blocks if p.block is not None else p.goal
         if task is None:
-            task = self.tasks[p.cmp] = self.bar.add_task(p.cmp, total=p.goal, stat="")
-        stat = "" if p.median is None else f"B/A {p.median:.4f}"
+            task = self.tasks[p.cmp] = self.bar.add_task(p.cmp, total=total, stat="")
+        done = p.complete + (p.block or 0) * (self.ppb or p.goal)
+        stat = "" if p.block is None else f"block {p.block + 1}/{self.blocks} "
+        stat += "" if p.median is None else f"B/A {p.median:.4f}"
         if p.half_width is not None:
             stat += f" ±{p.half_width * 100:.2f}%"
         if p.flagged:
             stat += f"  flagged {p.flagged}"
-        self.bar.update(task, completed=p.complete, stat=stat)
+        self.bar.update(task, completed=min(done, total), total=total, stat=stat)
 
     def event(self, kind: str, data: Any) -> None:
         from workbench.commands import _tables as t
@@ -145,7 +172,7 @@ def drive(cfg, args: argparse.Namespace):
 
     require_gpu()  # NoGPUError -> exit 3 with the plain message, before any build
     console = _console()
-    live = _Live(console)
+    live = _Live(console, cfg.protocol.pairs, cfg.protocol.block_goal)
     cancel = threading.Event()
     runner = Runner(cfg, progress=live.progress, events=live.event, cancel=cancel)
     in_main = threading.current_thread() is threading.main_thread()
