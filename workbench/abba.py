@@ -1,4 +1,4 @@
-"""The ABBA timing protocol (DESIGN §5, §6) as plain Python, independent of torch and CUDA.
+"""The ABBA timing protocol (docs/DESIGN.md §5, §6) as plain Python, independent of torch and CUDA.
 
 An *arm* is anything with a ``measure()`` that times one sample and returns the milliseconds of
 its timed replays; the runner passes CUDA-Graph arms, the tests pass fake arms of known timing.

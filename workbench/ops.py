@@ -16,7 +16,7 @@ import torch
 
 from workbench.errors import BadArgument
 from workbench.layouts import NIBBLE_OF_ELEMENT, PACK_AXES, TILE
-from workbench.synthetic import SCALE_RANGE  # one definition of the realistic ranges (DESIGN §3)
+from workbench.synthetic import SCALE_RANGE  # realistic ranges, defined once: docs/DESIGN.md §3.4
 from workbench.variants import RECORD_BYTES, Variant
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Bank:
         return q, scales, biases
 
     def dequantized(self, experts: list[int]) -> np.ndarray:
-        """fp16 [n, K, N] dequantized weights of the given experts (DESIGN §3 rule), on the CPU."""
+        """fp16 [n, K, N] dequantized weights of the given experts (docs/DESIGN.md §3 rule), on the CPU."""
         from workbench.layouts import dequantize_records
 
         return dequantize_records(*self.expert_arrays(experts)).numpy()

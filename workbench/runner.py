@@ -1,4 +1,4 @@
-"""The measurement engine (DESIGN §5-§7): builds, banks, graphs, gate, ABBA pairs, session.
+"""The measurement engine (docs/DESIGN.md §5-§7): builds, banks, graphs, gate, ABBA pairs, session.
 
 ``Runner(cfg).run()`` measures the comparisons of a plan (workbench.plan) on the GPU and keeps
 everything in a session folder as it goes. The CLI (`workbench ab`, `workbench calibrate`) and the

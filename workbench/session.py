@@ -1,4 +1,4 @@
-"""Session folders (DESIGN §8): ``session.json`` plus append-only JSON-lines journals.
+"""Session folders (docs/DESIGN.md §8): ``session.json`` plus append-only JSON-lines journals.
 
 Layout (docs/ARCHITECTURE.md, "Sessions")::
 

@@ -1,4 +1,4 @@
-"""Statistics of ABBA pair ratios, verdicts and the per-kernel recommendation (DESIGN §7).
+"""Statistics of ABBA pair ratios, verdicts and the per-kernel recommendation (docs/DESIGN.md §7).
 
 NumPy and SciPy only: this module imports neither torch nor textual.
 

@@ -21,7 +21,7 @@ EXIT_INTERRUPTED = 130
 
 
 def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> None:
-    g = p.add_argument_group("timing protocol (DESIGN §5)")
+    g = p.add_argument_group("timing protocol (docs/DESIGN.md §5)")
     g.add_argument("--pairs", type=int, default=12, help="ABBA pairs per comparison (default 12)")
     g.add_argument(
         "--adaptive",
