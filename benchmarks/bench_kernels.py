@@ -1,5 +1,5 @@
 """Kernel speed on the current GPU (issue 3 item 5): µs per call of every variant, hot and rotating,
-in graphs of `calls` calls, next to the tinygemm peer and DEVICE.md's bandwidth formula (a lower
+in graphs of `calls` calls, next to the tinygemm peer and the bandwidth formula of docs/DESIGN.md §5.9 (a lower
 bound no real launch reaches: benchmarks/floor_probe.cu measures what this GPU's launch and
 DRAM allow for the same bytes).
 
@@ -203,7 +203,7 @@ def main() -> int:
         floor_us = 0.6 + call_bytes(shape, kernel, "b3") / 4.2e12 * 1e6
         results.setdefault("floor_us_per_call", {})[kernel] = round(floor_us, 3)
         print(
-            f"{kernel:>3} formula floor ~{floor_us:.2f} us/call (DEVICE.md: 0.6 us one-CTA graph node +"
+            f"{kernel:>3} formula floor ~{floor_us:.2f} us/call (docs/DESIGN.md §5.9: 0.6 us one-CTA graph node +"
             " b3 bytes at 4.2 TB/s; benchmarks/floor_probe.cu measures the real one)",
             flush=True,
         )

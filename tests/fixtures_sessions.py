@@ -31,7 +31,7 @@ EFFECT = {("w13", "hot"): 0.925, ("w13", "rotating"): 0.916}
 EFFECT |= {("w2", "hot"): 1.119, ("w2", "rotating"): 1.114}
 STEP_EFFECT = 0.958
 # µs per call of b3-scalar on the H200-like fixture GPU; b4-scalar is a touch faster (aligned
-# records), tinygemm is the DEVICE.md peer.
+# records), tinygemm is the peer arm of docs/DESIGN.md §4.5.
 US_PER_CALL = {
     ("w13", "hot"): 2.30,
     ("w13", "rotating"): 2.52,

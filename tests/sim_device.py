@@ -34,7 +34,7 @@ COST_US = {
 PEER_US = 12.0
 SM_MHZ = 1980.0
 NOISE = 0.003  # multiplicative, per call
-# Memory placement (docs/DESIGN.md §5.4): each placement of a bank gives each reader its own
+# Memory placement (docs/DESIGN.md §5.5): each placement of a bank gives each reader its own
 # speed factor, drawn once and fixed until the bank moves, as the H200 showed (the same
 # padding gave the same ratio again, even in another process). 0.3 % is the spread of the W13
 # hot ratio over six placements there (0.9537..0.9626).

@@ -395,13 +395,13 @@ def test_rotating_geometry_of_the_default_shape_on_an_h200():
     from workbench.plan import geometry
     from workbench.shapes import resolve_shape
 
-    shape, l2 = resolve_shape(), 62_914_560  # DEVICE.md: 60 MiB
+    shape, l2 = resolve_shape(), 62_914_560  # the H200's L2, 60 MiB (docs/DESIGN.md §5.3)
     w13 = geometry(shape, "w13", "rotating", 48, {"b3", "b4"}, l2)
     # 48 calls x 10 experts x (409,600 + 76,800) B = 233 MB per replay: 3.7x L2 -> 2 graphs
     assert w13.ws_replay == 48 * 10 * (2560 * 320 // 2 + 80 * 320 * 3) and w13.layout == "b3"
     assert (w13.graphs, w13.banks) == (2, 48) and w13.ws_ratio >= 5
     w2 = geometry(shape, "w2", "rotating", 48, {"b3"}, l2)
-    assert round(w2.ws_replay / l2, 1) == 1.9 and w2.graphs == 3  # DESIGN §5: "only ~1.9x"
+    assert round(w2.ws_replay / l2, 1) == 1.9 and w2.graphs == 3  # ~1.9x L2: docs/DESIGN.md §5.3
     step = geometry(shape, "step", "rotating", 48, {"b3"}, l2)
     assert step.graphs == 1 and step.ws_ratio >= 5
     hot = geometry(shape, "w13", "hot", 48, {"b3"}, l2)

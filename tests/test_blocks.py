@@ -1,4 +1,4 @@
-"""Blocks (docs/DESIGN.md §5.4, §7.1): why the interval must use them, shown without a GPU.
+"""Blocks (docs/DESIGN.md §5.5, §7.3): why the interval must use them, shown without a GPU.
 
 On the H200, where the banks land in memory moves the coop/scalar ratio by up to ~1 %, the same
 placement gives the same ratio again (even in another process), and the caching allocator is

@@ -1,4 +1,4 @@
-"""Capacity arithmetic and `workbench capacity` (DESIGN §2: 943,718,400 bytes saved per rank)."""
+"""Capacity arithmetic and `workbench capacity` (docs/DESIGN.md §2: 943,718,400 bytes saved per rank)."""
 
 import json
 import subprocess
@@ -11,7 +11,7 @@ from workbench.cli import main
 from workbench.errors import BadArgument
 from workbench.shapes import PRESETS, Shape, resolve_shape
 
-SEED_SAVING = 943_718_400  # DESIGN §2, the default preset at tp 4
+SEED_SAVING = 943_718_400  # docs/DESIGN.md §2, the default preset at tp 4
 
 
 def test_default_preset_saving_is_900_mib():

@@ -1,4 +1,4 @@
-"""The cooperative reader's index arithmetic against scalar byte reads (DESIGN §1, §3)."""
+"""The cooperative reader's index arithmetic against scalar byte reads (docs/DESIGN.md §1, §3)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Metadata records, dequantization and kernel int4 packing (DESIGN §3, docs/ARCHITECTURE.md)."""
+"""Metadata records, dequantization and kernel int4 packing (docs/DESIGN.md §3, docs/ARCHITECTURE.md)."""
 
 import math
 import struct

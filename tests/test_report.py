@@ -209,7 +209,7 @@ def test_memory_working_set_and_provenance(synthetic):
     mem = {(r["kernel"], r["layout"]): r for r in journal if r["type"] == "memory"}
     d4, d3 = (mem["w13", x]["used_after"] - mem["w13", x]["used_before"] for x in ("b4", "b3"))
     assert w13[4] == f"{(d4 - d3) / 48:,.0f} B ({(d4 - d3) / 48 / 2**20:,.1f} MiB)"
-    assert "943,718,400 bytes (900.0 MiB) computed" in md  # DESIGN §2's per-rank figure
+    assert "943,718,400 bytes (900.0 MiB) computed" in md  # docs/DESIGN.md §2's per-rank figure
     assert "MiB) from the measured banks" in md
     assert "| w2 / rotating |" in md and "5.57×" in md  # 350,208,000 B over a 60 MiB L2
     prov = md.split("## Provenance", 1)[1]

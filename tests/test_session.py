@@ -1,4 +1,4 @@
-"""Session folders: the writer, the validated loader, listings and killed writers (DESIGN §8)."""
+"""Session folders: the writer, the validated loader, listings and killed writers (docs/DESIGN.md §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shapes and presets (DESIGN §2): per-rank dimensions, overrides, and errors that name the value."""
+"""Shapes and presets (docs/DESIGN.md §2): per-rank dimensions, overrides, and errors that name the value."""
 
 import argparse
 

@@ -1,4 +1,4 @@
-"""Statistics: pair ratios, the distribution-free CI, verdicts, recommendation (DESIGN §7)."""
+"""Statistics: pair ratios, the distribution-free CI, verdicts, recommendation (docs/DESIGN.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ABBA timing protocol (DESIGN §5, §6) as plain Python, independent of torch and CUDA.
+"""The ABBA timing protocol (docs/DESIGN.md §5, §6) as plain Python, independent of torch and CUDA.
 
 An *arm* is anything with a ``measure()`` that times one sample and returns the milliseconds of
 its timed replays; the runner passes CUDA-Graph arms, the tests pass fake arms of known timing.
@@ -65,7 +65,7 @@ class FnArm:
 class ProtocolConfig:
     """Knobs of the protocol; ``validate()`` names the bad one."""
 
-    # Defaults (docs/DESIGN.md §5.4): 6 blocks x 2 pairs. Six placements give a t-interval with
+    # Defaults (docs/DESIGN.md §5.5): 6 blocks x 2 pairs. Six placements give a t-interval with
     # 5 degrees of freedom (t = 2.57) whose width is set by the between-block spread, the
     # dominant term on the H200; 2 pairs per block keep the default run near its old length.
     pairs: int = 2  # ABBA pairs per block

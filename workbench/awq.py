@@ -1,4 +1,4 @@
-"""Import of AWQ checkpoint tensors (DESIGN §3) and their tensor-parallel slicing.
+"""Import of AWQ checkpoint tensors (docs/DESIGN.md §3) and their tensor-parallel slicing.
 
 The common checkpoint form (AutoAWQ's GEMM format, also read by vLLM and SGLang), per linear
 layer with ``K`` inputs and ``N`` outputs and group size ``G``:

@@ -1,4 +1,4 @@
-"""Builds of the kernel variants: the one caller of torch.utils.cpp_extension.load (DESIGN §4).
+"""Builds of the kernel variants: the one caller of torch.utils.cpp_extension.load (docs/DESIGN.md §4).
 
 Each variant compiles in a child process (`python -m workbench.build VARIANT`) so that its compiler
 output (with the ptxas report) is captured whole and builds can run in parallel; the parent then

@@ -1,4 +1,4 @@
-"""Memory arithmetic of one shape (DESIGN §2, §3): int4 weights and AWQ metadata per rank.
+"""Memory arithmetic of one shape (docs/DESIGN.md §2, §3): int4 weights and AWQ metadata per rank.
 
 Metadata holds one record per (group of 32 weights along K, column): 4 bytes in the b4 layout
 (scale + precomputed bias), 3 bytes in the b3 layout (scale + zero). The difference, one byte

@@ -1,4 +1,4 @@
-"""Verdicts recomputed from a session's journal, and the comparison of two sessions (DESIGN §8).
+"""Verdicts recomputed from a session's journal, and the comparison of two sessions (docs/DESIGN.md §8).
 
 Nothing here trusts a session's stored ``summary``: every number comes from the raw samples.
 

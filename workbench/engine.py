@@ -244,7 +244,7 @@ class Engine:
     # ------------------------------------------------------------------ plan
 
     def run_plan(self) -> None:
-        """Every comparison of the plan, kernel by kernel, in blocks (docs/DESIGN.md §5.4); then
+        """Every comparison of the plan, kernel by kernel, in blocks (docs/DESIGN.md §5.5); then
         the recommendation and the step confirmation (also in blocks)."""
         plan = self._drop_unsupported(list(self.cfg.comparisons))
         groups: list[tuple[str, list[ComparisonSpec]]] = []
@@ -418,7 +418,7 @@ class Engine:
         return _CmpState(c, geom, Outcome(c.id, c.a.name, c.b.name))
 
     def _place(self, active: list[_CmpState], padding: int) -> None:
-        """Place the banks these comparisons read anew, behind ``padding`` bytes (§5.4)."""
+        """Place the banks these comparisons read anew, behind ``padding`` bytes (§5.5)."""
         self.workloads.clear()  # inputs are re-made behind the padding too
         self.padding = None
         gc.collect()

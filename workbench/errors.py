@@ -1,4 +1,4 @@
-"""Exceptions and the exit codes of DESIGN §9 (one place, so CLI and TUI agree)."""
+"""Exceptions and the exit codes of docs/DESIGN.md §9 (one place, so CLI and TUI agree)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CUDA-Graph timing units and the numerics gate (DESIGN §5). Imports torch; needs a GPU.
+"""CUDA-Graph timing units and the numerics gate (docs/DESIGN.md §5). Imports torch; needs a GPU.
 
 One timed unit is one replay of a graph that holds ``calls`` kernel calls; a sample is the
 median of ``replays`` timed replays, each between its own pair of CUDA events. Graphs are

@@ -1,4 +1,4 @@
-"""Data layouts of DESIGN §3, the contract between Python and the CUDA kernels.
+"""Data layouts of docs/DESIGN.md §3, the contract between Python and the CUDA kernels.
 
 * Metadata records, one per (group of 32 along K, column), ordered ``[K/32][N]``:
   ``b4`` = little-endian u32 ``scale_bits | bias_bits << 16``; ``b3`` = bytes

@@ -1,4 +1,4 @@
-"""NVML monitor (DESIGN §6): a sampler thread that watches the GPU while samples are timed.
+"""NVML monitor (docs/DESIGN.md §6): a sampler thread that watches the GPU while samples are timed.
 
 Every ``interval`` seconds (default 0.05 s = 20 Hz) the thread reads memory used/free/total,
 SM and memory clocks, temperature, power and the clock-event ("throttle") reason bits, keeps

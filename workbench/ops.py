@@ -17,7 +17,7 @@ import torch
 
 from workbench.errors import BadArgument
 from workbench.layouts import NIBBLE_OF_ELEMENT, PACK_AXES, TILE
-from workbench.synthetic import SCALE_RANGE  # one definition of the realistic ranges (DESIGN §3)
+from workbench.synthetic import SCALE_RANGE  # realistic ranges, defined once: docs/DESIGN.md §3.4
 from workbench.variants import RECORD_BYTES, Variant
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class Bank:
         return q, scales, biases
 
     def dequantized(self, experts: list[int]) -> np.ndarray:
-        """fp16 [n, K, N] dequantized weights of the given experts (DESIGN §3 rule), on the CPU."""
+        """fp16 [n, K, N] dequantized weights of the given experts (docs/DESIGN.md §3 rule), on the CPU."""
         from workbench.layouts import dequantize_records
 
         return dequantize_records(*self.expert_arrays(experts)).numpy()
@@ -120,7 +120,7 @@ def make_bank(
 
 def relocate_bank(bank: Bank) -> Bank:
     """The same bank in fresh device memory (a copy; the caller drops the old one). Blocks use
-    it to place their banks anew (docs/DESIGN.md §5.4): a copy is ~100x faster than generating
+    it to place their banks anew (docs/DESIGN.md §5.5): a copy is ~100x faster than generating
     the bank again, and its bytes are identical by construction."""
     return dataclasses.replace(bank, weights=bank.weights.clone(), meta=bank.meta.clone())
 

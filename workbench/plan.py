@@ -30,7 +30,7 @@ ROLES = ("main", "aa", "reference", "confirm", "calibration")
 L2_FACTOR = 5  # rotating working set (per cycle of graphs) at least this many times the L2
 MAX_GRAPHS = 16  # bound on alternated graphs: tiny custom shapes would otherwise want hundreds
 REFERENCE_ARMS = ("b4-scalar", "tinygemm")
-# Largest padding a block allocates before its banks (docs/DESIGN.md §5.4): 64 MiB spans many
+# Largest padding a block allocates before its banks (docs/DESIGN.md §5.5): 64 MiB spans many
 # 2 MiB allocator pages and DRAM interleaving periods; paddings of 1 B - 64 MiB moved the H200's
 # W13-hot reader ratio over 0.954-0.963.
 MAX_PADDING = 64 << 20

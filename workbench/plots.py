@@ -1,4 +1,4 @@
-"""Figures of a session (DESIGN §8): matplotlib on the headless Agg backend, PNG and SVG.
+"""Figures of a session (docs/DESIGN.md §8): matplotlib on the headless Agg backend, PNG and SVG.
 
 Every figure is drawn from the journals through ``report.analyse`` (never from the stored
 summary) and titled with the GPU, the shape and the protocol. Files are named after the session

@@ -1,4 +1,4 @@
-"""Provenance of a session (DESIGN §8): package version, git commit, file hashes, Python/platform.
+"""Provenance of a session (docs/DESIGN.md §8): package version, git commit, file hashes, Python/platform.
 
 Torch-free on purpose: callers add the torch/CUDA/GPU facts they already hold (under
 ``environment``, see docs/ARCHITECTURE.md), so this module stays cheap and CPU-testable.

@@ -1,4 +1,4 @@
-"""float64 reference of the two decode kernels (DESIGN §3), with the kernels' FP16 rounding points.
+"""float64 reference of the two decode kernels (docs/DESIGN.md §3), with the kernels' FP16 rounding points.
 
 Rounding points of the kernels (docs/ARCHITECTURE.md "Numerics"), and what this module does:
 

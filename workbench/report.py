@@ -1,4 +1,4 @@
-"""Markdown report of a session, recomputed from its raw journals (DESIGN §8).
+"""Markdown report of a session, recomputed from its raw journals (docs/DESIGN.md §8).
 
 Every number here comes from the ``sample`` records through ``workbench.stats``: the summary that
 the runner stores in session.json is never read, so a report cannot disagree with the evidence
@@ -425,7 +425,7 @@ def _working_set(an: Analysis) -> list[str]:
     return lines + [
         "",
         "Rotating sets below 5× L2 get extra banks and alternate several captured graphs, so "
-        "that consecutive replays touch disjoint memory (DESIGN §5).",
+        "that consecutive replays touch disjoint memory (docs/DESIGN.md §5.3).",
     ]
 
 

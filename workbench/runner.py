@@ -1,4 +1,4 @@
-"""The measurement engine (DESIGN §5-§7): builds, banks, graphs, gate, ABBA pairs, session.
+"""The measurement engine (docs/DESIGN.md §5-§7): builds, banks, graphs, gate, ABBA pairs, session.
 
 ``Runner(cfg).run()`` measures the comparisons of a plan (workbench.plan) on the GPU and keeps
 everything in a session folder as it goes. The CLI (`workbench ab`, `workbench calibrate`) and the
@@ -191,7 +191,7 @@ class Runner:
 
         require_gpu()
         if self.cfg.protocol.placement_seed is None:
-            # a fresh seed per run (docs/DESIGN.md §5.4): runs must sample placements, not
+            # a fresh seed per run (docs/DESIGN.md §5.5): runs must sample placements, not
             # repeat one; it is journaled, and --placement-seed replays the run's blocks
             self.cfg.protocol = dataclasses.replace(
                 self.cfg.protocol, placement_seed=secrets.randbits(62)

@@ -1,4 +1,4 @@
-"""Session folders (DESIGN §8): ``session.json`` plus append-only JSON-lines journals.
+"""Session folders (docs/DESIGN.md §8): ``session.json`` plus append-only JSON-lines journals.
 
 Layout (docs/ARCHITECTURE.md, "Sessions")::
 
@@ -43,7 +43,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "gate": ("cmp", "ok"),
     "memory": (),
     "note": ("text",),
-    "block": ("block", "status"),  # a block's placement (docs/DESIGN.md §5.4)
+    "block": ("block", "status"),  # a block's placement (docs/DESIGN.md §5.5)
 }
 _META_KEYS = ("schema", "status", "created", "slug", "config", "provenance", "environment")
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")

@@ -1,4 +1,4 @@
-"""MoE shapes (DESIGN §2): presets, per-rank kernel dimensions and validation.
+"""MoE shapes (docs/DESIGN.md §2): presets, per-rank kernel dimensions and validation.
 
 A shape describes one model's MoE layers and the tensor-parallel split. Per rank:
 W13 (gate+up, column-parallel) has ``K = hidden, N = 2 * inter / tp``; W2 (down, row-parallel)
@@ -92,7 +92,7 @@ class Shape:
 
 
 PRESETS: dict[str, Shape] = {
-    # Facts from public model configs (DESIGN §2); the first is the seed's shape and the default.
+    # Facts from public model configs (docs/DESIGN.md §2); the first is the seed's shape and the default.
     "qwen3.8-flash-next": Shape(2560, 640, 512, 10, 48, tp=4, name="qwen3.8-flash-next"),
     "qwen3-next-80b-a3b": Shape(2048, 512, 512, 10, 48, tp=4, name="qwen3-next-80b-a3b"),
     "qwen3.5-397b-a17b": Shape(4096, 1024, 512, 10, 60, tp=4, name="qwen3.5-397b-a17b"),
@@ -149,7 +149,7 @@ def valid_tps(preset: str | Shape) -> list[int]:
 
 def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--preset --tp --hidden --inter --experts --top-k --layers`` to ``parser``."""
-    g = parser.add_argument_group("shape (DESIGN §2)")
+    g = parser.add_argument_group("shape (docs/DESIGN.md §2)")
     g.add_argument(
         "--preset",
         default=None,

@@ -4,10 +4,10 @@ NumPy and SciPy only: this module imports neither torch nor textual.
 
 * A pair is four samples, ABBA (even pairs) or BAAB (odd pairs); its ratio is (B1+B2)/(A1+A2),
   which cancels any linear drift within the pair exactly. Ratio < 1 means B is faster.
-* Blocks (§5.4): a run splits each comparison's pairs over blocks, each with its banks at a fresh
+* Blocks (§5.5): a run splits each comparison's pairs over blocks, each with its banks at a fresh
   memory placement. Placement moves the ratio (up to ~1 % on the H200), so the block is the unit
   of replication: the interval is a t-interval over the blocks' median log-ratios (``block_ci``,
-  §7.1), centred on their mean (the estimate is the geometric mean of the block medians).
+  §7.3), centred on their mean (the estimate is the geometric mean of the block medians).
 * Without blocks (legacy sessions) or with one block, the interval is the distribution-free
   CI of the median pair ratio, [x_(k), x_(n+1-k)] with the largest k whose exact binomial
   coverage is at least ``conf``; it assumes i.i.d. pair ratios, which holds within one placement
@@ -197,7 +197,7 @@ class Verdict:
     """Result of comparing B against A from pair ratios B/A. Ratios < 1 favour B.
 
     ``method`` says where the interval comes from: "blocks" (a t-interval over the blocks'
-    median log-ratios: docs/DESIGN.md §7.1), or "pairs" (the distribution-free interval over
+    median log-ratios: docs/DESIGN.md §7.3), or "pairs" (the distribution-free interval over
     pairs of one placement: a legacy session, or a run of one block; it does not cover
     placement, so it is narrower than run-to-run reality). ``median`` is the point estimate
     of that method: the geometric mean of the block medians, or the median pair ratio.
@@ -312,7 +312,7 @@ def _check_m(m: Any) -> float:
 
 
 class BlockCI(NamedTuple):
-    """Block-level interval (docs/DESIGN.md §7.1): ``center`` is the geometric mean of the
+    """Block-level interval (docs/DESIGN.md §7.3): ``center`` is the geometric mean of the
     block medians; [low, high] its t-interval over blocks."""
 
     center: float

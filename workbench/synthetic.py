@@ -1,4 +1,4 @@
-"""Seeded synthetic data with realistic ranges (DESIGN §3): no checkpoint needed to run.
+"""Seeded synthetic data with realistic ranges (docs/DESIGN.md §3): no checkpoint needed to run.
 
 Each kind of data draws from its own stream, ``np.random.default_rng([seed, STREAM])``, so the
 weights, activations and routing made from one seed are independent of each other, and the

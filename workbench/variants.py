@@ -1,7 +1,7 @@
-"""The variant table: the one place that says which kernel builds exist (DESIGN §4).
+"""The variant table: the one place that says which kernel builds exist (docs/DESIGN.md §4).
 
 A variant is (kernel, layout, reader), compiled as a real build with -D flags, plus an optional
-calibration build that can spin a known number of SM cycles per CTA (DESIGN §5).
+calibration build that can spin a known number of SM cycles per CTA (docs/DESIGN.md §5.8).
 """
 
 from __future__ import annotations

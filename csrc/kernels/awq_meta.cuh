@@ -4,7 +4,7 @@
 // Compile-time selection (one build per combination, as an engineer reverting a commit would compare):
 //   WB_LAYOUT_B4 | WB_LAYOUT_B3      4-byte {scale, bias} or 3-byte {scale_lo, scale_hi, zero} records
 //   WB_READER_SCALAR | WB_READER_COOP  byte-by-byte reads, or one 96-byte tile per warp + shuffles
-// Layouts: docs/ARCHITECTURE.md and DESIGN §3. The cooperative index arithmetic is held to the NumPy
+// Layouts: docs/ARCHITECTURE.md and docs/DESIGN.md §3. The cooperative index arithmetic is held to the NumPy
 // model in workbench/coop_model.py; the tensor-core fragment mapping to workbench/fragment_model.py.
 #pragma once
 #include <cuda_fp16.h>
@@ -31,7 +31,7 @@ constexpr int kTileCols = 32;     // one record tile = 32 consecutive columns = 
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // A decoded record as one word, the 4-byte record's format: scale bits | bias bits << 16.
-// bias = fp16(fp16(-zero) * scale): one rounding, identical for both layouts (DESIGN §3).
+// bias = fp16(fp16(-zero) * scale): one rounding, identical for both layouts (docs/DESIGN.md §3).
 __device__ __forceinline__ unsigned make_meta(unsigned short scale_bits, unsigned zero) {
   const __half s = __ushort_as_half(scale_bits);
   const __half b = __hmul(__int2half_rn(-static_cast<int>(zero)), s);
@@ -206,7 +206,7 @@ __device__ __forceinline__ float acc_of_lane(const Acc& acc, int lane) {
   return t == 0 ? acc.d[0][0] : t == 1 ? acc.d[0][2] : t == 2 ? acc.d[1][0] : acc.d[1][2];
 }
 
-// Calibration builds spin a known number of SM cycles per CTA before any work (DESIGN §5).
+// Calibration builds spin a known number of SM cycles per CTA before any work (docs/DESIGN.md §5.8).
 __device__ __forceinline__ void calibration_spin(long long cycles) {
 #ifdef WB_CALIBRATION
   if (cycles > 0) {

@@ -1,4 +1,4 @@
-// W13: gate and up projections of every routed expert in one launch, fused with SwiGLU (DESIGN §1):
+// W13: gate and up projections of every routed expert in one launch, fused with SwiGLU (docs/DESIGN.md §1):
 //   inter[j, c] = fp16( silu(sum_k w1[k, c] x[k]) * (sum_k w3[k, c] x[k]) ),  expert e = ids[j].
 // Torch-free. Grid (N/32 column tiles, top_k): one CTA = one 32-column tile (a gate tile for
 // t < N/64, else an up tile) of one routed expert over the whole K, so no split-K combine. Warp w

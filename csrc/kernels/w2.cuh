@@ -1,4 +1,4 @@
-// W2: down projection of every routed expert plus the router-weighted sum, in one launch (DESIGN §1):
+// W2: down projection of every routed expert plus the router-weighted sum, in one launch (docs/DESIGN.md §1):
 //   y[n] = fp16( sum_j rw[j] * sum_k w2_e[k, n] inter[j, k] ),  expert e = ids[j].
 // Torch-free. Grid (N/32 column tiles): one CTA = one 32-column tile over every (slot j, group g)
 // unit u = j * G + g, so no split-K combine. Warp w takes units [kUnroll*w, kUnroll*w + kUnroll),

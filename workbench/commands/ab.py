@@ -1,4 +1,4 @@
-"""`workbench ab`: headless A/B timing of reader variants (DESIGN §5-§7, §9).
+"""`workbench ab`: headless A/B timing of reader variants (docs/DESIGN.md §5-§7, §9).
 
 Per (kernel, expert set): ABBA pairs of CUDA-Graph replays after a bit-identity gate, with
 reference arms (b4-scalar, tinygemm) timed alongside; then a reader recommendation per kernel

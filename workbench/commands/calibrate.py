@@ -1,4 +1,4 @@
-"""`workbench calibrate`: the protocol's resolution on this GPU now (DESIGN §5).
+"""`workbench calibrate`: the protocol's resolution on this GPU now (docs/DESIGN.md §5.8).
 
 With the calibration build of an arm (it can spin N SM-clock cycles per CTA), A = spin base and
 B = spin base + s for each rung s of a ladder, each an ABBA comparison like `workbench ab`'s. The

@@ -1,4 +1,4 @@
-"""`workbench tui` (also `workbench` with no arguments): the Textual app of DESIGN §9."""
+"""`workbench tui` (also `workbench` with no arguments): the Textual app of docs/DESIGN.md §9."""
 
 from __future__ import annotations
 

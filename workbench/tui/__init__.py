@@ -1,4 +1,4 @@
-"""Textual TUI (DESIGN §9): build, run, watch and decide in one screen.
+"""Textual TUI (docs/DESIGN.md §9): build, run, watch and decide in one screen.
 
 The app never touches CUDA, torch or the engine directly: it drives a `backend.Backend`
 from thread workers. `engine.EngineBackend` adapts the engine modules; tests replay a session.

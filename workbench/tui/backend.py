@@ -147,7 +147,7 @@ class SessionInfo:
 
 @dataclass(frozen=True)
 class ResultRow:
-    """One comparison's statistics (DESIGN §7). Times are median ms per replay of ``calls``."""
+    """One comparison's statistics (docs/DESIGN.md §7). Times are median ms per replay of ``calls``."""
 
     cmp_id: str
     kernel: str

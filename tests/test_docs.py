@@ -1,0 +1,101 @@
+"""The design the code cites lives in the repository: every "§n" in code and docs is a heading of
+docs/DESIGN.md, code cites it as "docs/DESIGN.md §n", and no reference points outside the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DESIGN = REPO / "docs" / "DESIGN.md"
+CODE_DIRS = ("workbench", "csrc", "tests", "benchmarks")
+CODE_SUFFIXES = {".py", ".cu", ".cuh", ".h", ".cpp", ".sh", ".tcss"}
+SECTION = re.compile(r"§\s*(\d+(?:\.\d+)*)")
+HEADING = re.compile(r"^#{2,4} §(\d+(?:\.\d+)*) \S", re.MULTILINE)
+# Files that exist only beside this checkout (the project's brief, machine notes, the seed), or
+# absolute paths of one machine: a reader of the repository cannot follow them.
+OUTSIDE = {
+    "a path above the repository": re.compile(r"\.\./shared\b"),
+    "the shared/ folder": re.compile(r"(?<![\w.-])shared/"),
+    "an absolute path of this machine": re.compile(r"/work/"),
+    "a file that is not in the repository": re.compile(r"\b(?:DEVICE|STYLE)\.md\b"),
+}
+# Every mention of the design in code must be its repository path, "docs/DESIGN.md".
+BARE_DESIGN = re.compile(r"(?<!docs/)\bDESIGN\b|\bDESIGN\b(?!\.md)")
+DOC_PATH = re.compile(r"\bdocs/([\w.-]+\.md)\b")
+
+
+def code_files() -> list[Path]:
+    me = Path(__file__).resolve()  # this file spells the patterns it looks for
+    out = []
+    for d in CODE_DIRS:
+        for p in sorted((REPO / d).rglob("*")):
+            if p.suffix in CODE_SUFFIXES and p.is_file() and p.resolve() != me:
+                out.append(p)
+    return out
+
+
+def doc_files() -> list[Path]:
+    docs = sorted((REPO / "docs").glob("*.md"))
+    return [REPO / "README.md", *docs, *sorted((REPO / "benchmarks").rglob("README.md"))]
+
+
+def lines_of(paths: list[Path]):
+    for p in paths:
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            yield f"{p.relative_to(REPO)}:{i}", line
+
+
+def citations(text: str) -> list[str]:
+    """Section numbers cited in ``text``: '(docs/DESIGN.md §5-§7, §3.1)' -> ['5', '7', '3.1']."""
+    return SECTION.findall(text)
+
+
+def headings() -> list[str]:
+    return HEADING.findall(DESIGN.read_text(encoding="utf-8"))
+
+
+def test_citation_parser_reads_sections_ranges_and_subsections():
+    assert citations("x (docs/DESIGN.md §5-§7, §9) and §3.1; § 2") == ["5", "7", "9", "3.1", "2"]
+    assert citations("no section sign, 5.3") == []
+
+
+def test_design_has_sections_1_to_10_each_once():
+    hs = headings()
+    top = [h for h in hs if "." not in h]
+    assert top == [str(n) for n in range(1, 11)], top
+    dupes = sorted({h for h in hs if hs.count(h) > 1})
+    assert not dupes, f"headings used twice in docs/DESIGN.md: {dupes}"
+
+
+def test_every_cited_section_is_a_heading_of_the_design():
+    known = set(headings())
+    cited = [
+        (where, n) for where, line in lines_of(code_files() + doc_files()) for n in citations(line)
+    ]
+    # The scan must see the code's citations, or this test would pass on nothing.
+    for d in ("workbench/", "csrc/", "tests/"):
+        assert any(where.startswith(d) for where, _ in cited), f"no section cited under {d}"
+    missing = [f"{where}: §{n}" for where, n in cited if n not in known]
+    assert not missing, "cited but not a heading of docs/DESIGN.md:\n" + "\n".join(missing)
+
+
+def test_code_cites_the_design_by_its_repository_path():
+    bare = [
+        f"{where}: {line.strip()}"
+        for where, line in lines_of(code_files())
+        if BARE_DESIGN.search(line)
+    ]
+    assert not bare, "write docs/DESIGN.md, not DESIGN alone:\n" + "\n".join(bare)
+
+
+def test_no_reference_points_outside_the_repository():
+    found = []
+    for where, line in lines_of(code_files() + doc_files()):
+        for what, pattern in OUTSIDE.items():
+            if pattern.search(line):
+                found.append(f"{where}: {what}: {line.strip()}")
+        for name in DOC_PATH.findall(line):
+            if not (REPO / "docs" / name).is_file():
+                found.append(f"{where}: docs/{name} does not exist: {line.strip()}")
+    assert not found, "references outside the repository:\n" + "\n".join(found)
