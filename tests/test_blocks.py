@@ -187,3 +187,19 @@ def test_a_failed_block_costs_only_itself(device, monkeypatch, capsys, tmp_path)
     failed = [b for b in sess.blocks if b["status"] == "failed"]
     assert len(failed) == 1 and "simulated launch failure" in failed[0]["error"]
     assert any("block 1 failed" in n["text"] for n in sess.notes)
+
+
+def test_calibration_trials_are_independent_groups(device, capsys, tmp_path):
+    code = cli.main(["calibrate", *SMALL, "--set", "hot", "--calls", "4", "--replays", "5",
+                     "--blocks", "3", "--pairs", "2", "--spins", "0,400", "--trials", "3",
+                     "--sessions-dir", str(tmp_path), "--no-plots", "--json"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    s = json.loads(out.out)
+    det = s["calibration"]["detection"]["w13/hot"]
+    assert det["400"]["trials"] == 3 and det["400"]["verdicts"] == {"SLOWER": 3}
+    assert det["0"]["trials"] == 3 and "FASTER" not in det["0"]["verdicts"]
+    sess = load_session(s["session"])
+    groups = {b["group"] for b in sess.blocks if b["status"] == "placed"}
+    assert len(groups) == 3  # one group (its own placements) per trial
+    assert "trials w13/hot spin 400: SLOWER 3 of 3" in out.err

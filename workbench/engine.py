@@ -249,10 +249,11 @@ class Engine:
         plan = self._drop_unsupported(list(self.cfg.comparisons))
         groups: list[tuple[str, list[ComparisonSpec]]] = []
         for c in plan:
-            if groups and groups[-1][0] == c.kernel:
+            key = f"{c.kernel}/{c.group}"
+            if groups and groups[-1][0] == key:
                 groups[-1][1].append(c)
             else:
-                groups.append((c.kernel, [c]))
+                groups.append((key, [c]))
         # Every bank of the run first, b3 before b4 per kernel, before any graph or release: the
         # NVML memory records then measure the banks alone.
         self._prepare_banks(plan)

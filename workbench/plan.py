@@ -130,6 +130,9 @@ class ComparisonSpec:
     role: str
     a: ArmSpec
     b: ArmSpec
+    # Comparisons of one kernel and group share their blocks' placements (docs/DESIGN.md §5.5);
+    # a calibration trial is its own group, so trials are independent placements.
+    group: str = ""
 
     @property
     def gated(self) -> bool:

@@ -433,7 +433,7 @@ def _rung(c: dict[str, Any], fallback_mhz: float | None) -> dict[str, Any]:
     injected_us = c["spin"] / mhz if mhz else None  # cycles / MHz = microseconds (per CTA)
     return {
         "id": c["id"],
-        "group": f"{c['kernel']}/{c['set']}",
+        "group": f"{c['kernel']}/{c['set']}",  # trials of a rung share its group
         "spin_cycles": c["spin"],
         "sm_mhz": mhz,
         "injected_us_per_cta": injected_us,
@@ -443,6 +443,26 @@ def _rung(c: dict[str, Any], fallback_mhz: float | None) -> dict[str, Any]:
         "verdict": v["verdict"],
         "pairs": c["pairs"],
     }
+
+
+def _detection(rungs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per (kernel/set) and injected spin: how many trials called it SLOWER (FASTER, SAME,
+    AMBIGUOUS), with the median measured effect: the detection rate of that delay."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rungs:
+        d = out.setdefault(r["group"], {}).setdefault(
+            str(r["spin_cycles"]), {"trials": 0, "verdicts": {}, "effects_pct": []}
+        )
+        d["trials"] += 1
+        d["verdicts"][r["verdict"]] = d["verdicts"].get(r["verdict"], 0) + 1
+        if r["effect_pct"] is not None:
+            d["effects_pct"].append(r["effect_pct"])
+    for g in out.values():
+        for d in g.values():
+            d["median_effect_pct"] = (
+                statistics.median(d["effects_pct"]) if d["effects_pct"] else None
+            )
+    return out
 
 
 def calibration_summary(
@@ -477,6 +497,7 @@ def calibration_summary(
         "groups": groups,
         "resolution": overall,
         "control_verdicts": [r["verdict"] for r in rungs if r["spin_cycles"] == 0],
+        "detection": _detection(rungs),
         "rule": (
             "resolution = the smallest injected spin whose comparison is SLOWER and every larger "
             "spin SLOWER too (per kernel and set; overall the coarsest); its effect_pct, the "

@@ -196,6 +196,14 @@ def render_calibration(console, summary: dict[str, Any]) -> None:
             )
         if g["controls"]:
             console.print(f"  A/A control (spin 0 vs 0): {', '.join(g['controls'])}")
+    for group, spins in (cal.get("detection") or {}).items():
+        for spin, d in spins.items():
+            if d["trials"] > 1:
+                counts = ", ".join(f"{k} {v}" for k, v in sorted(d["verdicts"].items()))
+                console.print(
+                    f"trials {group} spin {spin}: {counts} of {d['trials']} "
+                    f"(median effect {_f(d['median_effect_pct'], '+.2f')} %)"
+                )
     console.print(f"[dim]{cal.get('rule', '')}[/]")
     for n in summary.get("notes", []):
         console.print(f"[yellow]note[/]: {n}")

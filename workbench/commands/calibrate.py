@@ -41,6 +41,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_BASE_SPIN,
         help=f"cycles A spins too, so both arms run the same spin code (default {DEFAULT_BASE_SPIN})",
     )
+    g.add_argument(
+        "--trials",
+        type=int,
+        default=1,
+        help="repeat the ladder as independent trials, each with its own blocks and placements "
+        "(ids .../trial=T); the summary counts how often each rung was called SLOWER (1)",
+    )
     add_protocol_arguments(p, DEFAULT_REPLAYS)
 
 
@@ -57,7 +64,10 @@ def parse_spins(text: str) -> tuple[int, ...]:
     return tuple(spins)
 
 
-def plan_calibration(kernels, sets, arm: str, spins, base_spin: int = 0) -> list:
+MAX_TRIALS = 200  # a ladder repeated more often than this is a typo, not a plan
+
+
+def plan_calibration(kernels, sets, arm: str, spins, base_spin: int = 0, trials: int = 1) -> list:
     """A spins `base_spin` cycles, B `base_spin + s` for each rung s. With a base above zero both
     arms run the same spin code (clock reads, CTA barrier), so B differs from A by the injected
     cycles alone; with base 0, A skips that code and the smallest rungs carry its fixed cost."""
@@ -65,17 +75,21 @@ def plan_calibration(kernels, sets, arm: str, spins, base_spin: int = 0) -> list
 
     if base_spin < 0:
         raise BadArgument(f"--base-spin {base_spin} must be >= 0")
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
+        raise BadArgument(f"--trials {trials!r} must be an integer in 1..{MAX_TRIALS}")
     out = []
     for kernel in kernels:
         if kernel == "step":
             raise BadArgument("--kernel step is not calibrated: use w13 or w2")
         base = parse_arm_spec(kernel, arm, "--arm", calib=True)
         a = with_spin(base, base_spin)
-        for s in sets:
-            for spin in spins:
-                b = with_spin(base, base_spin + spin)
-                cid = f"{kernel}/{s}/spin={spin}"
-                out.append(ComparisonSpec(cid, kernel, s, "calibration", a, b))
+        for t in range(trials):
+            tag = f"/trial={t}" if trials > 1 else ""
+            for s in sets:
+                for spin in spins:
+                    b = with_spin(base, base_spin + spin)
+                    cid = f"{kernel}/{s}/spin={spin}{tag}"
+                    out.append(ComparisonSpec(cid, kernel, s, "calibration", a, b, group=tag))
     return out
 
 
@@ -91,12 +105,12 @@ def config_from_args(args: argparse.Namespace):
     kernels = parse_list(args.kernel, ("w13", "w2", "step"), "--kernel")
     sets = parse_list(args.set, SETS, "--set")
     spins = parse_spins(args.spins)
-    comparisons = plan_calibration(kernels, sets, args.arm, spins, args.base_spin)
+    comparisons = plan_calibration(kernels, sets, args.arm, spins, args.base_spin, args.trials)
     base = make_config(
         shape_from_args(args), kernels=kernels, sets=sets, a=args.arm, b=args.arm,
         reference=False, confirm=False, calls=args.calls, replays=args.replays, seed=args.seed,
         m=args.min_effect, protocol=protocol_from_args(args), sessions_dir=args.sessions_dir,
-        slug=args.slug or "calibrate", extra={"spins": list(spins), "arm": args.arm},
+        slug=args.slug or "calibrate", extra={"spins": list(spins), "arm": args.arm, "trials": args.trials},
     )  # fmt: skip
     return dataclasses.replace(base, comparisons=comparisons, mode="calibrate")
 
