@@ -171,6 +171,7 @@ class FakeKernelOp:
 
 class FakePeer:
     made: list = []
+    relocated = 0
 
     def __init__(self, kernel, shape, bank, experts) -> None:
         assert bank.layout == "b3"
@@ -180,6 +181,9 @@ class FakePeer:
     @staticmethod
     def supported() -> bool:
         return True
+
+    def relocate(self) -> None:
+        FakePeer.relocated += 1
 
     def __call__(self, inp, bank, ids, out, rw=None) -> None:
         idx = torch.tensor(self.experts, dtype=torch.long)
@@ -245,6 +249,7 @@ def install(monkeypatch):
     _MEMO.clear()
     FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
     FakePeer.made = []
+    FakePeer.relocated = 0
     RELOCATED.clear()
     global PLACEMENT_RNG
     PLACEMENT_RNG = np.random.default_rng(np.random.SeedSequence().entropy)

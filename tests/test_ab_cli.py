@@ -193,6 +193,8 @@ def test_tinygemm_peers_repack_each_routing_once(device, capsys, tmp_path):
     assert code == 0
     g = by_id(s)["w13/rotating"]["graphs"]
     assert len(FakePeer.made) == len(set(FakePeer.made)) == 4 * g  # calls x graphs routings
+    # blocks 1 and 2 place the repacked experts anew (block 0 makes them after its placement)
+    assert FakePeer.relocated == 2 * 4 * g
     assert "step/rotating/confirm" not in by_id(s)  # one kernel: no confirmation
 
 

@@ -66,7 +66,6 @@ class _CmpState:
     geom: Geometry
     outcome: Outcome
     gates: list[dict[str, Any]] = field(default_factory=list)
-    peer_arms: dict[str, GraphArm] = field(default_factory=dict)
     failed: int = 0
     done: bool = False
 
@@ -318,8 +317,6 @@ class Engine:
                     s.outcome.stop = s.outcome.stop if s.done else "budget"
                 break
         for s in states:
-            for arm in s.peer_arms.values():
-                arm.close()
             if s.outcome.samples or s.gates:
                 if r.cancel.is_set():
                     s.outcome.stop = "cancelled"
@@ -428,6 +425,8 @@ class Engine:
         self.padding = torch.empty(padding, dtype=torch.uint8, device=DEVICE)
         for key in sorted(self._banks_needed([s.spec for s in active])):
             self.store.relocate(key)
+        for peer in self.peers.values():
+            peer.relocate()
         torch.cuda.synchronize()
 
     def _run_block(self, s: _CmpState, block: int) -> None:
@@ -449,19 +448,14 @@ class Engine:
             s.outcome.extend(out)
         finally:
             for arm in (arm_a, arm_b):
-                if arm is not None and arm not in s.peer_arms.values():
+                if arm is not None:
                     arm.close()
 
     def _block_arm(self, s: _CmpState, side: str, cycle: Cycle) -> GraphArm:
-        """A kernel arm is captured anew on every placement. The peer reads its own repacked
-        copies, not the banks, so its (slow to capture) graphs are kept across blocks."""
-        arm = getattr(s.spec, side)
-        if arm.peer:
-            if side not in s.peer_arms:
-                s.peer_arms[side] = self.make_arm(arm, s.spec, s.geom, cycle)
-            s.peer_arms[side].cycle = cycle
-            return s.peer_arms[side]
-        return self.make_arm(arm, s.spec, s.geom, cycle)
+        """Every arm, the peer's too, is captured anew on every placement: a graph kept from
+        an earlier block gave the tinygemm peer different outputs on the H200 (gate records of
+        the 61a63cf sessions), and its own memory is a placement like any other."""
+        return self.make_arm(getattr(s.spec, side), s.spec, s.geom, cycle)
 
     def gate(
         self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm, block: int | None = None

@@ -227,6 +227,11 @@ class TinyGemmPeer:
             z = biases[i].to(torch.float32) + 8 * s
             self.sz.append(torch.stack([s, z], dim=-1).to(torch.bfloat16).to(dev).contiguous())
 
+    def relocate(self) -> None:
+        """Its repacked experts in fresh memory (a block's placement, docs/DESIGN.md §5.5)."""
+        self.packed = [t.clone() for t in self.packed]
+        self.sz = [t.clone() for t in self.sz]
+
     @staticmethod
     def supported() -> bool:
         if not torch.cuda.is_available() or not hasattr(torch, "_weight_int4pack_mm"):

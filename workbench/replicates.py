@@ -11,14 +11,22 @@ counts as AMBIGUOUS for the recommendation. The reported range is the min and ma
 medians. Read "all agree" as a sign test on the session medians: with no true effect, all n
 medians fall on one side of 1 by chance with probability 2^(1-n) (3 sessions: 25 %, 6: 3 %), so
 a pooled verdict from few sessions is a consistency check, and six or more make it a claim.
+
+Beside the verdicts, each comparison gets the pooled estimate (the geometric mean of the session
+estimates: with equal block counts, the geometric mean of every block median of every session),
+a t-interval over sessions (the session as the unit), and how many of the sessions' own
+intervals contain the pooled estimate: the check that one run's interval is honest about
+run-to-run variation (docs/DESIGN.md §7.3, §7.6).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from scipy import stats as sps
 
 from workbench.compare import analyse, compare_sessions, recommendations
 from workbench.errors import BadArgument
@@ -37,6 +45,27 @@ class PooledComparison:
     medians: list[float]  # one per session, in session order
     verdicts: list[str]
     verdict: str  # FASTER / SLOWER / SAME when every session agrees, else VARIES
+    cis: list[tuple[float, float]] = field(default_factory=list)  # each session's interval
+
+    @property
+    def estimate(self) -> float:
+        """The pooled estimate: geometric mean of the session estimates."""
+        return float(np.exp(np.mean(np.log(self.medians))))
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """95 % t-interval of the pooled estimate over sessions (the session as the unit)."""
+        y = np.log(self.medians)
+        if y.size < 2:
+            return (-math.inf, math.inf)
+        half = float(sps.t.ppf(0.975, y.size - 1)) * float(np.std(y, ddof=1)) / math.sqrt(y.size)
+        return (float(np.exp(y.mean() - half)), float(np.exp(y.mean() + half)))
+
+    @property
+    def covered(self) -> int:
+        """Sessions whose own interval contains the pooled estimate."""
+        e = self.estimate
+        return sum(lo <= e <= hi for lo, hi in self.cis)
 
     @property
     def low(self) -> float:
@@ -55,6 +84,8 @@ class PooledComparison:
             "id": self.id, "kernel": self.kernel, "set": self.set, "role": self.role,
             "medians": self.medians, "verdicts": self.verdicts, "verdict": self.verdict,
             "low": self.low, "high": self.high, "median": self.median,
+            "estimate": self.estimate, "interval": list(self.interval),
+            "session_cis": [list(c) for c in self.cis], "covered": self.covered,
         }  # fmt: skip
 
 
@@ -93,6 +124,7 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
                 [r.verdict.median for r in results],
                 verdicts,
                 same,
+                [(r.verdict.ci_low, r.verdict.ci_high) for r in results],
             )  # fmt: skip
         )
     return Pool(sessions, rows, _recommend(rows, per[0]), warnings)

@@ -184,8 +184,13 @@ def protocol_text(an: Analysis) -> str:
     calls = sorted({r.calls for r in main})
     replays = sorted({int(r.cmp["replays"]) for r in main})
     pairs = sorted({r.verdict.n for r in main})
+    blocks = sorted({r.verdict.blocks for r in main if r.verdict.method == "blocks"})
     j = lambda xs: "/".join(map(str, xs))  # noqa: E731
-    return f"{j(calls)} calls per replay, {j(replays)} replays per sample, {j(pairs)} ABBA pairs"
+    text = f"{j(calls)} calls per replay, {j(replays)} replays per sample, {j(pairs)} ABBA pairs"
+    if blocks:
+        seed = an.session.config.get("protocol", {}).get("placement_seed")
+        text += f" in {j(blocks)} blocks (placement seed {seed})"
+    return text
 
 
 def gpu_text(session: Session) -> str:
@@ -258,31 +263,54 @@ def _seed_tables(an: Analysis) -> list[str]:
 
 
 def _verdict_table(an: Analysis) -> list[str]:
+    blocked = any(r.verdict.method == "blocks" for r in an.results)
     header = ["comparison", "role", "A", "B", "ratio B/A", "change", "95 % CI", "Wilcoxon p"]
-    header += ["k/n", "flagged", "verdict"]
+    header += ["k/n"] + (["blocks", "between-block SD", "resolves"] if blocked else [])
+    header += ["flagged", "verdict"]
     body = []
     for r in an.results:
         v = r.verdict
         ci = fmt_ci(v)
         flag = f"{r.flagged} ({r.excluded} excluded)" if r.flagged else "0"
+        extra = []
+        if blocked:
+            sd = "n/a" if v.between_sd is None else f"{v.between_sd * 100:.2f} %"
+            res = "n/a" if v.resolution is None else f"±{v.resolution * 100:.2f} %"
+            extra = [f"{v.k_blocks}/{v.blocks}" if v.k_blocks is not None else "1", sd, res]
         body.append(
             [f"`{r.id}`", r.role, f"`{r.cmp['a']}`", f"`{r.cmp['b']}`", fmt(v.median)]
-            + [fmt_pct(v.median), ci, fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", flag]
+            + [fmt_pct(v.median), ci, fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", *extra, flag]
             + [f"**{v.verdict}**"]
         )
-    lines = _table(header, body, "lllllrrrrrl")
+    lines = _table(header, body, "lllllrrrr" + "rrr" * blocked + "rl")
     lines.append("")
-    lines.append(
-        f"Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B; median over pairs, "
-        f"distribution-free 95 % CI of the median, Wilcoxon signed-rank on log-ratios, k/n = "
-        f"pairs favouring B. Minimum effect m = {an.m * 100:g} %."
-    )
+    if blocked:
+        lines.append(
+            "Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B. Each block places the "
+            "banks anew in memory; the ratio is the geometric mean of the block medians and the "
+            "95 % CI a t-interval over blocks (docs/DESIGN.md §7.3). blocks = blocks favouring B "
+            "/ blocks; between-block SD = spread of the block medians (placement plus "
+            "within-block noise); resolves = the smallest effect this run could call, max(m, CI "
+            "half-width). Wilcoxon p and k/n (pairs favouring B) describe the pairs. Minimum "
+            f"effect m = {an.m * 100:g} %."
+        )
+    else:
+        lines.append(
+            f"Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B; median over pairs, "
+            f"distribution-free 95 % CI of the median, Wilcoxon signed-rank on log-ratios, k/n = "
+            f"pairs favouring B. Minimum effect m = {an.m * 100:g} %. This session has no blocks: "
+            "its intervals cover one memory placement only and are narrower than run-to-run "
+            "reality (docs/DESIGN.md §7.2)."
+        )
     dropped = [f"`{r.id}`: {len(r.ratios.dropped)}" for r in an.results if r.ratios.dropped]
     if dropped:
         lines.append(f"Incomplete pairs dropped: {', '.join(dropped)}.")
     amb = [r for r in an.results if r.verdict.verdict == "AMBIGUOUS" and r.verdict.more_pairs]
     for r in amb:
-        lines.append(f"`{r.id}`: about {r.verdict.more_pairs} more pair(s) would likely settle it.")
+        unit = "block" if r.verdict.method == "blocks" else "pair"
+        lines.append(
+            f"`{r.id}`: about {r.verdict.more_pairs} more {unit}(s) would likely settle it."
+        )
     return lines
 
 

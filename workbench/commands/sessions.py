@@ -308,12 +308,15 @@ def _pool(args: argparse.Namespace) -> int:
     else:
         for i, s in enumerate(sessions, 1):
             print(f"{i}  {s.path.name}  ({s.status}, {s.gpu_name or 'unknown GPU'})")
-        rows = [["comparison", "session medians B/A", "range", "session verdicts", "pooled"]]
+        rows = [["comparison", "session estimates B/A", "range", "pooled [95 % CI]",
+                 "CIs with pooled", "session verdicts", "pooled"]]  # fmt: skip
         rows += [
             [
                 r.id,
                 " ".join(_f(x) for x in r.medians),
                 f"{_f(r.low)}..{_f(r.high)}",
+                f"{_f(r.estimate)} [{_f(r.interval[0])}, {_f(r.interval[1])}]",
+                f"{r.covered}/{len(r.cis)}",
                 ",".join(r.verdicts),
                 r.verdict,
             ]  # fmt: skip
