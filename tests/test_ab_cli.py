@@ -371,15 +371,15 @@ def test_tui_entry_point(device, tmp_path):
     events = []
     path = runner.run_session(
         {"hidden": 64, "inter": 128, "experts": 8, "top_k": 2, "tp": 1, "kernels": ("w13",),
-         "sets": ("hot",), "a": "b3-scalar", "b": "b3-coop", "pairs": 6, "calls": 4,
-         "replays": 5},
+         "sets": ("hot",), "a": "b3-scalar", "b": "b3-coop", "pairs": 2, "blocks": 3,
+         "calls": 4, "replays": 5},
         root=tmp_path, progress=events.append,
     )  # fmt: skip
     assert load_session(path).status == "complete"
     main = [e for e in events if e.cmp_id == "w13/hot"]
     assert (main[-1].step, main[-1].steps) == (1, 3)  # main, b4-scalar and tinygemm references
-    assert main[-1].pair == 6 and main[-1].ratio == pytest.approx(0.95, abs=0.01)
-    assert main[-1].ci[0] <= main[-1].ratio <= main[-1].ci[1]
+    assert (main[-1].pair, main[-1].pairs) == (6, 6)  # 3 blocks x 2 pairs
+    assert main[-1].ratio == pytest.approx(0.95, abs=0.01)
     stop = threading.Event()
     path2 = runner.run_session(
         {"hidden": 64, "inter": 128, "experts": 8, "top_k": 2, "tp": 1, "kernels": ("w13",),

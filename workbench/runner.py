@@ -389,7 +389,9 @@ def run_session(
         experts=c.get("experts"), top_k=c.get("top_k"), layers=c.get("layers"),
     )  # fmt: skip
     proto = ProtocolConfig(
-        pairs=int(c.get("pairs", 12)), adaptive=bool(c.get("adaptive", False)),
+        pairs=int(c.get("pairs", ProtocolConfig.pairs)),
+        blocks=int(c.get("blocks", ProtocolConfig.blocks)),
+        adaptive=bool(c.get("adaptive", False)),
         target=float(c.get("target_pct", 0.5)) / 100.0,
     )  # fmt: skip
     cfg = make_config(
@@ -408,10 +410,13 @@ def run_session(
             return
         step = ids.index(p.cmp) + 1 if p.cmp in ids else len(ids)
         ci = None if p.ci_low is None else (p.ci_low, p.ci_high)
+        # pairs over the comparison's blocks so far (p.complete counts the block in flight)
+        done = (p.block or 0) * proto.pairs + p.complete
         progress(
             ProgressEvent(
-                p.cmp, step, max(step, len(ids)), p.complete,
-                None if p.adaptive else p.goal, p.pair * 4 + p.slot + 1, p.median, ci,
+                p.cmp, step, max(step, len(ids)), done,
+                None if p.adaptive else proto.pairs * proto.blocks, p.pair * 4 + p.slot + 1,
+                p.median, ci,
                 "flagged sample: re-measuring" if p.flagged_last else "",
             )
         )  # fmt: skip
