@@ -82,8 +82,8 @@ def test_list_text_and_json(root, capsys):
     out = capsys.readouterr().out.splitlines()
     cells = [re.split(r"\s{2,}", line) for line in out]
     assert cells[0] == [
+        "session",
         "when (UTC)",
-        "slug",
         "status",
         "GPU",
         "commit",
@@ -91,8 +91,10 @@ def test_list_text_and_json(root, capsys):
         "recommendation",
     ]
     # newest first; the unfinished V100 run was written last
-    assert cells[1][1:4] == ["v100-ab", "interrupted", "Tesla V100"]
-    assert cells[2][1:5] == ["h200-ab", "complete", "NVIDIA H200", "1234567890+"]
+    assert cells[1][0].endswith("_v100-ab") and cells[1][2:4] == ["interrupted", "Tesla V100"]
+    assert cells[2][0].endswith("_h200-ab")
+    assert cells[2][2:5] == ["complete", "NVIDIA H200", "1234567890+"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", cells[2][1])
     # both recorded made-up csrc/ hashes: stale against the working tree
     assert cells[2][5].endswith(" STALE") and cells[1][5] != cells[2][5]
     assert cells[2][6] == "-"  # no summary stored by these writers: no recommendation

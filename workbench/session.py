@@ -394,7 +394,9 @@ def _finite_diagnostics(rec: dict[str, Any], lineno: int, warnings: list[str]) -
         v = rec.get(key)
         if isinstance(v, float) and not math.isfinite(v):
             rec[key] = None
-            warnings.append(f"{JOURNAL_FILE} line {lineno}: gate {key} is {v} (shown as n/a)")
+            warnings.append(
+                f"{JOURNAL_FILE} line {lineno}: gate {key} is not a finite number (shown as n/a)"
+            )
 
 
 def _load_journal(s: Session, journal: Path) -> None:

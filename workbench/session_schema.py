@@ -30,6 +30,7 @@ MAX_COUNT = 10**6  # calls per replay, replays per sample, banks, graphs
 MAX_DIM = 10**7  # a shape dimension
 T_RANGE = (0.0, 1e10)  # unix seconds (1e10 is the year 2286)
 MAX_CONFIG_ABS = 1e15  # any number stored in config
+M_RANGE = (1e-4, 0.5)  # minimum effect: below 0.01 % no run resolves it; 50 % and up is no band
 
 Check = Callable[[Any], "str | None"]
 
@@ -53,13 +54,16 @@ def integer(lo: int, hi: int) -> Check:
     return check
 
 
-def real(lo: float, hi: float, open_lo: bool = False) -> Check:
-    """A finite number in [lo, hi] (``(lo, hi]`` when ``open_lo``)."""
+def real(lo: float, hi: float, open_lo: bool = False, open_hi: bool = False) -> Check:
+    """A finite number in [lo, hi]; ``open_lo``/``open_hi`` exclude the bound."""
+    above = (lambda v: v > lo) if open_lo else (lambda v: v >= lo)
+    below = (lambda v: v < hi) if open_hi else (lambda v: v <= hi)
+    interval = f"{'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
 
     def check(v: Any) -> str | None:
-        if _is_num(v) and math.isfinite(v) and (v > lo if open_lo else v >= lo) and v <= hi:
+        if _is_num(v) and math.isfinite(v) and above(v) and below(v):
             return None
-        return f"must be a finite number in {'(' if open_lo else '['}{lo:g}, {hi:g}]"
+        return f"must be a finite number in {interval}"
 
     return check
 
@@ -88,8 +92,11 @@ def list_of(check: Check, max_len: int = MAX_COUNT) -> Check:
     def run(v: Any) -> str | None:
         if not isinstance(v, list) or len(v) > max_len:
             return "must be a list"
-        bad = next((x for x in v if check(x)), None)
-        return None if bad is None else f"holds {show(bad)}: each item {check(bad)}"
+        for x in v:
+            problem = check(x)
+            if problem:
+                return f"holds {show(x)}: each item {problem}"
+        return None
 
     return run
 
@@ -235,7 +242,7 @@ _SHAPE = {
     "name": (OPT, nullable(any_text)),
 }
 CONFIG: dict[str, tuple[bool, Check]] = {
-    "m": (OPT, real(0.0, 0.5, open_lo=True)),
+    "m": (OPT, real(*M_RANGE, open_hi=True)),
     "shape": (OPT, nullable(mapping(_SHAPE))),
     "preset": (OPT, nullable(text)),
     **{k: (OPT, nullable(integer(1, MAX_DIM))) for k in _SHAPE if k != "name"},

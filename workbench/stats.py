@@ -290,9 +290,13 @@ def compare(
     k = int(np.sum(x < 1.0))
     lo_m, hi_m = 1.0 - m, 1.0 + m
     pct = f"{conf * 100:g} %"
+    ci = (  # below min_pairs the CI is (-inf, inf): say so, never print "inf"
+        f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %)"
+        if math.isfinite(c.low) and math.isfinite(c.high)
+        else "n/a (too few pairs)"
+    )
     facts = (
-        f"median ratio B/A {c.median:.4f} ({(c.median - 1) * 100:+.2f} %), {pct} CI "
-        f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %), "
+        f"median ratio B/A {c.median:.4f} ({(c.median - 1) * 100:+.2f} %), {pct} CI {ci}, "
         f"{k} of {n} pairs favour B, Wilcoxon p = {'n/a' if p is None else f'{p:.2g}'}"
         + (f", {dropped} pair(s) dropped" if dropped else "")
     )

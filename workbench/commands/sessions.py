@@ -140,11 +140,12 @@ def _list(args: argparse.Namespace) -> int:
     elif not infos:
         print(f"no sessions under {args.root}")
     else:
-        rows = [["when (UTC)", "slug", "status", "GPU", "commit", "sources", "recommendation"]]
+        # the folder name (<when>_<slug>) is what SESSION arguments match
+        rows = [["session", "when (UTC)", "status", "GPU", "commit", "sources", "recommendation"]]
         rows += [
             [
+                i.path.name,
                 i.created.replace("T", " ")[:16],
-                i.slug,
                 i.status,
                 i.gpu or "-",
                 (i.commit or "-") + ("+" if i.dirty else ""),
