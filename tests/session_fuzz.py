@@ -233,7 +233,7 @@ for section in ("config", "provenance", "environment"):
     add(f"meta-{section}-missing", meta(section, delete=True), (SJ, section))
 
 # --- config
-for label, v in swaps("null", "list", "str", "bool", "zero", "neg", "nan", "inf", "huge", "tiny"):
+for label, v in swaps("null", "list", "str", "bool", "zero", "neg", "nan", "inf", "huge", "ninf"):
     add(f"config-m-{label}", meta("config", "m", value=v), (SJ, "config.m"))
 add("config-m-half", meta("config", "m", value=0.5), (SJ, "config.m"))
 add("config-m-big", meta("config", "m", value=0.7), (SJ, "config.m"))
@@ -412,7 +412,8 @@ for label, v in swaps("str", "null", "zero"):
 for label, v in swaps("nan", "inf"):
     add(f"gate-rel-l2-{label}", record("gate", "rel_l2", v, nth=1), None)
 add("gate-max-diff-ninf", record("gate", "max_abs_diff", -INF), None)
-for label, v in swaps("neg", "str", "huge"):
+add("gate-rel-l2-huge", record("gate", "rel_l2", 1e308, nth=1), None)
+for label, v in swaps("neg", "str", "bool"):
     add(f"gate-rel-l2-{label}", record("gate", "rel_l2", v, nth=1), (JL, "'rel_l2'"))
 add("gate-kind-number", record("gate", "kind", 5), (JL, "'kind'"))
 add("gate-gated-str", record("gate", "gated", "no"), (JL, "'gated'"))
@@ -580,6 +581,7 @@ SAME_FIGURES: dict[str, str] = {
             "sample-block-zero",
             "gate-rel-l2-nan",
             "gate-rel-l2-inf",
+            "gate-rel-l2-huge",
             "gate-max-diff-ninf",
             "memory-used-null",
             "rec-unknown-type",  # unknown records are set aside by the loader

@@ -386,16 +386,16 @@ def _read_jsonl(path: Path, warnings: list[str], kind: str) -> list[tuple[int, A
 
 
 def _finite_diagnostics(rec: dict[str, Any], lineno: int, warnings: list[str]) -> None:
-    """A gate may measure NaN or inf (the numerics are broken): keep the record, drop the number.
-
-    Its ``ok`` is false already; the report then shows the error as n/a instead of "nan".
-    """
+    """A gate may measure NaN, inf or an absurd error (the numerics are broken): keep the
+    record, drop the number. Its ``ok`` is false already; the report shows the error as n/a."""
     for key in ("rel_l2", "max_abs_diff"):
         v = rec.get(key)
-        if isinstance(v, float) and not math.isfinite(v):
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if number and not (math.isfinite(v) and v <= schema.DIAG_MAX):
             rec[key] = None
             warnings.append(
-                f"{JOURNAL_FILE} line {lineno}: gate {key} is not a finite number (shown as n/a)"
+                f"{JOURNAL_FILE} line {lineno}: gate {key} is not a finite number of at most "
+                f"{schema.DIAG_MAX:g} (shown as n/a)"
             )
 
 

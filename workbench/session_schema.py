@@ -29,8 +29,9 @@ MAX_BYTES = 1 << 50  # 1 PiB: above any GPU memory, L2 or working set
 MAX_COUNT = 10**6  # calls per replay, replays per sample, banks, graphs
 MAX_DIM = 10**7  # a shape dimension
 T_RANGE = (0.0, 1e10)  # unix seconds (1e10 is the year 2286)
+DIAG_MAX = 1e6  # a gate's error beyond this (or NaN/inf) is broken numerics: kept, shown as n/a
 MAX_CONFIG_ABS = 1e15  # any number stored in config
-M_RANGE = (1e-4, 0.5)  # minimum effect: below 0.01 % no run resolves it; 50 % and up is no band
+M_RANGE = (0.0, 0.5)  # minimum effect, open at both ends: the runner's own rule (--min-effect)
 
 Check = Callable[[Any], "str | None"]
 
@@ -156,7 +157,7 @@ BYTES = nullable(integer(0, MAX_BYTES))
 MS = real(*MS_RANGE)
 MHZ = nullable(real(0, 1e5))
 THROTTLE = nullable(integer(0, 2**64 - 1))
-DIAG = nullable(real(0, 1e6))  # a gate's rel_l2 / max_abs_diff (non-finite: normalised first)
+DIAG = nullable(real(0, DIAG_MAX))  # a gate's rel_l2 / max_abs_diff (normalised first)
 
 RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
     "comparison": {
@@ -242,7 +243,7 @@ _SHAPE = {
     "name": (OPT, nullable(any_text)),
 }
 CONFIG: dict[str, tuple[bool, Check]] = {
-    "m": (OPT, real(*M_RANGE, open_hi=True)),
+    "m": (OPT, real(*M_RANGE, open_lo=True, open_hi=True)),
     "shape": (OPT, nullable(mapping(_SHAPE))),
     "preset": (OPT, nullable(text)),
     **{k: (OPT, nullable(integer(1, MAX_DIM))) for k in _SHAPE if k != "name"},
