@@ -310,13 +310,14 @@ def test_list_sessions(tmp_path):
     (tmp_path / "not-a-session").mkdir()
     (tmp_path / "README.txt").write_text("x")
     infos = list_sessions(tmp_path)
-    assert [i.slug for i in infos] == ["first", "second"]
-    assert infos[0].status == "complete" and infos[0].gpu == "Tesla V100"
-    assert (infos[0].comparisons, infos[0].samples) == (1, 8)
-    assert infos[1].status == "interrupted" and infos[1].samples == 0
+    assert [i.slug for i in infos] == ["second", "first"]  # newest first
+    assert infos[1].status == "complete" and infos[1].gpu == "Tesla V100"
+    assert (infos[1].comparisons, infos[1].samples) == (1, 8)
+    assert infos[0].status == "interrupted" and infos[0].samples == 0
     assert [p for p, _ in infos.skipped] == [broken.path]
     assert "unknown schema" in infos.skipped[0][1]
-    assert list_sessions(tmp_path / "absent") == []
+    with pytest.raises(BadArgument, match="--root .*absent.* does not exist"):
+        list_sessions(tmp_path / "absent")
     with pytest.raises(BadArgument, match="--root"):
         list_sessions(tmp_path / "README.txt")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -79,28 +80,47 @@ def root(tmp_path):
 def test_list_text_and_json(root, capsys):
     assert main(["sessions", "list", "--root", str(root)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["session", "status", "GPU", "comparisons", "samples"]
-    assert (
-        "h200-ab" in out[1]
-        and "complete" in out[1]
-        and "NVIDIA H200" in out[1]
-        and out[1].endswith("144")
-    )
-    assert "v100-ab" in out[2] and "interrupted" in out[2]
+    cells = [re.split(r"\s{2,}", line) for line in out]
+    assert cells[0] == [
+        "session",
+        "when (UTC)",
+        "status",
+        "GPU",
+        "commit",
+        "sources",
+        "recommendation",
+    ]
+    # newest first; the unfinished V100 run was written last
+    assert cells[1][0].endswith("_v100-ab") and cells[1][2:4] == ["interrupted", "Tesla V100"]
+    assert cells[2][0].endswith("_h200-ab")
+    assert cells[2][2:5] == ["complete", "NVIDIA H200", "1234567890+"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", cells[2][1])
+    # both recorded made-up csrc/ hashes: stale against the working tree
+    assert cells[2][5].endswith(" STALE") and cells[1][5] != cells[2][5]
+    assert cells[2][6] == "-"  # no summary stored by these writers: no recommendation
+    assert "STALE: kernel sources (csrc/) differ" in out[-1]
     assert main(["sessions", "list", "--root", str(root), "--json"]) == 0
     js = json.loads(capsys.readouterr().out)
-    assert [s["slug"] for s in js["sessions"]] == ["h200-ab", "v100-ab"]
-    assert js["sessions"][1]["status"] == "interrupted" and js["skipped"] == []
+    assert [s["slug"] for s in js["sessions"]] == ["v100-ab", "h200-ab"]
+    assert js["sessions"][0]["status"] == "interrupted" and js["skipped"] == []
+    assert "csrc/w13.cu" in js["sessions"][1]["stale"]
+    assert js["sessions"][1]["commit"] == "1234567890"
 
 
-def test_list_reports_unreadable_and_empty(root, tmp_path, capsys):
+def test_list_reports_unreadable_and_missing_root(root, tmp_path, capsys):
     bad = root / "20200101T000000Z_bad"
     bad.mkdir()
     (bad / "session.json").write_text("{trunc")
     assert main(["sessions", "list", "--root", str(root)]) == 0
     cap = capsys.readouterr()
     assert "20200101T000000Z_bad" not in cap.out and "skipped 20200101T000000Z_bad" in cap.err
-    assert main(["sessions", "list", "--root", str(tmp_path / "none")]) == 0
+    assert "h200-ab" in cap.out and "v100-ab" in cap.out
+    assert main(["sessions", "list", "--root", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("does not exist") and "none" in err and len(err.splitlines()) == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["sessions", "list", "--root", str(empty)]) == 0
     assert "no sessions under" in capsys.readouterr().out
 
 

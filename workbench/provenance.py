@@ -11,7 +11,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +121,58 @@ def collect(
         "files": sha256_files(files, base=repo),
         **python_platform(),
     }
+
+
+# ------------------------------------------------------------------------ stale evidence
+
+KERNEL_PREFIX = "csrc/"  # provenance "files" keys of kernel sources (build.source_hashes)
+
+
+def kernel_files(files: Mapping[str, str] | None) -> dict[str, str]:
+    """The csrc/ entries of a provenance ``files`` dict."""
+    return {k: v for k, v in (files or {}).items() if k.startswith(KERNEL_PREFIX)}
+
+
+def current_sources() -> dict[str, str]:
+    """SHA-256 of the working tree's kernel sources, keyed like provenance ``files``."""
+    from workbench.build import source_hashes  # torch-free; build imports torch lazily
+
+    return source_hashes()
+
+
+def source_digest(files: Mapping[str, str] | None, length: int = 8) -> str | None:
+    """A short hash over the csrc/ entries of ``files`` (None when there are none): two
+    sessions with the same digest were measured on the same kernel sources."""
+    kf = kernel_files(files)
+    if not kf:
+        return None
+    text = "".join(f"{k}\0{v}\n" for k, v in sorted(kf.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def stale_sources(
+    files: Mapping[str, str] | None, current: Mapping[str, str] | None = None
+) -> list[str] | None:
+    """Kernel sources whose recorded hash differs from ``current`` (default: the working tree).
+
+    A file present on one side only counts as different. Returns the sorted csrc/ paths ([] when
+    the session matches), or None when it cannot be told: the session recorded no csrc/ hashes,
+    or there are no current sources to compare with.
+    """
+    recorded = kernel_files(files)
+    now = kernel_files(current_sources() if current is None else current)
+    if not recorded or not now:
+        return None
+    return sorted(k for k in recorded.keys() | now.keys() if recorded.get(k) != now.get(k))
+
+
+def staleness_text(stale: list[str] | None, limit: int = 6) -> str:
+    """One line for `sessions show`, the report and the TUI, from `stale_sources`."""
+    if stale is None:
+        return "kernel sources unknown: the session recorded no csrc/ hashes"
+    if not stale:
+        return "kernel sources match the working tree"
+    shown = ", ".join(stale[:limit]) + (
+        f" and {len(stale) - limit} more" if len(stale) > limit else ""
+    )
+    return f"STALE: kernel sources differ from the working tree: {shown}"

@@ -142,9 +142,11 @@ def _recommend(rows: list[PooledComparison], first: dict) -> list[Recommendation
         for r in mains:
             v0 = first[r.id].verdict
             label = "AMBIGUOUS" if r.verdict == VARIES else r.verdict
+            known = [x for x in r.medians if math.isfinite(x)]  # NaN: a session without pairs
+            span = f"{min(known):.4f}..{max(known):.4f}" if known else "n/a"
             reason = (
                 f"{len(r.medians)} sessions: " + ", ".join(r.verdicts)
-                + f"; session medians {r.low:.4f}..{r.high:.4f}"
+                + f"; session medians {span}"
             )  # fmt: skip
             verdicts[r.set] = replace(v0, verdict=label, median=r.median, reason=reason)
         out.append(

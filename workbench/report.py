@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench import stats
-from workbench.errors import SessionError
+from workbench.errors import SessionError, WorkbenchError
+from workbench.provenance import stale_sources, staleness_text
 from workbench.session import Session, list_sessions, load_session
 
 KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
@@ -581,6 +582,8 @@ def render_report(
         f"Shape {shape_text(s)} · {protocol_text(an)} · status **{s.status}** · "
         f"created {s.created or 'n/a'}"
     )
+    stale = stale_sources(s.provenance.get("files"))
+    out += ["", f"**{staleness_text(stale)}**" if stale else f"{staleness_text(stale)}."]
     if s.status != "complete" or s.warnings:
         out.append("")
         if s.status != "complete":
@@ -612,8 +615,11 @@ def resolve_session(arg: str, root: str | os.PathLike = "sessions") -> Path:
     """SESSION argument of `workbench report`/`plot`: a folder, a session.json, or "latest"
     (the newest session under ``root``). Raises SessionError when there is none."""
     if arg == "latest":
-        found = list_sessions(root)
+        try:
+            found = list_sessions(root)
+        except WorkbenchError as e:
+            raise SessionError(f"SESSION 'latest': {e}") from None
         if not found:
             raise SessionError(f"SESSION 'latest': no loadable session under {root}/")
-        return found[-1].path
+        return found[0].path  # newest first
     return Path(arg)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import tempfile
@@ -28,10 +29,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from workbench import session_schema as schema
 from workbench.errors import BadArgument, SessionError
+from workbench.session_schema import SCHEMA, STATUSES  # noqa: F401 (part of this module's API)
 
-SCHEMA = "workbench.session/1"
-STATUSES = ("running", "complete", "interrupted", "failed")
 FINAL_STATUSES = ("complete", "interrupted", "failed")
 META_FILE, JOURNAL_FILE, NVML_FILE = "session.json", "journal.jsonl", "nvml.jsonl"
 
@@ -45,7 +46,6 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "note": ("text",),
     "block": ("block", "status"),  # a block's placement (docs/DESIGN.md §5.5)
 }
-_META_KEYS = ("schema", "status", "created", "slug", "config", "provenance", "environment")
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 _NVML_FSYNC_S = 1.0  # the sampler writes 20 lines/s; one fsync a second bounds the loss to ~1 s
 
@@ -262,7 +262,10 @@ class SessionWriter:
 
 @dataclass
 class Session:
-    """A loaded session. ``status`` is "interrupted" for a session left "running"."""
+    """A loaded, validated session (`workbench.session_schema` lists what is checked).
+
+    ``status`` is "interrupted" for a session left "running".
+    """
 
     path: Path
     meta: dict[str, Any]
@@ -326,7 +329,7 @@ def _resolve(path: str | os.PathLike) -> tuple[Path, Path]:
         raise SessionError(f"no such session: {p}")
     if p.is_dir():
         folder, meta = p, p / META_FILE
-        if not meta.exists():
+        if not meta.is_file():
             raise SessionError(f"not a workbench session: {p} has no {META_FILE}")
         return folder, meta
     if p.name != META_FILE:
@@ -345,64 +348,117 @@ def _load_meta(meta_path: Path) -> dict[str, Any]:
         raise SessionError(f"{meta_path} is empty (truncated session.json)")
     try:
         meta = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SessionError(
-            f"{meta_path} is truncated or not JSON (line {e.lineno}, column {e.colno}: {e.msg})"
-        ) from None
-    if not isinstance(meta, dict) or "schema" not in meta:
-        raise SessionError(
-            f"foreign file: {meta_path} is not a workbench session.json (no 'schema')"
-        )
-    if meta["schema"] != SCHEMA:
-        raise SessionError(
-            f"unknown schema {meta['schema']!r} in {meta_path}; this workbench reads {SCHEMA!r}"
-        )
-    missing = [k for k in _META_KEYS if k not in meta]
-    if missing:
-        raise SessionError(f"{meta_path} lacks {', '.join(repr(k) for k in missing)}")
-    if meta["status"] not in STATUSES:
-        raise SessionError(f"{meta_path}: unknown status {meta['status']!r} (known: {STATUSES})")
-    for k in ("config", "provenance", "environment"):
-        if not isinstance(meta[k], dict):
-            raise SessionError(
-                f"{meta_path}: {k!r} must be an object, got {type(meta[k]).__name__}"
-            )
+    except (json.JSONDecodeError, RecursionError) as e:
+        where = f"line {e.lineno}, column {e.colno}: {e.msg}" if hasattr(e, "lineno") else e
+        raise SessionError(f"{meta_path} is truncated or not JSON ({where})") from None
+    problem = schema.meta_problem(meta)
+    if problem:
+        raise SessionError(f"{meta_path}: {problem}")
     return meta
 
 
-def _read_jsonl(path: Path, warnings: list[str], kind: str) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, object) for each line; a bad last line becomes a warning, any other an error."""
+def _read_jsonl(path: Path, warnings: list[str], kind: str) -> list[tuple[int, Any]]:
+    """(line number, parsed value) per non-blank line. A bad last line is a warning (the writer
+    was killed mid-line); a bad line elsewhere raises SessionError unless ``kind`` is "NVML",
+    whose bad lines are skipped with one warning (readings only annotate the plots)."""
     try:
         raw = path.read_bytes()
     except OSError as e:
         raise SessionError(f"cannot read {path}: {e}") from None
     lines = raw.split(b"\n")
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    out: list[tuple[int, dict[str, Any]]] = []
+    out: list[tuple[int, Any]] = []
     for i, ln in enumerate(lines):
         if not ln.strip():
             continue
         try:
-            obj = json.loads(ln.decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            out.append((i + 1, json.loads(ln.decode("utf-8"))))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             if i == last:
-                # The writer was killed mid-line: everything before it is intact.
                 warnings.append(
                     f"{path.name} line {i + 1}: truncated last {kind} record ignored "
                     "(the writer was killed while writing it)"
                 )
                 break
+            if kind == "NVML":
+                out.append((i + 1, None))  # reported with the other bad readings
+                continue
             raise SessionError(f"{path} line {i + 1} is not JSON ({e})") from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("t"), (int, float)):
-            raise SessionError(
-                f"{path} line {i + 1}: not a {kind} record (needs an object with 't')"
-            )
-        out.append((i + 1, obj))
     return out
 
 
+def _finite_diagnostics(rec: dict[str, Any], lineno: int, warnings: list[str]) -> None:
+    """A gate may measure NaN, inf or an absurd error (the numerics are broken): keep the
+    record, drop the number. Its ``ok`` is false already; the report shows the error as n/a."""
+    for key in ("rel_l2", "max_abs_diff"):
+        v = rec.get(key)
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if number and not (math.isfinite(v) and v <= schema.DIAG_MAX):
+            rec[key] = None
+            warnings.append(
+                f"{JOURNAL_FILE} line {lineno}: gate {key} is not a finite number of at most "
+                f"{schema.DIAG_MAX:g} (shown as n/a)"
+            )
+
+
+def _load_journal(s: Session, journal: Path) -> None:
+    buckets = {
+        "comparison": s.comparisons,
+        "sample": s.samples,
+        "gate": s.gates,
+        "memory": s.memory,
+        "note": s.notes,
+        "block": s.blocks,
+    }
+    for lineno, rec in _read_jsonl(journal, s.warnings, "journal"):
+        if not isinstance(rec, dict):
+            raise SessionError(f"{journal} line {lineno}: not a journal record (needs an object)")
+        rtype = rec.get("type")
+        if not isinstance(rtype, str) or rtype not in REQUIRED:
+            problem = schema.fields(rec, {"t": schema.RECORDS["note"]["t"]})
+            if problem:
+                raise SessionError(f"{journal} line {lineno}: record {problem}")
+            s.other.append(rec)
+            s.warnings.append(
+                f"{JOURNAL_FILE} line {lineno}: unknown record type {schema.show(rtype)} kept aside"
+            )
+            continue
+        if rtype == "gate":
+            _finite_diagnostics(rec, lineno, s.warnings)
+        problem = schema.record_problem(rtype, rec)
+        if problem:
+            raise SessionError(f"{journal} line {lineno}: {problem}")
+        buckets[rtype].append(rec)
+    problem = schema.pair_problem(s.samples)
+    if problem:
+        raise SessionError(f"{journal}: {problem}")
+    ids = [c["id"] for c in s.comparisons]
+    for dup in sorted({i for i in ids if ids.count(i) > 1}):
+        s.warnings.append(f"comparison id {dup!r} is declared more than once")
+    orphans = sorted({x["cmp"] for x in s.samples} - set(ids))
+    if orphans:
+        s.warnings.append(f"samples refer to undeclared comparison(s): {', '.join(orphans)}")
+
+
+def _load_nvml(path: Path, warnings: list[str]) -> list[dict[str, Any]]:
+    readings, bad = [], []
+    for lineno, rec in _read_jsonl(path, warnings, "NVML"):
+        if not isinstance(rec, dict):
+            bad.append(f"line {lineno}: not a JSON object")
+            continue
+        problem = schema.fields(rec, schema.NVML_READING)
+        if problem:
+            bad.append(f"line {lineno}: {problem}")
+        else:
+            readings.append(rec)
+    if bad:
+        warnings.append(f"{path.name}: {len(bad)} bad reading(s) skipped (first: {bad[0]})")
+    return readings
+
+
 def load_session(path: str | os.PathLike, nvml: bool = True) -> Session:
-    """Load and validate a session (folder or its session.json). Raises errors.SessionError.
+    """Load and validate a session (folder or its session.json). Raises errors.SessionError
+    with one line naming the file (and line) and the bad field.
 
     ``nvml=False`` skips the NVML journal (cheaper for listings).
     """
@@ -416,50 +472,31 @@ def load_session(path: str | os.PathLike, nvml: bool = True) -> Session:
             "session.json still says 'running': the writer was killed; loaded as interrupted"
         )
     s = Session(path=folder, meta=meta, status=status, warnings=warnings)
-
     journal = folder / JOURNAL_FILE
-    if not journal.exists():
+    if not journal.is_file():
         raise SessionError(f"{folder} has {META_FILE} but no {JOURNAL_FILE} (incomplete copy?)")
-    buckets = {
-        "comparison": s.comparisons,
-        "sample": s.samples,
-        "gate": s.gates,
-        "memory": s.memory,
-        "note": s.notes,
-        "block": s.blocks,
-    }
-    for lineno, rec in _read_jsonl(journal, warnings, "journal"):
-        rtype = rec.get("type")
-        if rtype not in REQUIRED:
-            s.other.append(rec)
-            warnings.append(
-                f"{JOURNAL_FILE} line {lineno}: unknown record type {rtype!r} kept aside"
-            )
-            continue
-        problem = check_record(rtype, rec)
-        if problem:
-            raise SessionError(f"{journal} line {lineno}: {problem}")
-        buckets[rtype].append(rec)
-
-    ids = [c["id"] for c in s.comparisons]
-    for dup in sorted({i for i in ids if ids.count(i) > 1}):
-        warnings.append(f"comparison id {dup!r} is declared more than once")
-    orphans = sorted({x["cmp"] for x in s.samples} - set(ids))
-    if orphans:
-        warnings.append(f"samples refer to undeclared comparison(s): {', '.join(orphans)}")
-
+    _load_journal(s, journal)
     if nvml:
         nv = folder / NVML_FILE
-        if nv.exists():
-            s.nvml = [r for _, r in _read_jsonl(nv, warnings, "NVML")]
+        if nv.is_file():
+            s.nvml = _load_nvml(nv, warnings)
         else:
             warnings.append(f"no {NVML_FILE} (no NVML readings)")
     return s
 
 
+# ---------------------------------------------------------------------------------- listing
+
+
 @dataclass
 class SessionInfo:
-    """Light facts about one session, for listings."""
+    """Facts about one session for listings (CLI and TUI).
+
+    ``commit``: short git commit (None when unknown); ``sources``: short digest of the recorded
+    csrc/ hashes; ``stale``: the csrc/ files that differ from the working tree ([] when none,
+    None when the session recorded no kernel sources); ``recommendations``: {kernel: decision}
+    from the summary the runner stored.
+    """
 
     path: Path
     created: str
@@ -469,52 +506,79 @@ class SessionInfo:
     comparisons: int
     samples: int
     warnings: list[str] = field(default_factory=list)
+    commit: str | None = None
+    dirty: bool | None = None
+    sources: str | None = None
+    stale: list[str] | None = None
+    recommendations: dict[str, str] = field(default_factory=dict)
+    kernels: list[str] = field(default_factory=list)  # kernels compared, in journal order
+    config: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["path"] = str(self.path)
+        del d["config"]
         return d
 
 
 class SessionList(list):
-    """A list of SessionInfo, sorted by creation time; ``skipped`` holds (path, error) pairs."""
+    """SessionInfo items, newest first; ``skipped`` holds (path, error) of unreadable folders."""
 
     def __init__(self, items=(), skipped: list[tuple[Path, str]] | None = None) -> None:
         super().__init__(items)
         self.skipped: list[tuple[Path, str]] = skipped or []
 
 
-def list_sessions(root: str | os.PathLike) -> SessionList:
-    """Sessions directly under ``root`` (oldest first). Unreadable ones go to ``.skipped``.
+def session_info(s: Session, current: Mapping[str, str] | None = None) -> SessionInfo:
+    """The listing facts of a loaded session; ``current``: the working tree's source hashes."""
+    from workbench import provenance
 
-    A missing root is an empty listing, not an error. Folders without session.json are ignored
-    silently (they are not sessions), except that they are not listed at all.
+    git = s.provenance.get("git") or {}
+    files = s.provenance.get("files") or {}
+    recs = (s.summary or {}).get("recommendations") or {}
+    return SessionInfo(
+        path=s.path,
+        created=s.created,
+        slug=s.slug,
+        status=s.status,
+        gpu=s.gpu_name,
+        comparisons=len({c["id"] for c in s.comparisons}),
+        samples=len(s.samples),
+        warnings=s.warnings,
+        commit=git.get("commit")[:10] if git.get("commit") else None,
+        dirty=git.get("dirty"),
+        sources=provenance.source_digest(files),
+        stale=provenance.stale_sources(files, current),
+        recommendations={k: r["decision"] for k, r in recs.items()},
+        kernels=list(dict.fromkeys(c["kernel"] for c in s.comparisons)),
+        config=s.config,
+    )
+
+
+def list_sessions(root: str | os.PathLike, current: Mapping[str, str] | None = None) -> SessionList:
+    """Sessions directly under ``root``, newest first. Unreadable ones go to ``.skipped`` with
+    their one-line error, so one bad folder never hides the good ones.
+
+    ``current``: the kernel sources to judge staleness against (default: the working tree's).
+    A missing ``root`` is a BadArgument. Folders without session.json are not sessions and are
+    not listed.
     """
+    from workbench import provenance
+
     root = Path(root)
     if not root.exists():
-        return SessionList()
+        raise BadArgument(f"--root {str(root)!r} does not exist")
     if not root.is_dir():
         raise BadArgument(f"--root {str(root)!r} is not a folder")
+    if current is None:
+        current = provenance.current_sources()
     infos, skipped = [], []
     for d in sorted(root.iterdir()):
         if not d.is_dir() or not (d / META_FILE).exists():
             continue
         try:
-            s = load_session(d, nvml=False)
+            infos.append(session_info(load_session(d, nvml=False), current))
         except SessionError as e:
             skipped.append((d, str(e)))
-            continue
-        infos.append(
-            SessionInfo(
-                d,
-                s.created,
-                s.slug,
-                s.status,
-                s.gpu_name,
-                len(s.comparisons),
-                len(s.samples),
-                s.warnings,
-            )
-        )
-    infos.sort(key=lambda i: (i.created, i.path.name))
+    infos.sort(key=lambda i: (i.created, i.path.name), reverse=True)
     return SessionList(infos, skipped)

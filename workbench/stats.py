@@ -416,9 +416,13 @@ def compare(
             if nblocks == 1
             else "no blocks (legacy session): the interval covers within-run noise only"
         )
+        ci = (  # below min_pairs the CI is (-inf, inf): say so, never print "inf"
+            f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %; {caveat})"
+            if math.isfinite(c.low) and math.isfinite(c.high)
+            else f"n/a (too few pairs; {caveat})"
+        )
         facts = (
-            f"median ratio B/A {c.median:.4f} ({(c.median - 1) * 100:+.2f} %), {pct} CI "
-            f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %; {caveat}), "
+            f"median ratio B/A {c.median:.4f} ({(c.median - 1) * 100:+.2f} %), {pct} CI {ci}, "
             f"{k} of {n} pairs favour B, Wilcoxon p = {'n/a' if p is None else f'{p:.2g}'}"
         )
     if dropped:

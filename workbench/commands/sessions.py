@@ -3,6 +3,10 @@ pool saved sessions (pool: verdicts that must hold in every replicate run, workb
 
 SESSION is a path to a session folder (or its session.json), a folder name under --root, a
 unique part of one (e.g. the slug or the timestamp), or "latest".
+
+Exit codes: 0 done; 2 bad arguments or a session that cannot be loaded (one line on stderr naming
+the file and the field, see workbench/session_schema.py). `list` and `pool` skip a bad session
+with a one-line warning and go on with the good ones.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sub.add_parser(
-        "list", parents=[common], help="sessions under --root, oldest first, with status"
+        "list",
+        parents=[common],
+        help="sessions under --root, newest first: status, GPU, commit, kernel sources "
+        "(STALE when they differ from the working tree), recommendation",
     )
     stats = argparse.ArgumentParser(add_help=False)
     stats.add_argument(
@@ -64,7 +71,7 @@ def resolve(arg: str, root: str | Path) -> Path:
     if arg == "latest":
         if not infos:
             raise BadArgument(f"SESSION 'latest': no sessions under {str(root)!r}")
-        return infos[-1].path
+        return infos[0].path  # newest first
     hits = [i.path for i in infos if arg in i.path.name]
     if len(hits) == 1:
         return hits[0]
@@ -95,8 +102,9 @@ def _f(x: float | None, fmt: str = ".4f") -> str:
     return "-" if x is None or not math.isfinite(x) else format(x, fmt)
 
 
-def _ci(lo: float, hi: float) -> str:
-    return f"[{_f(lo)}, {_f(hi)}]" if math.isfinite(lo) and math.isfinite(hi) else "[-inf, inf]"
+def _ci(lo: float | None, hi: float | None) -> str:
+    """The interval, or "n/a" when too few pairs give none (never "[-inf, inf]")."""
+    return "n/a" if _f(lo) == "-" or _f(hi) == "-" else f"[{_f(lo)}, {_f(hi)}]"
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -104,6 +112,17 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
     )
+
+
+def _recs(recs: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in recs.items()) or "-"
+
+
+def _sources(i: Any) -> str:
+    """Short csrc/ digest, with STALE when it differs from the working tree's ("?": unknown)."""
+    if i.sources is None:
+        return "?"
+    return i.sources + (" STALE" if i.stale else "")
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -118,15 +137,26 @@ def _list(args: argparse.Namespace) -> int:
                 "skipped": [{"path": str(p), "error": e} for p, e in infos.skipped],
             }
         )
-        return 0
-    if not infos:
+    elif not infos:
         print(f"no sessions under {args.root}")
     else:
-        rows = [["session", "status", "GPU", "comparisons", "samples"]]
+        # the folder name (<when>_<slug>) is what SESSION arguments match
+        rows = [["session", "when (UTC)", "status", "GPU", "commit", "sources", "recommendation"]]
         rows += [
-            [i.path.name, i.status, i.gpu or "-", str(i.comparisons), str(i.samples)] for i in infos
+            [
+                i.path.name,
+                i.created.replace("T", " ")[:16],
+                i.status,
+                i.gpu or "-",
+                (i.commit or "-") + ("+" if i.dirty else ""),
+                _sources(i),
+                _recs(i.recommendations),
+            ]
+            for i in infos
         ]
         print(_table(rows))
+        if any(i.stale for i in infos):
+            print("STALE: kernel sources (csrc/) differ from the working tree: re-measure")
     for p, e in infos.skipped:
         print(f"skipped {p.name}: {e}", file=sys.stderr)
     return 0
@@ -140,17 +170,22 @@ def _gpu_line(env: dict[str, Any]) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     from workbench.compare import analyse, recommendations, session_m
+    from workbench.provenance import source_digest, stale_sources, staleness_text
     from workbench.session import load_session
 
     s = load_session(resolve(args.session, args.root))
     results = analyse(s, args.m)
     recs = recommendations(results)
+    files = s.provenance.get("files")
+    stale = stale_sources(files)
     if args.json:
         _dump(
             {
                 "path": str(s.path),
                 "status": s.status,
                 "warnings": s.warnings,
+                "sources": source_digest(files),
+                "stale": stale,
                 "meta": s.meta,
                 "m": session_m(s, args.m),
                 "comparisons": [r.to_dict() for r in results],
@@ -165,6 +200,8 @@ def _show(args: argparse.Namespace) -> int:
     print(f"GPU       {_gpu_line(s.environment)}")
     commit = str(git.get("commit") or "unknown")[:10] + (" (dirty)" if git.get("dirty") else "")
     print(f"commit    {commit}   workbench {s.provenance.get('version', '?')}")
+    digest = source_digest(files)
+    print(f"sources   {digest + '  ' if digest else ''}{staleness_text(stale)}")
     cfg = " ".join(f"{k}={json.dumps(v)}" for k, v in s.config.items())
     print(f"config    {cfg or '-'}")
     print(f"samples   {len(s.samples)} in {len(results)} comparisons; {len(s.nvml)} NVML readings")
@@ -269,7 +306,7 @@ def _compare(args: argparse.Namespace) -> int:
                         f"{_f(va.median)} {_ci(va.ci_low, va.ci_high)}",
                         f"{_f(vb.median)} {_ci(vb.ci_low, vb.ci_high)}",
                         f"{va.verdict}/{vb.verdict}",
-                        f"{s.shift:+.4f}",
+                        _f(s.shift, "+.4f"),
                         _ci(s.low, s.high),
                         "yes" if s.changed else "no",
                     ]
@@ -290,10 +327,29 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _pool(args: argparse.Namespace) -> int:
+    from workbench.errors import SessionError
     from workbench.replicates import pool_sessions
     from workbench.session import load_session
 
-    sessions = [load_session(resolve(a, args.root)) for a in args.sessions]
+    paths = [resolve(a, args.root) for a in args.sessions]
+    seen: dict[Path, str] = {}
+    for arg, p in zip(args.sessions, paths, strict=True):
+        key = (p.parent if p.name == "session.json" else p).resolve()
+        if key in seen:
+            raise BadArgument(
+                f"SESSION {arg!r} is {seen[key]!r} again: a session cannot be its own replicate"
+            )
+        seen[key] = arg
+    sessions = []
+    for p in paths:
+        try:
+            sessions.append(load_session(p))
+        except SessionError as e:  # one bad replicate must not hide what the others say
+            print(f"workbench sessions pool: skipped: {e}", file=sys.stderr)
+    if len(sessions) < 2:
+        raise BadArgument(
+            f"pool needs at least 2 loadable sessions, got {len(sessions)} of {len(paths)}"
+        )
     p = pool_sessions(sessions, args.m)
     if args.json:
         _dump(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import compare, stats
+from workbench.provenance import staleness_text
 from workbench.tui.backend import Recommendation, ResultRow, SessionInfo, SessionView
 
 
@@ -33,20 +34,30 @@ def _short_time(iso: str) -> str:
     return iso.replace("T", " ")[:16] if iso else ""
 
 
+def info_from_listing(i: Any) -> SessionInfo:
+    """SessionInfo of a `workbench.session.SessionInfo` (what `list_sessions` returns)."""
+    return SessionInfo(
+        path=Path(i.path),
+        name=i.path.name,
+        status=i.status,
+        created=_short_time(i.created),
+        gpu=i.gpu or "",
+        shape=shape_text(i.config),
+        # "5: w13 w2 step": how many comparisons, over which kernels (in journal order)
+        kernels=f"{i.comparisons}: {' '.join(i.kernels)}",
+        samples=i.samples,
+        commit=(i.commit or "") + ("+" if i.dirty else ""),
+        sources=i.sources or "",
+        stale=None if i.stale is None else tuple(i.stale),
+        recommendation=", ".join(f"{k} {v}" for k, v in i.recommendations.items()),
+    )
+
+
 def info_from_session(s: Any) -> SessionInfo:
     """SessionInfo of a loaded `workbench.session.Session`."""
-    # "5: w13 w2 step": how many comparisons, over which kernels (in journal order)
-    kernels = list(dict.fromkeys(c["kernel"] for c in s.comparisons))
-    return SessionInfo(
-        path=Path(s.path),
-        name=s.name,
-        status=s.status,
-        created=_short_time(s.created),
-        gpu=s.gpu_name or "",
-        shape=shape_text(s.config),
-        kernels=f"{len({c['id'] for c in s.comparisons})}: {' '.join(kernels)}",
-        samples=len(s.samples),
-    )
+    from workbench.session import session_info
+
+    return info_from_listing(session_info(s))
 
 
 def _row(r: compare.ComparisonResult) -> ResultRow:
@@ -91,6 +102,9 @@ def view_from_session(s: Any) -> SessionView:
             notes.append(f"{r.id}: no complete pair measured")
         else:
             rows.append(_row(r))
+    info = info_from_session(s)
+    if info.stale:
+        notes.insert(0, staleness_text(list(info.stale)))
     if s.status == "interrupted":
         notes.insert(0, f"interrupted: {len(s.samples)} samples kept; incomplete pairs are dropped")
     recs = [_recommendation(rec) for rec in compare.recommendations(results)]
@@ -105,7 +119,7 @@ def view_from_session(s: Any) -> SessionView:
                 )
             )
     return SessionView(
-        info=info_from_session(s),
+        info=info,
         rows=tuple(rows),
         recommendations=tuple(recs),
         rule=stats.rule_text(compare.session_m(s)),

@@ -387,6 +387,13 @@ class WorkbenchApp(App[None]):
         if not message.sessions and not self.busy:
             root = getattr(self.backend, "sessions_root", "the sessions folder")
             self.set_status(f"No saved sessions in {root}/ yet: runs are saved there.")
+        bad = [i for i in message.sessions if i.status == "unreadable"]
+        if bad and not self.busy:  # one line; each bad folder's error is in its row
+            self.set_status(
+                f"{len(bad)} unreadable session folder(s) skipped, e.g. {bad[0].name}: "
+                f"{bad[0].error}",
+                error=True,
+            )
 
     def on_session_opened(self, message: SessionOpened) -> None:
         view = message.view

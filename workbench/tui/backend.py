@@ -143,6 +143,10 @@ class SessionInfo:
     kernels: str = ""
     samples: int = 0
     error: str = ""
+    commit: str = ""
+    sources: str = ""  # short digest of the recorded csrc/ hashes ("" when none)
+    stale: tuple[str, ...] | None = None  # csrc/ files that differ from the working tree
+    recommendation: str = ""  # "w13 cooperative, w2 scalar", from the stored summary
 
 
 @dataclass(frozen=True)

@@ -178,15 +178,14 @@ class EngineBackend:
     # ---- sessions -----------------------------------------------------------------------
 
     def sessions(self) -> list[SessionInfo]:
+        """Newest first; an unreadable folder becomes an "unreadable" row with its one-line
+        error, after the good ones, so that one bad folder never hides the others."""
         session = _engine("session")
         analysis = _engine("tui.analysis")
+        if not self.sessions_root.exists():
+            return []  # no run saved yet
         listing = session.list_sessions(self.sessions_root)
-        out = []
-        for info in reversed(listing):  # newest first
-            try:
-                out.append(analysis.info_from_session(session.load_session(info.path, nvml=False)))
-            except WorkbenchError as e:
-                out.append(SessionInfo(info.path, info.path.name, "unreadable", error=str(e)))
+        out = [analysis.info_from_listing(info) for info in listing]
         for path, error in listing.skipped:
             out.append(SessionInfo(Path(path), Path(path).name, "unreadable", error=error))
         return out

@@ -40,15 +40,27 @@ class SessionBrowser(DataTable):
     def on_mount(self) -> None:
         for key, label in (
             ("mark", " "),
-            ("name", "session"),
+            ("created", "when (UTC)"),
+            ("slug", "session"),
             ("status", "status"),
-            ("created", "created (UTC)"),
             ("gpu", "GPU"),
+            ("commit", "commit"),
+            ("sources", "sources"),
+            ("recommendation", "recommendation"),
             ("shape", "shape"),
             ("kernels", "comparisons"),
             ("samples", "samples"),
         ):
             self.add_column(label, key=key)
+
+    @staticmethod
+    def _sources(info: SessionInfo) -> Text:
+        """Short csrc/ digest; STALE (red) when the kernel sources changed since the run."""
+        if not info.sources:
+            return Text("–" if info.status == "unreadable" else "?")
+        if info.stale:
+            return Text.assemble(info.sources + " ", ("STALE", "bold red"))
+        return Text(info.sources)
 
     def show(self, sessions: list[SessionInfo]) -> None:
         self.clear()
@@ -57,12 +69,17 @@ class SessionBrowser(DataTable):
             key = str(info.path)
             self.infos[key] = info
             status = Text(info.status, style=_STATUS_STYLE.get(info.status, ""))
+            # the folder is <when>_<slug>: show the slug, or the whole name when unreadable
+            slug = info.name.partition("_")[2] if info.created else info.name
             self.add_row(
                 "*" if info.path == self.marked else " ",
-                info.name,
+                info.created or "–",
+                slug or info.name,
                 status,
-                info.created,
                 info.gpu or "–",
+                info.commit or "–",
+                self._sources(info),
+                info.recommendation or "–",
                 info.shape or "–",
                 info.error or info.kernels,
                 str(info.samples),

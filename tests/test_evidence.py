@@ -1,0 +1,197 @@
+"""Evidence is never stale (issue 11, item 4): the sessions README.md and docs/*.md cite.
+
+Convention (docs/EVIDENCE.md, workbench/evidence.py): a session folder name cited in README.md
+or docs/*.md (``<YYYYmmddTHHMMSSZ>_<slug>``, bare, after ``sessions/``, or as the stem of a file
+named after the session such as ``<name>_summary.png``) is CURRENT evidence: the session must
+exist under sessions/ and its recorded kernel-source hashes (provenance.files, csrc/ entries)
+must equal the working tree's (workbench.build.source_hashes()). A citation under a Markdown
+heading whose text contains "History" (any level; until the next heading of the same or a
+higher level) is HISTORICAL: the session must exist, but may be stale. So a kernel change needs
+fresh evidence (or an honest move of the old citation under a History heading) before it lands.
+
+The first tests check the scanner on small Markdown files; the last one checks this repository.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from workbench.build import source_hashes
+from workbench.evidence import check, citations, doc_files
+from workbench.provenance import source_digest, stale_sources, staleness_text
+from workbench.session import SessionWriter
+
+REPO = Path(__file__).resolve().parent.parent
+NOW = {"csrc/w13.cu": "1" * 64, "csrc/w2.cu": "2" * 64}
+OLD = {"csrc/w13.cu": "1" * 64, "csrc/w2.cu": "0" * 64}
+
+
+def md(text: str) -> str:
+    return textwrap.dedent(text).lstrip()
+
+
+# ------------------------------------------------------------------------------ staleness
+
+
+def test_stale_sources_compares_csrc_entries_only():
+    assert stale_sources(NOW, NOW) == []
+    assert stale_sources(OLD, NOW) == ["csrc/w2.cu"]
+    # a file on one side only differs; non-csrc entries are not kernel sources
+    assert stale_sources({"csrc/w13.cu": "1" * 64}, NOW) == ["csrc/w2.cu"]
+    assert stale_sources({**NOW, "csrc/new.cuh": "3" * 64}, NOW) == ["csrc/new.cuh"]
+    assert stale_sources({**NOW, "tools/x.py": "9" * 64}, NOW) == []
+    # unknown: nothing recorded, or nothing to compare with
+    assert stale_sources({}, NOW) is None and stale_sources(None, NOW) is None
+    assert stale_sources({"tools/x.py": "9" * 64}, NOW) is None
+    assert stale_sources(NOW, {}) is None
+
+
+def test_stale_sources_defaults_to_the_working_tree():
+    tree = source_hashes()
+    assert tree and all(k.startswith("csrc/") for k in tree)
+    assert stale_sources(tree) == []
+    first = sorted(tree)[0]
+    assert stale_sources({**tree, first: "f" * 64}) == [first]
+
+
+def test_source_digest_and_text():
+    assert source_digest(NOW) == source_digest(dict(reversed(list(NOW.items()))))
+    assert source_digest(NOW) != source_digest(OLD) and len(source_digest(NOW)) == 8
+    assert source_digest({}) is None and source_digest({"README.md": "1" * 64}) is None
+    assert staleness_text([]) == "kernel sources match the working tree"
+    assert staleness_text(["csrc/w2.cu"]) == (
+        "STALE: kernel sources differ from the working tree: csrc/w2.cu"
+    )
+    many = [f"csrc/f{i}.cu" for i in range(9)]
+    assert staleness_text(many).endswith("csrc/f5.cu and 3 more")
+    assert "unknown" in staleness_text(None)
+
+
+# ------------------------------------------------------------------------------ the scanner
+
+
+def test_citations_forms_lines_and_sections():
+    text = md(
+        """
+        # Title
+        Default run: sessions/20261129T140359Z_default/ (see below).
+        ![summary](plots/20261129T141409Z_default-r2_summary.png)
+
+        ## Results history
+        Old: 20261129T110348Z_default.
+        ### Details
+        Still old: `20261129T110916Z_default`
+        ## Now
+        Fresh: 20261201T000000Z_ab-1.2, twice: 20261201T000000Z_ab-1.2_samples_w13-hot.svg
+        ```
+        # not a heading: History
+        20261201T000001Z_code
+        ```
+        """
+    )
+    got = [(c.line, c.name, c.historical, c.heading) for c in citations(text, "X.md")]
+    assert got == [
+        (2, "20261129T140359Z_default", False, "Title"),
+        (3, "20261129T141409Z_default-r2", False, "Title"),
+        (6, "20261129T110348Z_default", True, "Results history"),
+        (8, "20261129T110916Z_default", True, "Details"),
+        (10, "20261201T000000Z_ab-1.2", False, "Now"),
+        (10, "20261201T000000Z_ab-1.2", False, "Now"),
+        (13, "20261201T000001Z_code", False, "Now"),
+    ]
+
+
+def test_history_section_ends_at_a_heading_of_the_same_or_higher_level():
+    text = md(
+        """
+        ## History
+        20260101T000000Z_a
+        #### deep
+        20260101T000000Z_b
+        ### still inside
+        20260101T000000Z_c
+        ## Next
+        20260101T000000Z_d
+        # HISTORY of things
+        20260101T000000Z_e
+
+        Setext current
+        ==============
+        20260101T000000Z_f
+        """
+    )
+    flags = {c.name[-1]: c.historical for c in citations(text)}
+    assert flags == {"a": True, "b": True, "c": True, "d": False, "e": True, "f": False}
+
+
+def _session(root: Path, slug: str, files: dict[str, str] | None) -> str:
+    with SessionWriter(root, slug, {"m": 0.01}, {"files": files} if files is not None else {}) as w:
+        pass
+    return w.path.name
+
+
+@pytest.fixture
+def evidence(tmp_path):
+    sessions = tmp_path / "sessions"
+    fresh = _session(sessions, "fresh", NOW)
+    stale = _session(sessions, "stale", OLD)
+    unknown = _session(sessions, "unhashed", None)
+    return tmp_path, sessions, fresh, stale, unknown
+
+
+def _check(tmp_path, sessions, text):
+    doc = tmp_path / "README.md"
+    doc.write_text(md(text))
+    return check([doc], sessions, current=NOW, base=tmp_path)
+
+
+def test_a_current_stale_citation_fails(evidence):
+    tmp, sessions, fresh, stale, _ = evidence
+    problems = _check(tmp, sessions, f"# Results\nW2 is slower: sessions/{stale}.\n")
+    assert problems == [
+        f"README.md:2: cites {stale} as current evidence, but its kernel sources differ from the "
+        "working tree: csrc/w2.cu (re-measure, or move the citation under a 'History' heading)"
+    ]
+
+
+def test_a_history_citation_may_be_stale(evidence):
+    tmp, sessions, fresh, stale, _ = evidence
+    text = f"# Results\nNow: {fresh}.\n\n## History\nBefore the fix: {stale}_summary.png\n"
+    assert _check(tmp, sessions, text) == []
+
+
+def test_a_missing_session_fails_even_in_history(evidence):
+    tmp, sessions, *_ = evidence
+    text = "# Results\n20261129T000000Z_gone\n## History\nsessions/20261128T000000Z_lost/\n"
+    assert _check(tmp, sessions, text) == [
+        "README.md:2: cites 20261129T000000Z_gone, which is not in sessions/",
+        "README.md:4: cites 20261128T000000Z_lost, which is not in sessions/",
+    ]
+
+
+def test_a_current_session_without_hashes_or_unreadable_fails(evidence):
+    tmp, sessions, fresh, _, unknown = evidence
+    (sessions / fresh / "journal.jsonl").write_text('{"type": "note"}\n{"t": 1}\n')
+    problems = _check(tmp, sessions, f"{unknown}\n{fresh}\n")
+    assert problems[0] == f"README.md:1: cites {unknown} as current, but it records no csrc/ hashes"
+    assert problems[1].startswith(f"README.md:2: cites {fresh}, which cannot be loaded:")
+    assert len(problems) == 2
+
+
+def test_a_current_fresh_citation_passes_and_figures_resolve(evidence):
+    tmp, sessions, fresh, *_ = evidence
+    text = f"![x](plots/{fresh}_distributions.png) and {fresh}_samples_w2-rotating.svg\n"
+    assert _check(tmp, sessions, text) == []
+
+
+# ------------------------------------------------------------------------------ this repo
+
+
+def test_cited_sessions_exist_and_current_ones_match_the_kernels():
+    """Every session README.md and docs/*.md cite exists; those cited as current were measured
+    on the kernel sources in csrc/ now. Fails when a kernel changed after its evidence."""
+    problems = check(doc_files(REPO), REPO / "sessions", base=REPO)
+    assert problems == [], "stale or missing evidence:\n" + "\n".join(problems)
