@@ -401,7 +401,8 @@ for label, v in swaps("nan", "neg", "str", "null", "huge", "bool"):
     add(f"sample-t-{label}", record("sample", "t", v), (JL, "'t'"))
 add("sample-t-missing", record("sample", "t", delete=True), (JL, "'t'"))
 add("sample-block-neg", record("sample", "block", -1), (JL, "'block'"))
-add("sample-block-zero", record("sample", "block", 0), None)
+# one sample of a pair in block 0, the others in none: a pair is measured within one block
+add("sample-block-zero", record("sample", "block", 0), (JL, "'block'"))
 
 # --- journal records: gate, memory, note
 for label, v in swaps("zero", "null"):
@@ -578,7 +579,6 @@ SAME_FIGURES: dict[str, str] = {
             "cmp-ws-null",
             "cmp-l2-zero",
             "cmp-l2-null",
-            "sample-block-zero",
             "gate-rel-l2-nan",
             "gate-rel-l2-inf",
             "gate-rel-l2-huge",

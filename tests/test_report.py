@@ -63,11 +63,32 @@ def _pairs(journal: list[dict], cmp_id: str) -> list[tuple[list[float], list[flo
     return out
 
 
+def _blocks(journal: list[dict], cmp_id: str) -> list[int | None]:
+    """The block of each complete pair, in the order of ``_pairs``."""
+    slots: dict[int, dict[int, dict]] = {}
+    for r in journal:
+        if r["type"] == "sample" and r["cmp"] == cmp_id and not r.get("excluded", False):
+            slots.setdefault(r["pair"], {})[r["slot"]] = r
+    return [slots[p][0].get("block") for p in sorted(slots) if sorted(slots[p]) == [0, 1, 2, 3]]
+
+
 def _expected(journal: list[dict], cmp_id: str) -> dict:
     pairs = _pairs(journal, cmp_id)
     ratios = np.sort([sum(b) / sum(a) for a, b in pairs])
     n = len(ratios)
     exp = {"n": n, "median": float(np.median(ratios)), "k": int((ratios < 1).sum())}
+    by: dict[int, list[float]] = {}
+    for (a, b), blk in zip(pairs, _blocks(journal, cmp_id), strict=True):
+        if blk is not None:
+            by.setdefault(blk, []).append(np.log(sum(b) / sum(a)))
+    if len(by) >= 2:
+        # blocks (docs/DESIGN.md §7.3): mean of the block median log-ratios, t-interval over them
+        y = np.array([np.median(v) for v in by.values()])
+        half = sps.t.ppf(0.975, y.size - 1) * y.std(ddof=1) / np.sqrt(y.size)
+        exp["median"] = float(np.exp(y.mean()))
+        exp["ci"] = (np.exp(y.mean() - half), np.exp(y.mean() + half))
+        exp["p"] = float(sps.wilcoxon(np.log(ratios)).pvalue) if n >= 6 else None
+        return exp
     # distribution-free CI: order statistics x_(k), x_(n+1-k), largest k with coverage >= 95 %
     ks = [k for k in range(1, n // 2 + 1) if 1 - 2 * sps.binom.cdf(k - 1, n, 0.5) >= 0.95]
     if ks:
@@ -100,7 +121,8 @@ def _check_numbers(path: Path) -> None:
         assert row[8] == f"{exp['k']}/{exp['n']}", cmp_id
         if "ci" in exp:
             assert row[6] == f"[{exp['ci'][0]:.4f}, {exp['ci'][1]:.4f}]", cmp_id
-            assert row[7] == f"{exp['p']:.2g}", cmp_id
+            p = "n/a" if exp["p"] is None else f"{exp['p']:.2g}"
+            assert row[7] == p, cmp_id
     # seed table: per variant the median over the kept samples of complete pairs, in µs/call
     per: dict[tuple[str, str, str], list[float]] = {}
     for cmp_id, c in cmps.items():

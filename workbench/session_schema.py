@@ -378,9 +378,13 @@ def meta_problem(meta: Any) -> str | None:
 
 
 def pair_problem(samples: list[Mapping[str, Any]]) -> str | None:
-    """A pair whose arms over slots 0..3 cannot read ABBA or BAAB (re-measures included)."""
+    """A pair whose arms over slots 0..3 cannot read ABBA or BAAB (re-measures included), or
+    whose samples name different blocks (a pair is measured within one block)."""
     arms: dict[tuple[Any, ...], dict[int, str]] = {}
+    blocks: dict[tuple[Any, Any], Any] = {}
     for s in samples:
+        if blocks.setdefault((s["cmp"], s["pair"]), s.get("block")) != s.get("block"):
+            return f"samples of {s['cmp']!r} pair {s['pair']} name different blocks ('block')"
         key = (s["cmp"], s.get("block"), s["pair"])
         slots = arms.setdefault(key, {})
         if slots.setdefault(s["slot"], s["arm"]) != s["arm"]:
