@@ -10,6 +10,11 @@ import asyncio
 import functools
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,9 +33,20 @@ from workbench.errors import BadArgument, NoGPUError, SessionError  # noqa: E402
 from workbench.session import load_session  # noqa: E402
 from workbench.tui.analysis import view_from_session  # noqa: E402
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.backend import RunConfig  # noqa: E402
+from workbench.tui.backend import ProgressEvent, RunConfig  # noqa: E402
 from workbench.tui.commands import WorkbenchCommands  # noqa: E402
 from workbench.tui.engine import EngineBackend  # noqa: E402
+from workbench.tui.messages import (  # noqa: E402
+    BuildEnded,
+    BuildProgressed,
+    GpuProbed,
+    MonitorRead,
+    RunEnded,
+    RunProgressed,
+    SessionOpened,
+    SessionsListed,
+    WorkFailed,
+)
 from workbench.tui.screens.compare import CompareScreen  # noqa: E402
 from workbench.tui.screens.help import HelpScreen  # noqa: E402
 from workbench.tui.screens.log import CompilerLogScreen  # noqa: E402
@@ -442,6 +458,67 @@ def test_headless_run_saves_a_screenshot_of_the_results(roots, tmp_path):
     browse, _ = make_app(roots, gpu=False)
     with pytest.raises(NoGPUError, match="runs are disabled: no CUDA device"):
         screenshot(browse, tmp_path / "no.svg", run=True, size=(160, 48))
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_during_a_headless_run_exits_130_and_keeps_the_samples(tmp_path, presses):
+    """Ctrl-C in `workbench tui --screenshot --run` used to end in a traceback (NoMatches
+    'NvmlPanel', WorkerCancelled): the app was torn down under its workers' messages. One
+    Ctrl-C waits for the session to close and saves the screenshot; a second quits at once."""
+    repo = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests")])}
+    # a cancelled run takes 1.5 s to close here, so that a second Ctrl-C comes while it does
+    proc = subprocess.Popen(
+        [sys.executable, str(repo / "tests" / "tui_backend_double.py"), str(tmp_path), "3", "1.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "held"  # the run waits after 3 pairs
+        for _ in range(presses):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.3)  # two signals sent at once may arrive as one
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Error" not in err, err
+    (saved,) = session_dirs(tmp_path / "sessions")
+    s = load_session(saved)  # closed by the run itself, even when quitting at once
+    assert s.meta["status"] == "interrupted" and len(s.samples) == 3 * 4
+    if presses == 1:
+        assert f"samples are kept in {saved}" in err
+        assert "interrupted" in (tmp_path / "shot.svg").read_text()
+    else:
+        assert not (tmp_path / "shot.svg").exists()
+
+
+@drive
+async def test_worker_messages_arriving_after_shutdown_are_dropped(roots):
+    source = roots[0]
+    app, backend = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = app.backend.open_session(source)
+    # The app has shut down and its widgets are gone, as when a worker posts during shutdown:
+    # every handler of a worker message must let it go instead of querying a missing widget.
+    event = ProgressEvent("w13/hot", 1, 4, 2, 12, 8, 0.93, (0.92, 0.94))
+    for handler, message in (
+        (app.on_monitor_read, MonitorRead(backend.monitor_reading(), "")),
+        (app.on_monitor_read, MonitorRead(None, "NVML unavailable: test")),
+        (app.on_gpu_probed, GpuProbed(backend.gpu_status(), backend.variants())),
+        (app.on_build_progressed, BuildProgressed(backend.variants()[0])),
+        (app.on_build_ended, BuildEnded(cancelled=True)),
+        (app.on_run_progressed, RunProgressed(event)),
+        (app.on_run_ended, RunEnded(source, cancelled=True)),
+        (app.on_sessions_listed, SessionsListed(backend.sessions())),
+        (app.on_session_opened, SessionOpened(view)),
+        (app.on_work_failed, WorkFailed("open", "gone")),
+    ):
+        handler(message)
+    assert app.open_path is None  # nothing was applied
 
 
 # ------------------------------------------------------------------ engine adapter on CPU

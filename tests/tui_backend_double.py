@@ -160,6 +160,7 @@ class ReplayBackend(EngineBackend):
         nvml: bool = True,
         pace_s: float = 0.0,
         hold_at: int | None = None,
+        closing_s: float = 0.0,
     ) -> None:
         super().__init__(sessions_root, plots_root)
         self.source = Path(source)
@@ -167,6 +168,7 @@ class ReplayBackend(EngineBackend):
         self.nvml = nvml
         self.pace_s = pace_s
         self.hold_at = hold_at
+        self.closing_s = closing_s  # how long a cancelled run takes to stop (a sample in flight)
         self.held = threading.Event()  # set while a run waits at hold_at
         self._readings = load_session(self.source).nvml
         self._tick = 0
@@ -250,6 +252,7 @@ class ReplayBackend(EngineBackend):
             kept: list[dict] = []
             for s in samples:
                 if cancelled():
+                    time.sleep(self.closing_s)
                     writer.finish("interrupted", error="cancelled from the TUI")
                     return writer.path
                 kept.append(writer.record("sample", **{k: v for k, v in s.items() if k != "type"}))
@@ -276,3 +279,34 @@ class ReplayBackend(EngineBackend):
                     self._hold(cancelled)
         writer.finish("complete")
         return writer.path
+
+
+def main(argv: list[str]) -> int:
+    """``python tests/tui_backend_double.py ROOT HOLD_AT [CLOSING_S]``: `workbench tui
+    --screenshot ROOT/shot.svg --run` on this double, in a process of its own; prints "held"
+    once the run waits after HOLD_AT pairs, so that a test can press Ctrl-C (send SIGINT) at a
+    known point."""
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.headless import screenshot
+
+    root, hold_at = Path(argv[0]), int(argv[1])
+    closing_s = float(argv[2]) if len(argv) > 2 else 0.0
+    source = write_synthetic_session(root / "sessions")
+    backend = ReplayBackend(
+        source, root / "sessions", root / "plots", hold_at=hold_at, closing_s=closing_s
+    )
+
+    def announce() -> None:
+        if backend.held.wait(60):
+            print("held", flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    # NVML readings every 20 ms: worker messages keep arriving while the app shuts down
+    app = WorkbenchApp(backend, monitor_interval=0.02)
+    return screenshot(app, root / "shot.svg", run=True, size=(160, 48))
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

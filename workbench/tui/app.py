@@ -6,7 +6,10 @@ messages back; the event loop only ever updates widgets, so the UI never freezes
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from rich.text import Text
 from textual import on, work
@@ -42,6 +45,21 @@ from workbench.tui.widgets.run_form import RunForm
 from workbench.tui.widgets.run_progress import RunProgress
 from workbench.tui.widgets.session_browser import SessionBrowser
 from workbench.tui.widgets.variant_matrix import VariantMatrix
+
+M = TypeVar("M")
+
+
+def while_running(handler: Callable[[WorkbenchApp, M], None]) -> Callable[[WorkbenchApp, M], None]:
+    """For handlers of worker messages: a worker may post while the app shuts down (quit,
+    Ctrl-C, the end of a headless run), when its widgets are already gone; then there is
+    nothing left to show and the message is dropped."""
+
+    @functools.wraps(handler)
+    def guarded(self: WorkbenchApp, message: M) -> None:
+        if self.is_running:
+            handler(self, message)
+
+    return guarded
 
 
 def describe(error: BaseException) -> str:
@@ -340,15 +358,18 @@ class WorkbenchApp(App[None]):
 
     # ---- messages from the workers ------------------------------------------------------
 
+    @while_running
     def on_gpu_probed(self, message: GpuProbed) -> None:
         self.query_one(VariantMatrix).set_rows(message.variants)
         self.gpu = message.status
         if not message.status.available:
             self.action_tab("sessions")
 
+    @while_running
     def on_build_progressed(self, message: BuildProgressed) -> None:
         self.query_one(VariantMatrix).update_variant(message.row)
 
+    @while_running
     def on_build_ended(self, message: BuildEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
@@ -362,9 +383,11 @@ class WorkbenchApp(App[None]):
         else:
             self.set_status("Build finished.")
 
+    @while_running
     def on_run_progressed(self, message: RunProgressed) -> None:
         self.query_one(RunProgress).event = message.event
 
+    @while_running
     def on_run_ended(self, message: RunEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
@@ -382,12 +405,14 @@ class WorkbenchApp(App[None]):
             self.open_session(message.path)
         self.list_sessions()
 
+    @while_running
     def on_sessions_listed(self, message: SessionsListed) -> None:
         self.query_one(SessionBrowser).show(message.sessions)
         if not message.sessions and not self.busy:
             root = getattr(self.backend, "sessions_root", "the sessions folder")
             self.set_status(f"No saved sessions in {root}/ yet: runs are saved there.")
 
+    @while_running
     def on_session_opened(self, message: SessionOpened) -> None:
         view = message.view
         self.open_path = view.info.path
@@ -396,18 +421,22 @@ class WorkbenchApp(App[None]):
         if self.busy != "run":
             self.set_status(f"Opened {view.info.name} ({view.info.status}).")
 
+    @while_running
     def on_work_failed(self, message: WorkFailed) -> None:
         self.set_status(f"Cannot {message.what}: {message.error}", error=True)
         self.notify(message.error, title=f"Cannot {message.what}", severity="error")
 
+    @while_running
     def on_exported(self, message: Exported) -> None:
         result = message.result
         self.set_status(f"Exported {len(result.plots)} plots and the report {result.report}")
         self.notify(f"{len(result.plots)} plots, report {result.report}", title="Exported")
 
+    @while_running
     def on_compared(self, message: Compared) -> None:
         self.push_screen(CompareScreen(message.title, message.markdown))
 
+    @while_running
     def on_monitor_read(self, message: MonitorRead) -> None:
         panel = self.query_one(NvmlPanel)
         if message.reading is None:
