@@ -22,7 +22,8 @@ from rich.console import Console
 
 pytest.importorskip("textual")
 
-from textual.widgets import Checkbox, Sparkline, Static, TabbedContent  # noqa: E402
+from textual.events import Paste  # noqa: E402
+from textual.widgets import Checkbox, Input, Sparkline, Static, TabbedContent  # noqa: E402
 from tui_backend_double import (  # noqa: E402
     SYNTHETIC_NAME,
     ReplayBackend,
@@ -270,6 +271,67 @@ async def test_bad_form_input_names_the_field_and_starts_nothing(roots):
         assert "hidden=1000" in status_text(app)
         assert "hidden=1000" in shown(app.query_one("#form-error", Static))
         assert session_dirs(sessions) == []
+
+
+@drive
+async def test_keys_typed_into_a_numeric_field_stay_digits_and_escape_leaves_the_form(roots):
+    """Issue 15: after Tab into `hidden`, the app's keys 2 3 o m x e q were typed into it
+    ("23o3mx3", accepted) and Escape did not leave the field."""
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        hidden = app.query_one("#hidden", Input)
+        for _ in range(20):  # Tab through the app until the field has the focus
+            if app.focused is hidden:
+                break
+            await pilot.press("tab")
+        assert app.focused is hidden
+        await pilot.press("2", "3", "o", "3", "m", "x", "e", "q", "3")
+        await settle(pilot)
+        assert hidden.value == "2333"  # letters refused; q, x, e did not act
+        assert app.is_running and app.query_one(TabbedContent).active == "run"
+        # the value is checked as it is typed: 2333 is no multiple of the group size
+        assert "hidden=2333" in shown(app.query_one("#form-error", Static))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.focused is app.query_one(VariantMatrix)
+        await pilot.press("2")  # the app's keys work again and no longer reach the field
+        assert app.query_one(TabbedContent).active == "results"
+        await pilot.press("1")
+        assert app.query_one(TabbedContent).active == "run" and hidden.value == "2333"
+
+
+@drive
+async def test_bad_numeric_values_show_a_validation_error_and_block_the_run(roots):
+    _, sessions, _ = roots
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        hidden, pairs = app.query_one("#hidden", Input), app.query_one("#pairs", Input)
+        hidden.focus()
+        hidden.post_message(Paste("23o3mx3"))  # a paste that is not an integer is refused
+        await pilot.pause()
+        assert hidden.value == ""
+        hidden.value = "23o3mx3"  # set behind the form's back: still caught, named
+        await pilot.pause()
+        assert not hidden.is_valid and hidden.has_class("-invalid")
+        assert "hidden='23o3mx3' must be an integer" in shown(app.query_one("#form-error", Static))
+        hidden.value = ""  # blank: the preset's value, valid
+        pairs.value = "1"
+        await pilot.pause()
+        assert hidden.is_valid and not pairs.is_valid
+        error = shown(app.query_one("#form-error", Static))
+        assert "pairs='1' must be an integer >= 2" in error
+        await pilot.press("escape", "r")
+        await settle(pilot)
+        assert app.busy == "" and session_dirs(sessions) == []
+        assert "pairs='1'" in status_text(app)
+        pairs.value = "4"
+        await pilot.pause()
+        assert shown(app.query_one("#form-error", Static)).strip() == ""
+        await pilot.press("r")
+        await settle(pilot)
+        assert len(session_dirs(sessions)) == 1
 
 
 # -------------------------------------------------------------------------------- sessions

@@ -268,6 +268,10 @@ class WorkbenchApp(App[None]):
             return
         self.compare_sessions(browser.marked, info.path)
 
+    def on_run_form_left(self, _message: RunForm.Left) -> None:
+        # Escape in the form: back to the matrix, where b, r, l and the tab keys act again.
+        self.query_one(VariantMatrix).focus()
+
     def on_session_browser_open_requested(self, message: SessionBrowser.OpenRequested) -> None:
         self.open_session(message.path)
 
