@@ -51,7 +51,8 @@ from workbench.tui.messages import (  # noqa: E402
 from workbench.tui.screens.compare import CompareScreen  # noqa: E402
 from workbench.tui.screens.help import HelpScreen  # noqa: E402
 from workbench.tui.screens.log import CompilerLogScreen  # noqa: E402
-from workbench.tui.widgets.nvml_panel import NvmlPanel  # noqa: E402
+from workbench.tui.widgets.nvml_panel import NvmlPanel, short_reason  # noqa: E402
+from workbench.tui.widgets.ratio_chart import RatioChart  # noqa: E402
 from workbench.tui.widgets.results_view import ResultsView  # noqa: E402
 from workbench.tui.widgets.run_progress import RunProgress  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
@@ -206,6 +207,14 @@ async def test_configure_run_and_see_results_and_recommendation(roots):
         (rec,) = view.recommendations
         assert (rec.kernel, rec.choice) == ("w13", "b3-coop")
         assert "FASTER" in rec.reason and "SLOWER nowhere" in rec.reason
+        # both charts now show the verdicts, as the table does
+        for chart_id in ("#progress-chart", "#results-chart"):
+            points = app.query_one(chart_id, RatioChart).points
+            assert [(p.label, p.verdict) for p in points] == [
+                ("w13/hot", "FASTER"),
+                ("w13/rotating", "FASTER"),
+            ]
+            assert all(p.ci_high < 1 - p.m for p in points)
         table = app.query_one("#results-table")
         assert table.row_count == 2
         assert str(table.get_row_at(0)[1]) == "FASTER"
@@ -223,6 +232,10 @@ async def test_cancel_mid_run_keeps_an_interrupted_session(roots):
         assert await asyncio.to_thread(backend.held.wait, 10)
         await pilot.pause()
         assert app.busy == "run"
+        # the live chart follows the progress events: no verdict yet, the run's m as the band
+        (live,) = app.query_one("#progress-chart", RatioChart).points
+        assert (live.label, live.verdict, live.note, live.m) == ("w13/hot", "", "3/12 pairs", 0.01)
+        assert 0.9 < live.median < 0.96
         assert app.check_action("cancel", ()) is True
         assert app.check_action("run", ()) is None  # shown, disabled while a run is going
         await pilot.press("escape")
@@ -416,31 +429,93 @@ async def test_corrupt_session_shows_an_error_not_a_crash(roots):
 @drive
 async def test_without_gpu_opens_in_browse_mode(roots):
     _, sessions, _ = roots
-    app, _ = make_app(roots, gpu=False)
+    app, backend = make_app(roots, gpu=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         banner = shown(app.query_one("#mode-banner", Static))
-        assert "Browse mode" in banner and "no CUDA device" in banner
+        assert "Browse mode" in banner and "no CUDA device" in banner and "builds (b)" in banner
         assert app.query_one(TabbedContent).active == "sessions"
         assert app.query_one("#run-button").disabled
-        assert app.check_action("run", ()) is None and app.check_action("build", ()) is None
-        await pilot.press("r", "b")
+        # r says why it cannot run instead of doing nothing
+        await pilot.press("r")
         await settle(pilot)
         assert app.busy == "" and session_dirs(sessions) == []
+        assert "Cannot run in browse mode: no CUDA device" in status_text(app)
+        # b builds: compiling and the ptxas report need no GPU
+        await pilot.press("b")
+        await settle(pilot)
+        assert len(backend.built) == 6 and "Build finished" in status_text(app)
+        rows = app.query_one(VariantMatrix).rows_by_name.values()
+        assert {r.state for r in rows} == {"built"}
         await pilot.press("o")  # browsing still works
         await settle(pilot)
         assert app.query_one(ResultsView).view.info.name == SYNTHETIC_NAME
 
 
 @drive
-async def test_nvml_unavailable_is_said_not_crashed(roots):
+async def test_without_a_compiler_b_says_why_it_cannot_build(roots):
+    app, backend = make_app(roots, gpu=False, compiler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "builds: no CUDA toolkit found" in shown(app.query_one("#mode-banner", Static))
+        await pilot.press("b")
+        await settle(pilot)
+        assert app.busy == "" and backend.built == []
+        assert "Cannot build: no CUDA toolkit found" in status_text(app)
+
+
+@drive
+async def test_nvml_unavailable_is_one_short_line(roots):
     app, _ = make_app(roots, nvml=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         panel = app.query_one(NvmlPanel)
         assert panel.available is False
-        assert "NVML unavailable" in shown(panel.query_one("#nvml-note", Static))
+        line = panel.query_one("#nvml-line", Static)
+        assert shown(line).strip() == "NVML unavailable: library not found"
+        assert "NVMLError_LibraryNotFound" in str(line.tooltip)  # the full reason, on hover
         assert not panel.query_one("#nvml-live").display
+        # one line across the bottom of the body, not a fifth of the width
+        assert (panel.region.width, panel.region.height) == (SIZE[0], 1)
+        assert app.query_one(TabbedContent).region.width == SIZE[0]
+
+
+@pytest.mark.parametrize(
+    "reason, short",
+    [
+        (
+            "NVML unavailable: NVMLError_LibraryNotFound: NVML Shared Library Not Found",
+            "library not found",
+        ),
+        ("NVML unavailable: NVMLError_DriverNotLoaded: Driver Not Loaded", "driver not loaded"),
+        ("NVML unavailable: NVMLError_NoPermission", "no permission"),
+        (
+            "NVML unavailable: pynvml (nvidia-ml-py) is not importable (No module named 'pynvml')",
+            "pynvml (nvidia-ml-py) is not importable",
+        ),
+        ("workbench.monitor unavailable: ImportError: boom", "workbench.monitor unavailable"),
+        ("NVML unavailable: monitor stopped", "monitor stopped"),
+    ],
+)
+def test_nvml_reasons_are_shortened_for_one_line(reason, short):
+    assert short_reason(reason) == short
+
+
+@drive
+async def test_narrow_terminal_folds_the_gpu_panel_and_keeps_the_matrix_whole(roots):
+    app, _ = make_app(roots)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.refresh_monitor()
+        await settle(pilot)
+        panel = app.query_one(NvmlPanel)
+        assert (panel.region.width, panel.region.height) == (80, 1)
+        line = shown(panel.query_one("#nvml-line", Static))
+        assert "NVIDIA H200 (replay)" in line and "GiB" in line and "MHz" in line
+        matrix = app.query_one(VariantMatrix)
+        # every column of the matrix is in view: nothing cut ("ke/w1" in issue 15)
+        assert matrix.virtual_size.width <= matrix.region.width
+        assert matrix.region.height == 7  # header and six variants
 
 
 @drive
@@ -610,6 +685,24 @@ def test_engine_backend_on_a_cpu_machine(roots):
         backend.run(RunConfig(pairs=6), lambda e: None, lambda: False)
 
 
+def test_engine_backend_build_status_needs_nvcc_and_cuda_torch_not_a_gpu(roots, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from workbench import build
+
+    _, sessions, plots = roots
+    backend = EngineBackend(sessions, plots, browse_only=True)  # browsing still builds
+    monkeypatch.setattr(build, "cuda_home", lambda: "/opt/cuda-test")
+    monkeypatch.setattr(torch.version, "cuda", "12.9")
+    status = backend.build_status()
+    assert status.available and "nvcc in /opt/cuda-test" in status.reason
+    monkeypatch.setattr(build, "cuda_home", lambda: None)
+    status = backend.build_status()
+    assert not status.available and "no CUDA toolkit found" in status.reason
+    monkeypatch.setattr(torch.version, "cuda", None)
+    status = backend.build_status()
+    assert not status.available and "is not a CUDA build" in status.reason
+
+
 def test_analysis_recomputes_verdicts_from_the_journal(roots):
     source = roots[0]
     view = view_from_session(load_session(source))
@@ -669,12 +762,34 @@ async def _ready(pilot) -> None:
         await settle(pilot, 2)
 
 
-def test_snapshot_main_screen(roots, snap_compare):
+# Every screen at the smallest supported size and at a roomy one (issue 15: at 80x24 the
+# variant matrix was cut to "ke/w1").
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_main_screen(roots, snap_compare, size):
     app, _ = make_app(roots)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_ready)
+    assert snap_compare(app, terminal_size=size, run_before=_ready)
 
 
-def test_snapshot_results_screen(roots, snap_compare):
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_live_run_chart(roots, snap_compare, size):
+    """Mid-run: w13/hot done (12 pairs), w13/rotating at 6 pairs, charted as they stand."""
+    app, backend = make_app(roots, hold_at=18)
+
+    async def mid_run(pilot):
+        await _ready(pilot)
+        await pilot.press("r")
+        assert await asyncio.to_thread(backend.held.wait, 10)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=mid_run)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_results_screen(roots, snap_compare, size):
+    """The opened session: its ratio chart (verdict colours, ±1 % band), table, recommendation."""
     source = roots[0]
     app, _ = make_app(roots)
 
@@ -683,12 +798,13 @@ def test_snapshot_results_screen(roots, snap_compare):
         app.open_session(source)
         await settle(pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=open_it)
+    assert snap_compare(app, terminal_size=size, run_before=open_it)
 
 
-def test_snapshot_browse_mode_without_nvml(roots, snap_compare):
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_browse_mode_without_nvml(roots, snap_compare, size):
     app, _ = make_app(roots, gpu=False, nvml=False)
-    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+    assert snap_compare(app, terminal_size=size, run_before=settle)
 
 
 def test_snapshot_help_screen(roots, snap_compare):

@@ -25,7 +25,7 @@ import numpy as np
 from workbench import stats
 from workbench.session import SessionWriter, load_session
 from workbench.shapes import PRESETS
-from workbench.tui.backend import GpuStatus, ProgressEvent, RunConfig, VariantRow
+from workbench.tui.backend import BuildStatus, GpuStatus, ProgressEvent, RunConfig, VariantRow
 from workbench.tui.engine import EngineBackend
 
 SYNTHETIC_NAME = "20261120T120000Z_synthetic-h200"
@@ -149,7 +149,8 @@ VARIANT_TABLE = (
 class ReplayBackend(EngineBackend):
     """Replays ``source`` (a session folder). ``hold_at``: after that many pairs of a run (or
     variants of a build), wait until cancelled (makes "cancel midway" deterministic). ``gpu=False`` acts as a
-    machine without a GPU; ``nvml=False`` as one without NVML."""
+    machine without a GPU; ``nvml=False`` as one without NVML; ``compiler=False`` as one without
+    nvcc (builds, which need no GPU, are possible unless that is set)."""
 
     def __init__(
         self,
@@ -158,6 +159,7 @@ class ReplayBackend(EngineBackend):
         plots_root: Path,
         gpu: bool = True,
         nvml: bool = True,
+        compiler: bool = True,
         pace_s: float = 0.0,
         hold_at: int | None = None,
         closing_s: float = 0.0,
@@ -166,6 +168,7 @@ class ReplayBackend(EngineBackend):
         self.source = Path(source)
         self.gpu = gpu
         self.nvml = nvml
+        self.compiler = compiler
         self.pace_s = pace_s
         self.hold_at = hold_at
         self.closing_s = closing_s  # how long a cancelled run takes to stop (a sample in flight)
@@ -178,6 +181,11 @@ class ReplayBackend(EngineBackend):
         if not self.gpu:
             return GpuStatus(False, "no CUDA device (replay double without a GPU)")
         return GpuStatus(True, f"replaying {self.source.name}", "NVIDIA H200 (replay)")
+
+    def build_status(self) -> BuildStatus:
+        if not self.compiler:
+            return BuildStatus(False, "no CUDA toolkit found (replay double without nvcc)")
+        return BuildStatus(True, "replayed builds, for sm_90")
 
     def variants(self) -> list[VariantRow]:
         return [VariantRow(n, k, lay, r) for n, k, lay, r, *_ in VARIANT_TABLE]

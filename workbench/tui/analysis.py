@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from workbench import compare, stats
-from workbench.tui.backend import Recommendation, ResultRow, SessionInfo, SessionView
+from workbench.tui.backend import (
+    RatioPoint,
+    Recommendation,
+    ResultRow,
+    SessionInfo,
+    SessionView,
+)
 
 
 def shape_text(config: Mapping[str, Any]) -> str:
@@ -85,12 +91,17 @@ def view_from_session(s: Any) -> SessionView:
     """The results view of a loaded session (see the module docstring)."""
     results = compare.analyse(s)
     notes = list(s.warnings)
-    rows = []
+    rows, chart = [], []
     for r in results:
         if r.verdict.n == 0:
             notes.append(f"{r.id}: no complete pair measured")
         else:
             rows.append(_row(r))
+            role = r.cmp["role"]
+            label = r.id if role == "main" else f"{r.id} ({role})"
+            chart.append(
+                RatioPoint.from_verdict(label, r.verdict.to_dict(), f"{r.verdict.n} pairs")
+            )
     if s.status == "interrupted":
         notes.insert(0, f"interrupted: {len(s.samples)} samples kept; incomplete pairs are dropped")
     recs = [_recommendation(rec) for rec in compare.recommendations(results)]
@@ -111,6 +122,7 @@ def view_from_session(s: Any) -> SessionView:
         rule=stats.rule_text(compare.session_m(s)),
         notes=tuple(notes),
         config=dict(s.config),
+        chart=tuple(chart),
     )
 
 

@@ -21,7 +21,7 @@ from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPa
 from textual.worker import get_current_worker
 
 from workbench.errors import BadArgument, WorkbenchError
-from workbench.tui.backend import Backend, GpuStatus, RunConfig
+from workbench.tui.backend import Backend, BuildStatus, GpuStatus, RunConfig
 from workbench.tui.commands import WorkbenchCommands
 from workbench.tui.messages import (
     BuildEnded,
@@ -90,6 +90,11 @@ class WorkbenchApp(App[None]):
         Binding("q", "quit", "Quit"),
     ]
 
+    # Screen classes the stylesheet lays out by: narrow terminals fold the GPU panel into one
+    # line, short ones drop the header.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+
     busy: reactive[str] = reactive("")  # "" | "build" | "run"
     gpu: reactive[GpuStatus | None] = reactive(None)
 
@@ -104,6 +109,8 @@ class WorkbenchApp(App[None]):
         self.monitor_interval = monitor_interval
         self.initial_config = config
         self.open_path: Path | None = None
+        self.build_tools: BuildStatus | None = None  # known once the probe is back
+        self.run_path: Path | None = None  # the session of the last run
         self.quit_when_idle = False
 
     # ---- layout -------------------------------------------------------------------------
@@ -113,12 +120,13 @@ class WorkbenchApp(App[None]):
         yield Static("Checking for a GPU…", id="mode-banner")
         with Horizontal(id="body"):
             with TabbedContent(initial="run", id="tabs"):
-                with TabPane("Build & run", id="run"), Horizontal(id="run-pane"):
-                    with Vertical(id="run-left"):
-                        yield VariantMatrix(id="variants")
+                with TabPane("Build & run", id="run"), Vertical(id="run-pane"):
+                    # the matrix spans the pane: its eight columns need ~70 cells
+                    yield VariantMatrix(id="variants")
+                    with Horizontal(id="run-lower"):
                         yield RunProgress(id="progress")
-                    with VerticalScroll(id="form-scroll"):
-                        yield RunForm(self.initial_config, id="form")
+                        with VerticalScroll(id="form-scroll"):
+                            yield RunForm(self.initial_config, id="form")
                 with TabPane("Results", id="results"):
                     yield ResultsView(id="results-view")
                 with TabPane("Sessions", id="sessions"):
@@ -154,9 +162,16 @@ class WorkbenchApp(App[None]):
             )
             banner.set_class(False, "browse")
         else:
+            tools = self.build_tools
+            can_build = tools is not None and tools.available
             banner.update(
                 Text.assemble(
-                    ("Browse mode", "bold"), ": builds and runs are disabled: ", gpu.reason
+                    ("Browse mode", "bold"),
+                    ": saved sessions and builds (b); runs need a GPU: "
+                    if can_build
+                    else ": saved sessions only; runs need a GPU: ",
+                    gpu.reason,
+                    "" if can_build else f"; builds: {tools.reason if tools else 'unknown'}",
                 )
             )
             banner.set_class(True, "browse")
@@ -164,8 +179,9 @@ class WorkbenchApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("build", "run"):
-            # None: shown in the footer but disabled, so browse mode still says the key exists.
-            return None if self.busy or self.gpu is None or not self.gpu.available else True
+            # None: shown in the footer but disabled while busy or still probing. Without a GPU
+            # or a compiler the keys stay live: pressed, they say why they cannot act.
+            return None if self.busy or self.gpu is None else True
         if action == "cancel":
             return bool(self.busy)
         return True
@@ -185,12 +201,26 @@ class WorkbenchApp(App[None]):
     def action_build(self) -> None:
         if self.check_action("build", ()) is not True:
             return
+        tools = self.build_tools
+        if tools is None or not tools.available:
+            why = tools.reason if tools else "the build tooling could not be probed"
+            self.set_status(f"Cannot build: {why}", error=True)
+            self.notify(why, title="Cannot build", severity="warning")
+            return
         self.busy = "build"
         self.set_status("Building variants…")
         self.build_variants([])
 
     def action_run(self) -> None:
         if self.check_action("run", ()) is not True:
+            return
+        if self.gpu is not None and not self.gpu.available:
+            self.set_status(f"Cannot run in browse mode: {self.gpu.reason}", error=True)
+            self.notify(
+                f"Timing needs a GPU: {self.gpu.reason}. Builds (b) and saved sessions work.",
+                title="Cannot run",
+                severity="warning",
+            )
             return
         try:
             config = self.query_one(RunForm).config()
@@ -200,8 +230,12 @@ class WorkbenchApp(App[None]):
             return
         self.busy = "run"
         self.action_tab("run")
+        from workbench.stats import DEFAULT_M  # the runner's minimum effect (not in the form)
+
         steps = len(config.kernels) * len(config.sets)
-        self.query_one(RunProgress).start(steps, None if config.adaptive else config.pairs)
+        self.query_one(RunProgress).start(
+            steps, None if config.adaptive else config.pairs, DEFAULT_M
+        )
         self.set_status(f"Running {config.a} (A) against {config.b} (B)…")
         self.run_ab(config)
 
@@ -287,11 +321,15 @@ class WorkbenchApp(App[None]):
         except Exception as e:  # a probe must never take the app down
             status = GpuStatus(False, describe(e))
         try:
+            build = self.backend.build_status()
+        except Exception as e:
+            build = BuildStatus(False, describe(e))
+        try:
             variants = self.backend.variants()
         except Exception as e:
             variants = []
             self._fail("variants", e)
-        self.post_message(GpuProbed(status, variants))
+        self.post_message(GpuProbed(status, variants, build))
 
     @work(thread=True, group="sessions", exclusive=True, exit_on_error=False)
     def list_sessions(self) -> None:
@@ -365,6 +403,7 @@ class WorkbenchApp(App[None]):
     @while_running
     def on_gpu_probed(self, message: GpuProbed) -> None:
         self.query_one(VariantMatrix).set_rows(message.variants)
+        self.build_tools = message.build
         self.gpu = message.status
         if not message.status.available:
             self.action_tab("sessions")
@@ -405,6 +444,7 @@ class WorkbenchApp(App[None]):
         else:
             progress.state = "interrupted" if message.cancelled else "complete"
             self.set_status(f"Session saved: {message.path}")
+        self.run_path = message.path
         if message.path is not None:
             self.open_session(message.path)
         self.list_sessions()
@@ -421,6 +461,8 @@ class WorkbenchApp(App[None]):
         view = message.view
         self.open_path = view.info.path
         self.query_one(ResultsView).view = view
+        if view.info.path == self.run_path:  # the run's own verdicts replace its live figures
+            self.query_one(RunProgress).finish(view.chart)
         self.action_tab("results")
         if self.busy != "run":
             self.set_status(f"Opened {view.info.name} ({view.info.status}).")
