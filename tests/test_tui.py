@@ -265,6 +265,27 @@ async def test_quit_during_a_run_closes_its_session_first(roots):
         await pilot.press("q")
         await settle(pilot)
         assert not app.is_running
+    assert app.return_code == 0  # q is a plain quit, not an interrupt
+    (saved,) = session_dirs(sessions)
+    s = load_session(saved)
+    assert s.meta["status"] == "interrupted" and len(s.samples) == 2 * 4
+
+
+@drive
+async def test_ctrl_c_during_a_run_closes_its_session_and_exits_130(roots):
+    _, sessions, _ = roots
+    app, backend = make_app(roots, hold_at=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.query_one("#pairs", Input).focus()
+        await pilot.press("ctrl+c")  # in a field, ctrl+c copies: the app goes on
+        assert app.is_running and not app.interrupted
+        await pilot.press("escape", "r")
+        assert await asyncio.to_thread(backend.held.wait, 10)
+        await pilot.press("ctrl+c")
+        await settle(pilot)
+        assert not app.is_running
+    assert app.return_code == 130
     (saved,) = session_dirs(sessions)
     s = load_session(saved)
     assert s.meta["status"] == "interrupted" and len(s.samples) == 2 * 4
@@ -630,6 +651,37 @@ def test_ctrl_c_during_a_headless_run_exits_130_and_keeps_the_samples(tmp_path, 
         assert "interrupted" in (tmp_path / "shot.svg").read_text()
     else:
         assert not (tmp_path / "shot.svg").exists()
+
+
+def test_sigint_to_the_running_app_closes_its_session_and_exits_130(tmp_path):
+    """SIGINT from outside (kill -INT; in a terminal Ctrl-C is a key) used to tear the app down
+    mid-run; now it interrupts as Ctrl-C does."""
+    repo = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests")])}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(repo / "tests" / "tui_backend_double.py"),
+            str(tmp_path),
+            "3",
+            "--app",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Error" not in err, err
+    (saved,) = session_dirs(tmp_path / "sessions")
+    s = load_session(saved)
+    assert s.meta["status"] == "interrupted" and len(s.samples) == 3 * 4
 
 
 @drive

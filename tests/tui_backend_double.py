@@ -290,13 +290,16 @@ class ReplayBackend(EngineBackend):
 
 
 def main(argv: list[str]) -> int:
-    """``python tests/tui_backend_double.py ROOT HOLD_AT [CLOSING_S]``: `workbench tui
-    --screenshot ROOT/shot.svg --run` on this double, in a process of its own; prints "held"
-    once the run waits after HOLD_AT pairs, so that a test can press Ctrl-C (send SIGINT) at a
-    known point."""
+    """``python tests/tui_backend_double.py ROOT HOLD_AT [CLOSING_S] [--app]``: `workbench tui
+    --screenshot ROOT/shot.svg --run` on this double, in a process of its own (with ``--app``:
+    the app itself, run headless as `workbench tui` runs it in a terminal, starting the run
+    once it is up); prints "held" once the run waits after HOLD_AT pairs, so that a test can
+    press Ctrl-C (send SIGINT) at a known point."""
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.headless import screenshot
 
+    as_app = "--app" in argv
+    argv = [a for a in argv if a != "--app"]
     root, hold_at = Path(argv[0]), int(argv[1])
     closing_s = float(argv[2]) if len(argv) > 2 else 0.0
     source = write_synthetic_session(root / "sessions")
@@ -311,7 +314,16 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=announce, daemon=True).start()
     # NVML readings every 20 ms: worker messages keep arriving while the app shuts down
     app = WorkbenchApp(backend, monitor_interval=0.02)
-    return screenshot(app, root / "shot.svg", run=True, size=(160, 48))
+    if not as_app:
+        return screenshot(app, root / "shot.svg", run=True, size=(160, 48))
+
+    async def start_run(pilot) -> None:
+        while app.gpu is None:
+            await pilot.pause(0.05)
+        app.action_run()
+
+    app.run(headless=True, auto_pilot=start_run)
+    return app.return_code or 0
 
 
 if __name__ == "__main__":

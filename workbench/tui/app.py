@@ -6,7 +6,10 @@ messages back; the event loop only ever updates widgets, so the UI never freezes
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -23,6 +26,7 @@ from textual.worker import get_current_worker
 from workbench.errors import BadArgument, WorkbenchError
 from workbench.tui.backend import Backend, BuildStatus, GpuStatus, RunConfig
 from workbench.tui.commands import WorkbenchCommands
+from workbench.tui.headless import EXIT_INTERRUPTED
 from workbench.tui.messages import (
     BuildEnded,
     BuildProgressed,
@@ -88,6 +92,8 @@ class WorkbenchApp(App[None]):
         Binding("3", "tab('sessions')", "Sessions", show=False),
         Binding("f1,question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
+        # Ctrl-C stops, as in any terminal program (a focused field keeps it for copying)
+        Binding("ctrl+c", "interrupt", "Interrupt", show=False),
     ]
 
     # Screen classes the stylesheet lays out by: narrow terminals fold the GPU panel into one
@@ -112,6 +118,7 @@ class WorkbenchApp(App[None]):
         self.build_tools: BuildStatus | None = None  # known once the probe is back
         self.run_path: Path | None = None  # the session of the last run
         self.quit_when_idle = False
+        self.interrupted = False  # Ctrl-C or SIGINT: the exit code will say so
 
     # ---- layout -------------------------------------------------------------------------
 
@@ -141,6 +148,13 @@ class WorkbenchApp(App[None]):
         self.refresh_monitor()
         if self.monitor_interval:
             self.set_interval(self.monitor_interval, self.refresh_monitor)
+        # SIGINT from outside (in the terminal's raw mode Ctrl-C is a key, not a signal) must
+        # not tear the app down mid-run: it interrupts like Ctrl-C. Not where signals cannot
+        # be caught (a thread other than the main one, Windows).
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            asyncio.get_running_loop().add_signal_handler(
+                signal.SIGINT, lambda: self.call_later(self.action_interrupt)
+            )
 
     # ---- state --------------------------------------------------------------------------
 
@@ -260,7 +274,16 @@ class WorkbenchApp(App[None]):
             self.action_cancel()
             self.set_status("Quitting once the sample in flight is saved (q again: quit now)…")
             return
-        self.exit()
+        self.leave()
+
+    async def action_interrupt(self) -> None:
+        """Ctrl-C: quit as q does (a build or run is cancelled first, its session kept), with
+        the exit code of an interrupted program."""
+        self.interrupted = True
+        await self.action_quit()
+
+    def leave(self) -> None:
+        self.exit(return_code=EXIT_INTERRUPTED if self.interrupted else 0)
 
     def action_compiler_log(self) -> None:
         row = self.query_one(VariantMatrix).selected()
@@ -416,7 +439,7 @@ class WorkbenchApp(App[None]):
     def on_build_ended(self, message: BuildEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
-            self.exit()
+            self.leave()
             return
         if message.error:
             self.set_status(f"Build failed: {message.error}", error=True)
@@ -434,7 +457,7 @@ class WorkbenchApp(App[None]):
     def on_run_ended(self, message: RunEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
-            self.exit()
+            self.leave()
             return
         progress = self.query_one(RunProgress)
         if message.error:

@@ -34,7 +34,9 @@ performs the default run headless and saves an SVG of the finished screen.
 
 The GPU panel on the right shows NVML readings (memory, clocks, temperature, power, throttle
 reasons and their recent history) while idle and during runs.
-Without a GPU the workbench opens in browse mode: saved sessions only, runs disabled.
+Without a GPU the workbench opens in browse mode: saved sessions, and builds (they need nvcc and
+a CUDA build of torch, not a GPU); `r` says why it cannot run. Without NVML, or on a narrow
+terminal, the GPU panel is one line at the bottom.
 
 ## Keys
 | key | action |
@@ -51,7 +53,7 @@ Without a GPU the workbench opens in browse mode: saved sessions only, runs disa
 | `1` `2` `3` | Build & run, Results, Sessions tabs |
 | `ctrl+p` | command palette (every action above) |
 | `f1` `?` | this help |
-| `q` | quit |
+| `q`, `ctrl+c` | quit (a build or run is cancelled first; its session is kept) |
 """
 
 
