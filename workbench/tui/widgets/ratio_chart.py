@@ -22,7 +22,10 @@ from textual.widget import Widget
 from workbench.tui.backend import RatioPoint
 from workbench.tui.widgets.results_table import VERDICT_STYLE
 
-MAX_HALF = 0.5  # the axis never spans more than 0.5..1.5: a wild CI must not flatten the rest
+# The axis never spans more than 0.75..1.25: the effects this tool weighs are a few per cent,
+# and one far-off comparison (a tinygemm reference at 0.04) must not flatten the others. What
+# lies beyond is drawn as an arrow at the edge, its figures in full beside it.
+MAX_HALF = 0.25
 MIN_HALF = 0.005  # nor less than 0.995..1.005 (m = 0 and no CI yet would leave it no span)
 MIN_AXIS = 12  # narrower than this, a comparison takes two lines (its figures, then its bar)
 LABEL_MAX = 24
@@ -35,11 +38,12 @@ def _finite(x: float | None) -> bool:
 
 
 def axis_half_width(points: Sequence[RatioPoint]) -> float:
-    """Half the span of the axis around 1.0: room for every band and finite CI, 10 % spare."""
+    """Half the span of the axis around 1.0: room for every band and every finite CI, 10 %
+    spare, but no more than MAX_HALF (a median or a CI bound past it does not widen the axis)."""
     reach = max((p.m for p in points), default=0.01)
     for p in points:
         for x in (p.ci_low, p.ci_high, p.median):
-            if _finite(x):
+            if _finite(x) and abs(x - 1.0) <= MAX_HALF:
                 reach = max(reach, abs(x - 1.0))
     return min(MAX_HALF, max(MIN_HALF, reach * 1.1))
 
@@ -152,7 +156,8 @@ class RatioChart(Widget):
         while k * step <= 1.0 + half + 1e-9:
             x = k * step
             label = f"{x:.3f}".rstrip("0").rstrip(".") if step < 0.01 else f"{x:.2f}"
-            start = self._col(x, half, width) - len(label) // 2
+            # centred on its mark; at the ends of the axis, pulled inside it
+            start = min(max(0, self._col(x, half, width) - len(label) // 2), width - len(label))
             free = cells[max(0, start - 1) : start + len(label) + 1]
             if start >= 0 and start + len(label) <= width and all(c == " " for c in free):
                 cells[start : start + len(label)] = label
@@ -180,7 +185,8 @@ class RatioChart(Widget):
                 if hi > 1 + half:
                     cells[-1], styles[-1] = "▶", style
             c_med = self._col(min(max(p.median, 1 - half), 1 + half), half, width)
-            cells[c_med], styles[c_med] = "●", style
+            off_scale = "◀" if p.median < 1 - half else "▶" if p.median > 1 + half else ""
+            cells[c_med], styles[c_med] = off_scale or "●", style
         text = Text()
         for c, (ch, st) in enumerate(zip(cells, styles, strict=True)):
             in_band = lo_band <= c <= hi_band
