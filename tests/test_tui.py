@@ -10,6 +10,11 @@ import asyncio
 import functools
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +22,8 @@ from rich.console import Console
 
 pytest.importorskip("textual")
 
-from textual.widgets import Checkbox, Sparkline, Static, TabbedContent  # noqa: E402
+from textual.events import Paste  # noqa: E402
+from textual.widgets import Checkbox, Input, Sparkline, Static, TabbedContent  # noqa: E402
 from tui_backend_double import (  # noqa: E402
     SYNTHETIC_NAME,
     ReplayBackend,
@@ -28,13 +34,25 @@ from workbench.errors import BadArgument, NoGPUError, SessionError  # noqa: E402
 from workbench.session import load_session  # noqa: E402
 from workbench.tui.analysis import view_from_session  # noqa: E402
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.backend import RunConfig  # noqa: E402
+from workbench.tui.backend import ProgressEvent, RunConfig  # noqa: E402
 from workbench.tui.commands import WorkbenchCommands  # noqa: E402
 from workbench.tui.engine import EngineBackend  # noqa: E402
+from workbench.tui.messages import (  # noqa: E402
+    BuildEnded,
+    BuildProgressed,
+    GpuProbed,
+    MonitorRead,
+    RunEnded,
+    RunProgressed,
+    SessionOpened,
+    SessionsListed,
+    WorkFailed,
+)
 from workbench.tui.screens.compare import CompareScreen  # noqa: E402
 from workbench.tui.screens.help import HelpScreen  # noqa: E402
 from workbench.tui.screens.log import CompilerLogScreen  # noqa: E402
-from workbench.tui.widgets.nvml_panel import NvmlPanel  # noqa: E402
+from workbench.tui.widgets.nvml_panel import NvmlPanel, short_reason  # noqa: E402
+from workbench.tui.widgets.ratio_chart import RatioChart  # noqa: E402
 from workbench.tui.widgets.results_view import ResultsView  # noqa: E402
 from workbench.tui.widgets.run_progress import RunProgress  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
@@ -159,7 +177,9 @@ async def test_configure_run_and_see_results_and_recommendation(roots):
     app, _ = make_app(roots)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        # configure: 8 pairs, W13 only, both sets
+        # configure: 1 block of 8 pairs, W13 only, both sets
+        await pilot.click("#blocks")
+        await pilot.press("end", "backspace", "backspace", "1")
         await pilot.click("#pairs")
         await pilot.press("end", "backspace", "backspace", "8")
         await pilot.click("#kernel-w2")
@@ -189,6 +209,14 @@ async def test_configure_run_and_see_results_and_recommendation(roots):
         (rec,) = view.recommendations
         assert (rec.kernel, rec.choice) == ("w13", "b3-coop")
         assert "FASTER" in rec.reason and "SLOWER nowhere" in rec.reason
+        # both charts now show the verdicts, as the table does
+        for chart_id in ("#progress-chart", "#results-chart"):
+            points = app.query_one(chart_id, RatioChart).points
+            assert [(p.label, p.verdict) for p in points] == [
+                ("w13/hot", "FASTER"),
+                ("w13/rotating", "FASTER"),
+            ]
+            assert all(p.ci_high < 1 - p.m for p in points)
         table = app.query_one("#results-table")
         assert table.row_count == 2
         assert str(table.get_row_at(0)[1]) == "FASTER"
@@ -206,6 +234,10 @@ async def test_cancel_mid_run_keeps_an_interrupted_session(roots):
         assert await asyncio.to_thread(backend.held.wait, 10)
         await pilot.pause()
         assert app.busy == "run"
+        # the live chart follows the progress events: no verdict yet, the run's m as the band
+        (live,) = app.query_one("#progress-chart", RatioChart).points
+        assert (live.label, live.verdict, live.note, live.m) == ("w13/hot", "", "3/12 pairs", 0.01)
+        assert 0.9 < live.median < 0.96
         assert app.check_action("cancel", ()) is True
         assert app.check_action("run", ()) is None  # shown, disabled while a run is going
         await pilot.press("escape")
@@ -235,6 +267,27 @@ async def test_quit_during_a_run_closes_its_session_first(roots):
         await pilot.press("q")
         await settle(pilot)
         assert not app.is_running
+    assert app.return_code == 0  # q is a plain quit, not an interrupt
+    (saved,) = session_dirs(sessions)
+    s = load_session(saved)
+    assert s.meta["status"] == "interrupted" and len(s.samples) == 2 * 4
+
+
+@drive
+async def test_ctrl_c_during_a_run_closes_its_session_and_exits_130(roots):
+    _, sessions, _ = roots
+    app, backend = make_app(roots, hold_at=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.query_one("#pairs", Input).focus()
+        await pilot.press("ctrl+c")  # in a field, ctrl+c copies: the app goes on
+        assert app.is_running and not app.interrupted
+        await pilot.press("escape", "r")
+        assert await asyncio.to_thread(backend.held.wait, 10)
+        await pilot.press("ctrl+c")
+        await settle(pilot)
+        assert not app.is_running
+    assert app.return_code == 130
     (saved,) = session_dirs(sessions)
     s = load_session(saved)
     assert s.meta["status"] == "interrupted" and len(s.samples) == 2 * 4
@@ -254,6 +307,67 @@ async def test_bad_form_input_names_the_field_and_starts_nothing(roots):
         assert "hidden=1000" in status_text(app)
         assert "hidden=1000" in shown(app.query_one("#form-error", Static))
         assert session_dirs(sessions) == []
+
+
+@drive
+async def test_keys_typed_into_a_numeric_field_stay_digits_and_escape_leaves_the_form(roots):
+    """Issue 15: after Tab into `hidden`, the app's keys 2 3 o m x e q were typed into it
+    ("23o3mx3", accepted) and Escape did not leave the field."""
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        hidden = app.query_one("#hidden", Input)
+        for _ in range(20):  # Tab through the app until the field has the focus
+            if app.focused is hidden:
+                break
+            await pilot.press("tab")
+        assert app.focused is hidden
+        await pilot.press("2", "3", "o", "3", "m", "x", "e", "q", "3")
+        await settle(pilot)
+        assert hidden.value == "2333"  # letters refused; q, x, e did not act
+        assert app.is_running and app.query_one(TabbedContent).active == "run"
+        # the value is checked as it is typed: 2333 is no multiple of the group size
+        assert "hidden=2333" in shown(app.query_one("#form-error", Static))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.focused is app.query_one(VariantMatrix)
+        await pilot.press("2")  # the app's keys work again and no longer reach the field
+        assert app.query_one(TabbedContent).active == "results"
+        await pilot.press("1")
+        assert app.query_one(TabbedContent).active == "run" and hidden.value == "2333"
+
+
+@drive
+async def test_bad_numeric_values_show_a_validation_error_and_block_the_run(roots):
+    _, sessions, _ = roots
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        hidden, pairs = app.query_one("#hidden", Input), app.query_one("#pairs", Input)
+        hidden.focus()
+        hidden.post_message(Paste("23o3mx3"))  # a paste that is not an integer is refused
+        await pilot.pause()
+        assert hidden.value == ""
+        hidden.value = "23o3mx3"  # set behind the form's back: still caught, named
+        await pilot.pause()
+        assert not hidden.is_valid and hidden.has_class("-invalid")
+        assert "hidden='23o3mx3' must be an integer" in shown(app.query_one("#form-error", Static))
+        hidden.value = ""  # blank: the preset's value, valid
+        pairs.value = "0"
+        await pilot.pause()
+        assert hidden.is_valid and not pairs.is_valid
+        error = shown(app.query_one("#form-error", Static))
+        assert "pairs='0' must be an integer >= 1" in error
+        await pilot.press("escape", "r")
+        await settle(pilot)
+        assert app.busy == "" and session_dirs(sessions) == []
+        assert "pairs='0'" in status_text(app)
+        pairs.value = "4"
+        await pilot.pause()
+        assert shown(app.query_one("#form-error", Static)).strip() == ""
+        await pilot.press("r")
+        await settle(pilot)
+        assert len(session_dirs(sessions)) == 1
 
 
 # -------------------------------------------------------------------------------- sessions
@@ -338,31 +452,93 @@ async def test_corrupt_session_shows_an_error_not_a_crash(roots):
 @drive
 async def test_without_gpu_opens_in_browse_mode(roots):
     _, sessions, _ = roots
-    app, _ = make_app(roots, gpu=False)
+    app, backend = make_app(roots, gpu=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         banner = shown(app.query_one("#mode-banner", Static))
-        assert "Browse mode" in banner and "no CUDA device" in banner
+        assert "Browse mode" in banner and "no CUDA device" in banner and "builds (b)" in banner
         assert app.query_one(TabbedContent).active == "sessions"
         assert app.query_one("#run-button").disabled
-        assert app.check_action("run", ()) is None and app.check_action("build", ()) is None
-        await pilot.press("r", "b")
+        # r says why it cannot run instead of doing nothing
+        await pilot.press("r")
         await settle(pilot)
         assert app.busy == "" and session_dirs(sessions) == []
+        assert "Cannot run in browse mode: no CUDA device" in status_text(app)
+        # b builds: compiling and the ptxas report need no GPU
+        await pilot.press("b")
+        await settle(pilot)
+        assert len(backend.built) == 6 and "Build finished" in status_text(app)
+        rows = app.query_one(VariantMatrix).rows_by_name.values()
+        assert {r.state for r in rows} == {"built"}
         await pilot.press("o")  # browsing still works
         await settle(pilot)
         assert app.query_one(ResultsView).view.info.name == SYNTHETIC_NAME
 
 
 @drive
-async def test_nvml_unavailable_is_said_not_crashed(roots):
+async def test_without_a_compiler_b_says_why_it_cannot_build(roots):
+    app, backend = make_app(roots, gpu=False, compiler=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "builds: no CUDA toolkit found" in shown(app.query_one("#mode-banner", Static))
+        await pilot.press("b")
+        await settle(pilot)
+        assert app.busy == "" and backend.built == []
+        assert "Cannot build: no CUDA toolkit found" in status_text(app)
+
+
+@drive
+async def test_nvml_unavailable_is_one_short_line(roots):
     app, _ = make_app(roots, nvml=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         panel = app.query_one(NvmlPanel)
         assert panel.available is False
-        assert "NVML unavailable" in shown(panel.query_one("#nvml-note", Static))
+        line = panel.query_one("#nvml-line", Static)
+        assert shown(line).strip() == "NVML unavailable: library not found"
+        assert "NVMLError_LibraryNotFound" in str(line.tooltip)  # the full reason, on hover
         assert not panel.query_one("#nvml-live").display
+        # one line across the bottom of the body, not a fifth of the width
+        assert (panel.region.width, panel.region.height) == (SIZE[0], 1)
+        assert app.query_one(TabbedContent).region.width == SIZE[0]
+
+
+@pytest.mark.parametrize(
+    "reason, short",
+    [
+        (
+            "NVML unavailable: NVMLError_LibraryNotFound: NVML Shared Library Not Found",
+            "library not found",
+        ),
+        ("NVML unavailable: NVMLError_DriverNotLoaded: Driver Not Loaded", "driver not loaded"),
+        ("NVML unavailable: NVMLError_NoPermission", "no permission"),
+        (
+            "NVML unavailable: pynvml (nvidia-ml-py) is not importable (No module named 'pynvml')",
+            "pynvml (nvidia-ml-py) is not importable",
+        ),
+        ("workbench.monitor unavailable: ImportError: boom", "workbench.monitor unavailable"),
+        ("NVML unavailable: monitor stopped", "monitor stopped"),
+    ],
+)
+def test_nvml_reasons_are_shortened_for_one_line(reason, short):
+    assert short_reason(reason) == short
+
+
+@drive
+async def test_narrow_terminal_folds_the_gpu_panel_and_keeps_the_matrix_whole(roots):
+    app, _ = make_app(roots)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.refresh_monitor()
+        await settle(pilot)
+        panel = app.query_one(NvmlPanel)
+        assert (panel.region.width, panel.region.height) == (80, 1)
+        line = shown(panel.query_one("#nvml-line", Static))
+        assert "NVIDIA H200 (replay)" in line and "GiB" in line and "MHz" in line
+        matrix = app.query_one(VariantMatrix)
+        # every column of the matrix is in view: nothing cut ("ke/w1" in issue 15)
+        assert matrix.virtual_size.width <= matrix.region.width
+        assert matrix.region.height == 7  # header and six variants
 
 
 @drive
@@ -444,6 +620,98 @@ def test_headless_run_saves_a_screenshot_of_the_results(roots, tmp_path):
         screenshot(browse, tmp_path / "no.svg", run=True, size=(160, 48))
 
 
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_during_a_headless_run_exits_130_and_keeps_the_samples(tmp_path, presses):
+    """Ctrl-C in `workbench tui --screenshot --run` used to end in a traceback (NoMatches
+    'NvmlPanel', WorkerCancelled): the app was torn down under its workers' messages. One
+    Ctrl-C waits for the session to close and saves the screenshot; a second quits at once."""
+    repo = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests")])}
+    # a cancelled run takes 1.5 s to close here, so that a second Ctrl-C comes while it does
+    proc = subprocess.Popen(
+        [sys.executable, str(repo / "tests" / "tui_backend_double.py"), str(tmp_path), "3", "1.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "held"  # the run waits after 3 pairs
+        for _ in range(presses):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.3)  # two signals sent at once may arrive as one
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Error" not in err, err
+    (saved,) = session_dirs(tmp_path / "sessions")
+    s = load_session(saved)  # closed by the run itself, even when quitting at once
+    assert s.meta["status"] == "interrupted" and len(s.samples) == 3 * 4
+    if presses == 1:
+        assert f"samples are kept in {saved}" in err
+        assert "interrupted" in (tmp_path / "shot.svg").read_text()
+    else:
+        assert not (tmp_path / "shot.svg").exists()
+
+
+def test_sigint_to_the_running_app_closes_its_session_and_exits_130(tmp_path):
+    """SIGINT from outside (kill -INT; in a terminal Ctrl-C is a key) used to tear the app down
+    mid-run; now it interrupts as Ctrl-C does."""
+    repo = Path(__file__).parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "tests")])}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(repo / "tests" / "tui_backend_double.py"),
+            str(tmp_path),
+            "3",
+            "--app",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Error" not in err, err
+    (saved,) = session_dirs(tmp_path / "sessions")
+    s = load_session(saved)
+    assert s.meta["status"] == "interrupted" and len(s.samples) == 3 * 4
+
+
+@drive
+async def test_worker_messages_arriving_after_shutdown_are_dropped(roots):
+    source = roots[0]
+    app, backend = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        view = app.backend.open_session(source)
+    # The app has shut down and its widgets are gone, as when a worker posts during shutdown:
+    # every handler of a worker message must let it go instead of querying a missing widget.
+    event = ProgressEvent("w13/hot", 1, 4, 2, 12, 8, 0.93, (0.92, 0.94))
+    for handler, message in (
+        (app.on_monitor_read, MonitorRead(backend.monitor_reading(), "")),
+        (app.on_monitor_read, MonitorRead(None, "NVML unavailable: test")),
+        (app.on_gpu_probed, GpuProbed(backend.gpu_status(), backend.variants())),
+        (app.on_build_progressed, BuildProgressed(backend.variants()[0])),
+        (app.on_build_ended, BuildEnded(cancelled=True)),
+        (app.on_run_progressed, RunProgressed(event)),
+        (app.on_run_ended, RunEnded(source, cancelled=True)),
+        (app.on_sessions_listed, SessionsListed(backend.sessions())),
+        (app.on_session_opened, SessionOpened(view)),
+        (app.on_work_failed, WorkFailed("open", "gone")),
+    ):
+        handler(message)
+    assert app.open_path is None  # nothing was applied
+
+
 # ------------------------------------------------------------------ engine adapter on CPU
 
 
@@ -469,6 +737,24 @@ def test_engine_backend_on_a_cpu_machine(roots):
     # the form's configuration is accepted by the runner, which then says there is no GPU
     with pytest.raises(NoGPUError, match="no usable GPU"):
         backend.run(RunConfig(pairs=6), lambda e: None, lambda: False)
+
+
+def test_engine_backend_build_status_needs_nvcc_and_cuda_torch_not_a_gpu(roots, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from workbench import build
+
+    _, sessions, plots = roots
+    backend = EngineBackend(sessions, plots, browse_only=True)  # browsing still builds
+    monkeypatch.setattr(build, "cuda_home", lambda: "/opt/cuda-test")
+    monkeypatch.setattr(torch.version, "cuda", "12.9")
+    status = backend.build_status()
+    assert status.available and "nvcc in /opt/cuda-test" in status.reason
+    monkeypatch.setattr(build, "cuda_home", lambda: None)
+    status = backend.build_status()
+    assert not status.available and "no CUDA toolkit found" in status.reason
+    monkeypatch.setattr(torch.version, "cuda", None)
+    status = backend.build_status()
+    assert not status.available and "is not a CUDA build" in status.reason
 
 
 def test_analysis_recomputes_verdicts_from_the_journal(roots):
@@ -508,7 +794,7 @@ def test_replaying_a_committed_session_reproduces_its_results(meta, tmp_path):
     original = view_from_session(load_session(source))
     pairs = max((s["pair"] for s in load_session(source).samples), default=0) + 1
     backend = ReplayBackend(source, tmp_path / "sessions", tmp_path / "plots")
-    config = RunConfig(kernels=("w13", "w2", "step"), pairs=max(pairs, 2))
+    config = RunConfig(kernels=("w13", "w2", "step"), pairs=max(pairs, 2), blocks=1)
     events = []
     path = backend.run(config, events.append, lambda: False)
     replayed = backend.open_session(path)
@@ -530,12 +816,34 @@ async def _ready(pilot) -> None:
         await settle(pilot, 2)
 
 
-def test_snapshot_main_screen(roots, snap_compare):
+# Every screen at the smallest supported size and at a roomy one (issue 15: at 80x24 the
+# variant matrix was cut to "ke/w1").
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_main_screen(roots, snap_compare, size):
     app, _ = make_app(roots)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_ready)
+    assert snap_compare(app, terminal_size=size, run_before=_ready)
 
 
-def test_snapshot_results_screen(roots, snap_compare):
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_live_run_chart(roots, snap_compare, size):
+    """Mid-run: w13/hot done (12 pairs), w13/rotating at 6 pairs, charted as they stand."""
+    app, backend = make_app(roots, hold_at=18)
+
+    async def mid_run(pilot):
+        await _ready(pilot)
+        await pilot.press("r")
+        assert await asyncio.to_thread(backend.held.wait, 10)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=size, run_before=mid_run)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_results_screen(roots, snap_compare, size):
+    """The opened session: its ratio chart (verdict colours, ±1 % band), table, recommendation."""
     source = roots[0]
     app, _ = make_app(roots)
 
@@ -544,12 +852,13 @@ def test_snapshot_results_screen(roots, snap_compare):
         app.open_session(source)
         await settle(pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=open_it)
+    assert snap_compare(app, terminal_size=size, run_before=open_it)
 
 
-def test_snapshot_browse_mode_without_nvml(roots, snap_compare):
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_browse_mode_without_nvml(roots, snap_compare, size):
     app, _ = make_app(roots, gpu=False, nvml=False)
-    assert snap_compare(app, terminal_size=SIZE, run_before=settle)
+    assert snap_compare(app, terminal_size=size, run_before=settle)
 
 
 def test_snapshot_help_screen(roots, snap_compare):

@@ -25,7 +25,7 @@ import numpy as np
 from workbench import stats
 from workbench.session import SessionWriter, load_session
 from workbench.shapes import PRESETS
-from workbench.tui.backend import GpuStatus, ProgressEvent, RunConfig, VariantRow
+from workbench.tui.backend import BuildStatus, GpuStatus, ProgressEvent, RunConfig, VariantRow
 from workbench.tui.engine import EngineBackend
 
 SYNTHETIC_NAME = "20261120T120000Z_synthetic-h200"
@@ -149,7 +149,8 @@ VARIANT_TABLE = (
 class ReplayBackend(EngineBackend):
     """Replays ``source`` (a session folder). ``hold_at``: after that many pairs of a run (or
     variants of a build), wait until cancelled (makes "cancel midway" deterministic). ``gpu=False`` acts as a
-    machine without a GPU; ``nvml=False`` as one without NVML."""
+    machine without a GPU; ``nvml=False`` as one without NVML; ``compiler=False`` as one without
+    nvcc (builds, which need no GPU, are possible unless that is set)."""
 
     def __init__(
         self,
@@ -158,15 +159,19 @@ class ReplayBackend(EngineBackend):
         plots_root: Path,
         gpu: bool = True,
         nvml: bool = True,
+        compiler: bool = True,
         pace_s: float = 0.0,
         hold_at: int | None = None,
+        closing_s: float = 0.0,
     ) -> None:
         super().__init__(sessions_root, plots_root)
         self.source = Path(source)
         self.gpu = gpu
         self.nvml = nvml
+        self.compiler = compiler
         self.pace_s = pace_s
         self.hold_at = hold_at
+        self.closing_s = closing_s  # how long a cancelled run takes to stop (a sample in flight)
         self.held = threading.Event()  # set while a run waits at hold_at
         self._readings = load_session(self.source).nvml
         self._tick = 0
@@ -176,6 +181,11 @@ class ReplayBackend(EngineBackend):
         if not self.gpu:
             return GpuStatus(False, "no CUDA device (replay double without a GPU)")
         return GpuStatus(True, f"replaying {self.source.name}", "NVIDIA H200 (replay)")
+
+    def build_status(self) -> BuildStatus:
+        if not self.compiler:
+            return BuildStatus(False, "no CUDA toolkit found (replay double without nvcc)")
+        return BuildStatus(True, "replayed builds, for sm_90")
 
     def variants(self) -> list[VariantRow]:
         return [VariantRow(n, k, lay, r) for n, k, lay, r, *_ in VARIANT_TABLE]
@@ -246,10 +256,12 @@ class ReplayBackend(EngineBackend):
         done = 0
         for step, c in enumerate(chosen, start=1):
             writer.record("comparison", **{k: v for k, v in c.items() if k not in ("type", "t")})
-            samples = [s for s in src.samples_for(c["id"]) if s["pair"] < config.pairs]
+            total = config.pairs * config.blocks  # the run form's pairs are per block
+            samples = [s for s in src.samples_for(c["id"]) if s["pair"] < total]
             kept: list[dict] = []
             for s in samples:
                 if cancelled():
+                    time.sleep(self.closing_s)
                     writer.finish("interrupted", error="cancelled from the TUI")
                     return writer.path
                 kept.append(writer.record("sample", **{k: v for k, v in s.items() if k != "type"}))
@@ -265,7 +277,7 @@ class ReplayBackend(EngineBackend):
                         step,
                         len(chosen),
                         s["pair"] + 1,
-                        config.pairs,
+                        config.pairs * config.blocks,
                         len(kept),
                         ci.median,
                         (ci.low, ci.high) if finite else None,
@@ -276,3 +288,46 @@ class ReplayBackend(EngineBackend):
                     self._hold(cancelled)
         writer.finish("complete")
         return writer.path
+
+
+def main(argv: list[str]) -> int:
+    """``python tests/tui_backend_double.py ROOT HOLD_AT [CLOSING_S] [--app]``: `workbench tui
+    --screenshot ROOT/shot.svg --run` on this double, in a process of its own (with ``--app``:
+    the app itself, run headless as `workbench tui` runs it in a terminal, starting the run
+    once it is up); prints "held" once the run waits after HOLD_AT pairs, so that a test can
+    press Ctrl-C (send SIGINT) at a known point."""
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.headless import screenshot
+
+    as_app = "--app" in argv
+    argv = [a for a in argv if a != "--app"]
+    root, hold_at = Path(argv[0]), int(argv[1])
+    closing_s = float(argv[2]) if len(argv) > 2 else 0.0
+    source = write_synthetic_session(root / "sessions")
+    backend = ReplayBackend(
+        source, root / "sessions", root / "plots", hold_at=hold_at, closing_s=closing_s
+    )
+
+    def announce() -> None:
+        if backend.held.wait(60):
+            print("held", flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    # NVML readings every 20 ms: worker messages keep arriving while the app shuts down
+    app = WorkbenchApp(backend, monitor_interval=0.02)
+    if not as_app:
+        return screenshot(app, root / "shot.svg", run=True, size=(160, 48))
+
+    async def start_run(pilot) -> None:
+        while app.gpu is None:
+            await pilot.pause(0.05)
+        app.action_run()
+
+    app.run(headless=True, auto_pilot=start_run)
+    return app.return_code or 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

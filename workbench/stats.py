@@ -412,9 +412,9 @@ def compare(
     else:
         med, low, high, unit, cov = c.median, c.low, c.high, "pair", c.coverage
         caveat = (
-            "one block: the interval covers within-placement noise only"
+            "one block: placement not covered"
             if nblocks == 1
-            else "no blocks (legacy session): the interval covers within-run noise only"
+            else "no blocks: placement not covered"
         )
         ci = (  # below min_pairs the CI is (-inf, inf): say so, never print "inf"
             f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %; {caveat})"

@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--browse",
         action="store_true",
-        help="browse saved sessions only, even on a machine with a GPU",
+        help="no runs, even on a machine with a GPU: saved sessions (and builds) only",
     )
     p.add_argument(
         "--nvml-interval",
@@ -70,4 +70,4 @@ def run(args: argparse.Namespace) -> int:
 
         return screenshot(app, Path(args.screenshot), args.run, size)
     app.run()
-    return 0
+    return app.return_code or 0  # 130 after Ctrl-C

@@ -14,7 +14,13 @@ from typing import Any
 
 from workbench import compare, stats
 from workbench.provenance import staleness_text
-from workbench.tui.backend import Recommendation, ResultRow, SessionInfo, SessionView
+from workbench.tui.backend import (
+    RatioPoint,
+    Recommendation,
+    ResultRow,
+    SessionInfo,
+    SessionView,
+)
 
 
 def shape_text(config: Mapping[str, Any]) -> str:
@@ -84,10 +90,21 @@ def _row(r: compare.ComparisonResult) -> ResultRow:
     )
 
 
+def _compact(line: str) -> str:
+    head, sep, rest = line.partition(" (")
+    why, sep2, facts = rest.partition("; ")
+    if not (sep and sep2 and facts.endswith(")")):
+        return line
+    return f"{head} — {facts[:-1]}"
+
+
 def _recommendation(rec: stats.Recommendation) -> Recommendation:
     # stats.recommend lists one line per set, then the decision, then any caution.
     n = len(rec.verdicts)
     per_set, rest = rec.evidence[:n], rec.evidence[n:]
+    # "hot: FASTER (why; figures)": the panel keeps the verdict and its figures (the why
+    # restates the rule, printed once below them)
+    per_set = [_compact(line) for line in per_set]
     choice = rec.arm if rec.decision != "inconclusive" else f"inconclusive ({rec.arm} stays)"
     return Recommendation(rec.kernel, choice, rest[0] if rest else "", tuple(per_set + rest[1:]))
 
@@ -96,12 +113,17 @@ def view_from_session(s: Any) -> SessionView:
     """The results view of a loaded session (see the module docstring)."""
     results = compare.analyse(s)
     notes = list(s.warnings)
-    rows = []
+    rows, chart = [], []
     for r in results:
         if r.verdict.n == 0:
             notes.append(f"{r.id}: no complete pair measured")
         else:
             rows.append(_row(r))
+            role = r.cmp["role"]
+            label = r.id if role == "main" else f"{r.id} ({role})"
+            chart.append(
+                RatioPoint.from_verdict(label, r.verdict.to_dict(), _sample_size(r.verdict))
+            )
     info = info_from_session(s)
     if info.stale:
         notes.insert(0, staleness_text(list(info.stale)))
@@ -125,6 +147,7 @@ def view_from_session(s: Any) -> SessionView:
         rule=stats.rule_text(compare.session_m(s)),
         notes=tuple(notes),
         config=dict(s.config),
+        chart=tuple(chart),
     )
 
 
@@ -165,3 +188,8 @@ def compare_markdown(diff: compare.SessionDiff) -> str:
         if ids:
             lines.append(f"\nOnly in {name}: {', '.join(ids)}")
     return "\n".join(lines)
+
+
+def _sample_size(v: stats.Verdict) -> str:
+    """ "6 blocks, 12 pairs" (block-level interval) or "12 pairs" (a session without blocks)."""
+    return f"{v.blocks} blocks, {v.n} pairs" if v.method == "blocks" else f"{v.n} pairs"

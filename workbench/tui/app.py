@@ -6,7 +6,13 @@ messages back; the event loop only ever updates widgets, so the UI never freezes
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import signal
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from rich.text import Text
 from textual import on, work
@@ -18,8 +24,9 @@ from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPa
 from textual.worker import get_current_worker
 
 from workbench.errors import BadArgument, WorkbenchError
-from workbench.tui.backend import Backend, GpuStatus, RunConfig
+from workbench.tui.backend import Backend, BuildStatus, GpuStatus, RunConfig
 from workbench.tui.commands import WorkbenchCommands
+from workbench.tui.headless import EXIT_INTERRUPTED
 from workbench.tui.messages import (
     BuildEnded,
     BuildProgressed,
@@ -42,6 +49,21 @@ from workbench.tui.widgets.run_form import RunForm
 from workbench.tui.widgets.run_progress import RunProgress
 from workbench.tui.widgets.session_browser import SessionBrowser
 from workbench.tui.widgets.variant_matrix import VariantMatrix
+
+M = TypeVar("M")
+
+
+def while_running(handler: Callable[[WorkbenchApp, M], None]) -> Callable[[WorkbenchApp, M], None]:
+    """For handlers of worker messages: a worker may post while the app shuts down (quit,
+    Ctrl-C, the end of a headless run), when its widgets are already gone; then there is
+    nothing left to show and the message is dropped."""
+
+    @functools.wraps(handler)
+    def guarded(self: WorkbenchApp, message: M) -> None:
+        if self.is_running:
+            handler(self, message)
+
+    return guarded
 
 
 def describe(error: BaseException) -> str:
@@ -70,7 +92,14 @@ class WorkbenchApp(App[None]):
         Binding("3", "tab('sessions')", "Sessions", show=False),
         Binding("f1,question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
+        # Ctrl-C stops, as in any terminal program (a focused field keeps it for copying)
+        Binding("ctrl+c", "interrupt", "Interrupt", show=False),
     ]
+
+    # Screen classes the stylesheet lays out by: narrow terminals fold the GPU panel into one
+    # line, short ones drop the header.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
     busy: reactive[str] = reactive("")  # "" | "build" | "run"
     gpu: reactive[GpuStatus | None] = reactive(None)
@@ -86,7 +115,10 @@ class WorkbenchApp(App[None]):
         self.monitor_interval = monitor_interval
         self.initial_config = config
         self.open_path: Path | None = None
+        self.build_tools: BuildStatus | None = None  # known once the probe is back
+        self.run_path: Path | None = None  # the session of the last run
         self.quit_when_idle = False
+        self.interrupted = False  # Ctrl-C or SIGINT: the exit code will say so
 
     # ---- layout -------------------------------------------------------------------------
 
@@ -95,12 +127,13 @@ class WorkbenchApp(App[None]):
         yield Static("Checking for a GPU…", id="mode-banner")
         with Horizontal(id="body"):
             with TabbedContent(initial="run", id="tabs"):
-                with TabPane("Build & run", id="run"), Horizontal(id="run-pane"):
-                    with Vertical(id="run-left"):
-                        yield VariantMatrix(id="variants")
+                with TabPane("Build & run", id="run"), Vertical(id="run-pane"):
+                    # the matrix spans the pane: its eight columns need ~70 cells
+                    yield VariantMatrix(id="variants")
+                    with Horizontal(id="run-lower"):
                         yield RunProgress(id="progress")
-                    with VerticalScroll(id="form-scroll"):
-                        yield RunForm(self.initial_config, id="form")
+                        with VerticalScroll(id="form-scroll"):
+                            yield RunForm(self.initial_config, id="form")
                 with TabPane("Results", id="results"):
                     yield ResultsView(id="results-view")
                 with TabPane("Sessions", id="sessions"):
@@ -115,6 +148,13 @@ class WorkbenchApp(App[None]):
         self.refresh_monitor()
         if self.monitor_interval:
             self.set_interval(self.monitor_interval, self.refresh_monitor)
+        # SIGINT from outside (in the terminal's raw mode Ctrl-C is a key, not a signal) must
+        # not tear the app down mid-run: it interrupts like Ctrl-C. Not where signals cannot
+        # be caught (a thread other than the main one, Windows).
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+            asyncio.get_running_loop().add_signal_handler(
+                signal.SIGINT, lambda: self.call_later(self.action_interrupt)
+            )
 
     # ---- state --------------------------------------------------------------------------
 
@@ -136,9 +176,16 @@ class WorkbenchApp(App[None]):
             )
             banner.set_class(False, "browse")
         else:
+            tools = self.build_tools
+            can_build = tools is not None and tools.available
             banner.update(
                 Text.assemble(
-                    ("Browse mode", "bold"), ": builds and runs are disabled: ", gpu.reason
+                    ("Browse mode", "bold"),
+                    ": saved sessions and builds (b); runs need a GPU: "
+                    if can_build
+                    else ": saved sessions only; runs need a GPU: ",
+                    gpu.reason,
+                    "" if can_build else f"; builds: {tools.reason if tools else 'unknown'}",
                 )
             )
             banner.set_class(True, "browse")
@@ -146,8 +193,9 @@ class WorkbenchApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("build", "run"):
-            # None: shown in the footer but disabled, so browse mode still says the key exists.
-            return None if self.busy or self.gpu is None or not self.gpu.available else True
+            # None: shown in the footer but disabled while busy or still probing. Without a GPU
+            # or a compiler the keys stay live: pressed, they say why they cannot act.
+            return None if self.busy or self.gpu is None else True
         if action == "cancel":
             return bool(self.busy)
         return True
@@ -167,12 +215,26 @@ class WorkbenchApp(App[None]):
     def action_build(self) -> None:
         if self.check_action("build", ()) is not True:
             return
+        tools = self.build_tools
+        if tools is None or not tools.available:
+            why = tools.reason if tools else "the build tooling could not be probed"
+            self.set_status(f"Cannot build: {why}", error=True)
+            self.notify(why, title="Cannot build", severity="warning")
+            return
         self.busy = "build"
         self.set_status("Building variants…")
         self.build_variants([])
 
     def action_run(self) -> None:
         if self.check_action("run", ()) is not True:
+            return
+        if self.gpu is not None and not self.gpu.available:
+            self.set_status(f"Cannot run in browse mode: {self.gpu.reason}", error=True)
+            self.notify(
+                f"Timing needs a GPU: {self.gpu.reason}. Builds (b) and saved sessions work.",
+                title="Cannot run",
+                severity="warning",
+            )
             return
         try:
             config = self.query_one(RunForm).config()
@@ -182,8 +244,12 @@ class WorkbenchApp(App[None]):
             return
         self.busy = "run"
         self.action_tab("run")
+        from workbench.stats import DEFAULT_M  # the runner's minimum effect (not in the form)
+
         steps = len(config.kernels) * len(config.sets)
-        self.query_one(RunProgress).start(steps, None if config.adaptive else config.pairs)
+        self.query_one(RunProgress).start(
+            steps, None if config.adaptive else config.pairs, DEFAULT_M
+        )
         self.set_status(f"Running {config.a} (A) against {config.b} (B)…")
         self.run_ab(config)
 
@@ -208,7 +274,16 @@ class WorkbenchApp(App[None]):
             self.action_cancel()
             self.set_status("Quitting once the sample in flight is saved (q again: quit now)…")
             return
-        self.exit()
+        self.leave()
+
+    async def action_interrupt(self) -> None:
+        """Ctrl-C: quit as q does (a build or run is cancelled first, its session kept), with
+        the exit code of an interrupted program."""
+        self.interrupted = True
+        await self.action_quit()
+
+    def leave(self) -> None:
+        self.exit(return_code=EXIT_INTERRUPTED if self.interrupted else 0)
 
     def action_compiler_log(self) -> None:
         row = self.query_one(VariantMatrix).selected()
@@ -250,6 +325,10 @@ class WorkbenchApp(App[None]):
             return
         self.compare_sessions(browser.marked, info.path)
 
+    def on_run_form_left(self, _message: RunForm.Left) -> None:
+        # Escape in the form: back to the matrix, where b, r, l and the tab keys act again.
+        self.query_one(VariantMatrix).focus()
+
     def on_session_browser_open_requested(self, message: SessionBrowser.OpenRequested) -> None:
         self.open_session(message.path)
 
@@ -265,11 +344,15 @@ class WorkbenchApp(App[None]):
         except Exception as e:  # a probe must never take the app down
             status = GpuStatus(False, describe(e))
         try:
+            build = self.backend.build_status()
+        except Exception as e:
+            build = BuildStatus(False, describe(e))
+        try:
             variants = self.backend.variants()
         except Exception as e:
             variants = []
             self._fail("variants", e)
-        self.post_message(GpuProbed(status, variants))
+        self.post_message(GpuProbed(status, variants, build))
 
     @work(thread=True, group="sessions", exclusive=True, exit_on_error=False)
     def list_sessions(self) -> None:
@@ -340,19 +423,23 @@ class WorkbenchApp(App[None]):
 
     # ---- messages from the workers ------------------------------------------------------
 
+    @while_running
     def on_gpu_probed(self, message: GpuProbed) -> None:
         self.query_one(VariantMatrix).set_rows(message.variants)
+        self.build_tools = message.build
         self.gpu = message.status
         if not message.status.available:
             self.action_tab("sessions")
 
+    @while_running
     def on_build_progressed(self, message: BuildProgressed) -> None:
         self.query_one(VariantMatrix).update_variant(message.row)
 
+    @while_running
     def on_build_ended(self, message: BuildEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
-            self.exit()
+            self.leave()
             return
         if message.error:
             self.set_status(f"Build failed: {message.error}", error=True)
@@ -362,13 +449,15 @@ class WorkbenchApp(App[None]):
         else:
             self.set_status("Build finished.")
 
+    @while_running
     def on_run_progressed(self, message: RunProgressed) -> None:
         self.query_one(RunProgress).event = message.event
 
+    @while_running
     def on_run_ended(self, message: RunEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
-            self.exit()
+            self.leave()
             return
         progress = self.query_one(RunProgress)
         if message.error:
@@ -378,10 +467,12 @@ class WorkbenchApp(App[None]):
         else:
             progress.state = "interrupted" if message.cancelled else "complete"
             self.set_status(f"Session saved: {message.path}")
+        self.run_path = message.path
         if message.path is not None:
             self.open_session(message.path)
         self.list_sessions()
 
+    @while_running
     def on_sessions_listed(self, message: SessionsListed) -> None:
         self.query_one(SessionBrowser).show(message.sessions)
         if not message.sessions and not self.busy:
@@ -395,26 +486,33 @@ class WorkbenchApp(App[None]):
                 error=True,
             )
 
+    @while_running
     def on_session_opened(self, message: SessionOpened) -> None:
         view = message.view
         self.open_path = view.info.path
         self.query_one(ResultsView).view = view
+        if view.info.path == self.run_path:  # the run's own verdicts replace its live figures
+            self.query_one(RunProgress).finish(view.chart)
         self.action_tab("results")
         if self.busy != "run":
             self.set_status(f"Opened {view.info.name} ({view.info.status}).")
 
+    @while_running
     def on_work_failed(self, message: WorkFailed) -> None:
         self.set_status(f"Cannot {message.what}: {message.error}", error=True)
         self.notify(message.error, title=f"Cannot {message.what}", severity="error")
 
+    @while_running
     def on_exported(self, message: Exported) -> None:
         result = message.result
         self.set_status(f"Exported {len(result.plots)} plots and the report {result.report}")
         self.notify(f"{len(result.plots)} plots, report {result.report}", title="Exported")
 
+    @while_running
     def on_compared(self, message: Compared) -> None:
         self.push_screen(CompareScreen(message.title, message.markdown))
 
+    @while_running
     def on_monitor_read(self, message: MonitorRead) -> None:
         panel = self.query_one(NvmlPanel)
         if message.reading is None:

@@ -9,11 +9,13 @@ its session, which then holds the samples measured so far and the status "interr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from workbench.abba import ProtocolConfig
 from workbench.errors import BadArgument
 from workbench.shapes import DEFAULT_PRESET, Shape, resolve_shape
 
@@ -31,6 +33,14 @@ class GpuStatus:
     available: bool
     reason: str
     name: str = ""
+
+
+@dataclass(frozen=True)
+class BuildStatus:
+    """Whether variants can be compiled here: nvcc and a CUDA build of torch, no GPU needed."""
+
+    available: bool
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,8 @@ class RunConfig:
     sets: tuple[str, ...] = SETS
     a: str = "b3-scalar"
     b: str = "b3-coop"
-    pairs: int = 12
+    pairs: int = ProtocolConfig.pairs  # ABBA pairs per block (docs/DESIGN.md §5.5)
+    blocks: int = ProtocolConfig.blocks
     adaptive: bool = False
     target_pct: float = 0.5
     calls: int = 48
@@ -99,7 +110,7 @@ class RunConfig:
         for side in ("a", "b"):
             if getattr(self, side) not in ARMS:
                 raise BadArgument(f"{side}={getattr(self, side)!r} is not one of {', '.join(ARMS)}")
-        for name, low in (("pairs", 2), ("calls", 1), ("replays", 1)):
+        for name, low in (("pairs", 1), ("blocks", 1), ("calls", 1), ("replays", 1)):
             value = getattr(self, name)
             if value < low:
                 raise BadArgument(f"{name}={value} must be at least {low}")
@@ -191,6 +202,39 @@ class Recommendation:
     evidence: tuple[str, ...] = ()
 
 
+def _finite_or_none(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class RatioPoint:
+    """One comparison on the ratio chart: median ratio B/A, its CI, the minimum effect m and the
+    verdict ("" while still measuring). None: not known (no pair yet, too few for a CI)."""
+
+    label: str
+    median: float | None
+    ci_low: float | None
+    ci_high: float | None
+    m: float
+    verdict: str = ""
+    note: str = ""  # e.g. "8/12 pairs" during a run
+
+    @classmethod
+    def from_verdict(cls, label: str, verdict: Mapping[str, Any], note: str = "") -> RatioPoint:
+        """From a `stats.Verdict` dict (``to_dict()``): reads median, ci_low, ci_high, m and
+        verdict only; non-finite figures (JSON nulls) become None."""
+        m = _finite_or_none(verdict.get("m"))
+        return cls(
+            label,
+            _finite_or_none(verdict.get("median")),
+            _finite_or_none(verdict.get("ci_low")),
+            _finite_or_none(verdict.get("ci_high")),
+            m if m is not None and m > 0 else 0.0,
+            str(verdict.get("verdict") or ""),
+            note,
+        )
+
+
 @dataclass(frozen=True)
 class SessionView:
     """A session opened for the results view."""
@@ -201,6 +245,7 @@ class SessionView:
     rule: str
     notes: tuple[str, ...] = ()
     config: dict = field(default_factory=dict)
+    chart: tuple[RatioPoint, ...] = ()  # the rows' ratios, CIs and ±m band, for the chart
 
 
 @dataclass(frozen=True)
@@ -214,6 +259,10 @@ class Backend(Protocol):
 
     def gpu_status(self) -> GpuStatus:
         """Can this machine build and time kernels? The reason is shown in browse mode."""
+        ...
+
+    def build_status(self) -> BuildStatus:
+        """Can this machine compile the variants (and so show their ptxas report)?"""
         ...
 
     def variants(self) -> list[VariantRow]:

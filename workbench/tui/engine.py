@@ -13,6 +13,7 @@ from pathlib import Path
 
 from workbench.errors import WorkbenchError
 from workbench.tui.backend import (
+    BuildStatus,
     ExportResult,
     GpuStatus,
     ProgressEvent,
@@ -92,6 +93,27 @@ class EngineBackend:
         major, minor = torch.cuda.get_device_capability()
         name = torch.cuda.get_device_name()
         return GpuStatus(True, f"sm_{major}{minor}, torch {torch.__version__}", name)
+
+    def build_status(self) -> BuildStatus:
+        # Compiling needs no GPU (`workbench build` works on a CPU machine): nvcc, and a torch
+        # built for CUDA (its headers and libraries are what the extensions link against).
+        try:
+            import torch
+        except Exception as e:
+            return BuildStatus(False, f"torch cannot be imported ({type(e).__name__}: {e})")
+        if torch.version.cuda is None:
+            return BuildStatus(False, f"torch {torch.__version__} is not a CUDA build")
+        try:
+            build = _engine("build")
+            home = build.cuda_home()
+            arch = build.target_arch()
+        except Exception as e:
+            return BuildStatus(False, f"{type(e).__name__}: {e}")
+        if home is None:
+            return BuildStatus(
+                False, "no CUDA toolkit found (set CUDA_HOME to the folder holding bin/nvcc)"
+            )
+        return BuildStatus(True, f"nvcc in {home}, for sm_{arch.replace('.', '')}")
 
     def variants(self) -> list[VariantRow]:
         variants, build = _engine("variants"), _engine("build")

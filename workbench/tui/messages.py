@@ -8,6 +8,7 @@ from pathlib import Path
 from textual.message import Message
 
 from workbench.tui.backend import (
+    BuildStatus,
     ExportResult,
     GpuStatus,
     ProgressEvent,
@@ -21,6 +22,7 @@ from workbench.tui.backend import (
 class GpuProbed(Message):
     status: GpuStatus
     variants: list[VariantRow]
+    build: BuildStatus | None = None  # None: the backend could not say
 
 
 @dataclass

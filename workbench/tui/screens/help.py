@@ -19,8 +19,10 @@ then times them as ABBA pairs of CUDA-Graph replays on a hot and a rotating expe
 1. **Build & run** tab: press `b` to build the variants (the matrix shows build time, registers
    and spills; `l` shows a variant's compiler log).
 2. Set the run (preset or shape, tp, kernels, sets, A and B, pairs, calls, replays) and press `r`.
-   The progress panel shows pair *k* of *n* and the current ratio B/A with its 95 % CI.
-   `escape` cancels: the samples measured so far are kept as an *interrupted* session.
+   Numeric fields take digits only; a bad value is named under the form. `escape` leaves the
+   form, so that the keys below act again. The progress panel shows pair *k* of *n* and the
+   current ratio B/A with its 95 % CI, and charts it. `escape` cancels: the samples measured so
+   far are kept as an *interrupted* session.
 3. **Results** tab: per (kernel, set) the median ms of A and B, µs per call, the ratio, its CI,
    the Wilcoxon p, how many pairs favour B, and the verdict (FASTER, SLOWER, SAME, AMBIGUOUS).
    The recommendation panel names the reader per kernel, the rule and the evidence.
@@ -32,14 +34,16 @@ performs the default run headless and saves an SVG of the finished screen.
 
 The GPU panel on the right shows NVML readings (memory, clocks, temperature, power, throttle
 reasons and their recent history) while idle and during runs.
-Without a GPU the workbench opens in browse mode: saved sessions only, runs disabled.
+Without a GPU the workbench opens in browse mode: saved sessions, and builds (they need nvcc and
+a CUDA build of torch, not a GPU); `r` says why it cannot run. Without NVML, or on a narrow
+terminal, the GPU panel is one line at the bottom.
 
 ## Keys
 | key | action |
 |---|---|
 | `b` | build all variants |
 | `r` | run with the form's configuration |
-| `escape` | cancel the build or run in progress |
+| `escape` | leave the run form; else cancel the build or run in progress |
 | `l` | compiler log of the highlighted variant |
 | `enter`, `o` | open the highlighted session |
 | `m` | mark a session for comparison |
@@ -49,7 +53,7 @@ Without a GPU the workbench opens in browse mode: saved sessions only, runs disa
 | `1` `2` `3` | Build & run, Results, Sessions tabs |
 | `ctrl+p` | command palette (every action above) |
 | `f1` `?` | this help |
-| `q` | quit |
+| `q`, `ctrl+c` | quit (a build or run is cancelled first; its session is kept) |
 """
 
 

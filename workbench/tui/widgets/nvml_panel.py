@@ -1,7 +1,12 @@
-"""Live NVML panel: memory bar, clocks, temperature, power, throttle flags and sparklines."""
+"""Live NVML panel: memory bar, clocks, temperature, power, throttle flags and sparklines.
+
+Where there is no room for the panel (a narrow terminal) or nothing to show in it (no NVML), it
+collapses to one line under the tabs: the readings in brief, or "NVML unavailable: <why>".
+"""
 
 from __future__ import annotations
 
+import re
 from collections import deque
 
 from rich.text import Text
@@ -16,13 +21,29 @@ HISTORY = 60  # readings kept for the sparklines (one per poll)
 GIB = 1024**3
 
 
+def short_reason(reason: str) -> str:
+    """The gist of why NVML is unavailable, for one line (the full text goes in a tooltip).
+
+    ``NVML unavailable: NVMLError_LibraryNotFound: NVML Shared Library Not Found`` gives
+    ``library not found``: pynvml's error class names say it in their words."""
+    text = re.sub(r"^NVML unavailable:?\s*", "", reason.strip())
+    error = re.match(r"NVMLError_(\w+)", text)
+    if error:
+        return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", error.group(1)).lower()
+    text = re.sub(r"\s*\([^()]*\)$", "", text.split(": ")[0])  # no trailing detail
+    return text if len(text) <= 48 else text[:47] + "…"
+
+
 def _fmt(value: float | None, unit: str) -> str:
     # NVML may not answer a query on some boards (power, say): show a dash, keep the rest.
     return "–" if value is None else f"{value:.0f} {unit}"
 
 
 class NvmlPanel(Vertical):
-    """Push readings (dicts with the nvml.jsonl keys) or a reason NVML is unavailable."""
+    """Push readings (dicts with the nvml.jsonl keys) or a reason NVML is unavailable.
+
+    The class ``-unavailable`` is set while NVML is unavailable; the app's stylesheet then (and
+    on narrow screens) shows only ``#nvml-line``."""
 
     available: reactive[bool] = reactive(True)
 
@@ -33,6 +54,7 @@ class NvmlPanel(Vertical):
         }
 
     def compose(self) -> ComposeResult:
+        yield Static("waiting for NVML…", id="nvml-line")
         yield Static("waiting for NVML…", id="nvml-note")
         with Vertical(id="nvml-live"):
             yield Label("memory", classes="nvml-label")
@@ -50,21 +72,22 @@ class NvmlPanel(Vertical):
                 yield Sparkline([], id=f"spark-{key.replace('_', '-')}")
 
     def watch_available(self, available: bool) -> None:
-        self.query_one("#nvml-live").display = available
+        self.set_class(not available, "-unavailable")
 
     def unavailable(self, reason: str) -> None:
         self.available = False
-        note = (
-            reason
-            if reason.startswith("NVML unavailable")
-            else "NVML unavailable" + (f": {reason}" if reason else "")
-        )
-        self.query_one("#nvml-note", Static).update(Text(note, style="bold yellow"))
+        note = Text.assemble(("NVML unavailable", "bold yellow"))
+        if short_reason(reason):
+            note.append(f": {short_reason(reason)}", "yellow")
+        for widget in (self.query_one("#nvml-line", Static), self.query_one("#nvml-note", Static)):
+            widget.update(note)
+            widget.tooltip = reason or None
 
     def push(self, reading: dict) -> None:
         """Show one reading and append it to the sparkline history."""
         self.available = True
         self.query_one("#nvml-note", Static).update(Text(reading.get("gpu", "GPU"), "bold"))
+        self.query_one("#nvml-line", Static).tooltip = None
         used, total = reading.get("mem_used"), reading.get("mem_total")
         bar = self.query_one("#nvml-mem", ProgressBar)
         mem_text = self.query_one("#nvml-mem-text", Static)
@@ -80,12 +103,18 @@ class NvmlPanel(Vertical):
         )
         bits = int(reading.get("throttle") or 0)
         names = throttle_names(bits)
-        flags = Text("throttle: ")
         # Only the bits that flag a timed sample are alarming; idle and app clocks are not.
-        flags.append(
-            ", ".join(names) if names else "none", "bold red" if bits & FLAG_MASK else "green"
+        flag = (", ".join(names) if names else "none", "bold red" if bits & FLAG_MASK else "green")
+        self.query_one("#nvml-throttle", Static).update(Text.assemble("throttle: ", flag))
+        mem = "–" if used is None or not total else f"{used / GIB:.1f}/{total / GIB:.1f} GiB"
+        self.query_one("#nvml-line", Static).update(
+            Text.assemble(
+                (reading.get("gpu", "GPU"), "bold"),
+                f"  mem {mem}  SM {_fmt(reading.get('sm_mhz'), 'MHz')}  throttle: ",
+                flag,
+                f"  {_fmt(reading.get('temp_c'), '°C')}  {_fmt(reading.get('power_w'), 'W')}",
+            )
         )
-        self.query_one("#nvml-throttle", Static).update(flags)
         for key, hist in self.history.items():
             value = reading.get(key)
             if value is not None:

@@ -1,28 +1,31 @@
-"""The results view: which session is open, its results table and its recommendation."""
+"""The results view: which session is open, its ratio chart, results table and recommendation.
+
+One scrolling column, the at-a-glance chart first: on a small terminal the rest scrolls."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
 from workbench.tui.backend import SessionView
+from workbench.tui.widgets.ratio_chart import RatioChart
 from workbench.tui.widgets.recommendation import RecommendationPanel
 from workbench.tui.widgets.results_table import ResultsTable
 
 
-class ResultsView(Vertical):
+class ResultsView(VerticalScroll):
     """Shows one `SessionView`; ``view`` is reactive so opening a session is one assignment."""
 
     view: reactive[SessionView | None] = reactive(None, always_update=True)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="results-header")
+        yield RatioChart(id="results-chart")
         yield ResultsTable(id="results-table")
-        with VerticalScroll(id="recommendation-scroll"):
-            yield RecommendationPanel(id="recommendation")
+        yield RecommendationPanel(id="recommendation")
 
     def on_mount(self) -> None:
         self.watch_view(self.view)
@@ -31,7 +34,9 @@ class ResultsView(Vertical):
         header = self.query_one("#results-header", Static)
         table = self.query_one(ResultsTable)
         panel = self.query_one(RecommendationPanel)
+        chart = self.query_one(RatioChart)
         if view is None:
+            chart.show([])
             header.update(
                 Text("No session open: run one, or open one from the Sessions tab.", "dim")
             )
@@ -52,5 +57,6 @@ class ResultsView(Vertical):
         for note in view.notes:
             text.append("\n" + note, "yellow")
         header.update(text)
+        chart.show(view.chart)
         table.show(view.rows)
         panel.show(view.recommendations, view.rule)

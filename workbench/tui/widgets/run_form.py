@@ -1,10 +1,19 @@
-"""The run configuration form: shape, kernels, sets, A and B arms and the timing protocol."""
+"""The run configuration form: shape, kernels, sets, A and B arms and the timing protocol.
+
+Numeric fields take digits only (Textual's integer/number inputs refuse other keys, so a key
+meant for the app cannot slip into a field), and every change is checked at once: the first
+problem shows under the form, naming the field. Escape leaves the form, so that the app's keys
+work again.
+"""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
+from textual.message import Message
+from textual.validation import Integer, Number
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from workbench.errors import BadArgument
@@ -25,8 +34,31 @@ def _int(text: str, name: str, blank: int | None = None) -> int | None:
         raise BadArgument(f"{name}={text!r} is not an integer") from None
 
 
+# The least value each integer field accepts (RunConfig.validate has the same floors).
+_MINIMUM = {"pairs": 1, "blocks": 1, "calls": 1, "replays": 1, "seed": 0} | dict.fromkeys(
+    _SHAPE_FIELDS, 1
+)
+
+
+def _integer(name: str, value: str, **kwargs) -> Input:
+    low = _MINIMUM[name]
+    return Input(
+        value,
+        type="integer",
+        validators=[Integer(minimum=low, failure_description=f"must be an integer >= {low}")],
+        compact=True,
+        id=name,
+        **kwargs,
+    )
+
+
 class RunForm(Vertical):
     """Collects a `RunConfig`. ``config()`` validates and raises BadArgument naming the field."""
+
+    BINDINGS = [Binding("escape", "leave", "Leave form", show=False)]
+
+    class Left(Message):
+        """Escape in the form: the app moves focus back to its main area."""
 
     def __init__(self, config: RunConfig | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -54,26 +86,36 @@ class RunForm(Vertical):
             for name in _SHAPE_FIELDS:
                 yield Label(name.replace("_", "-"))
                 value = getattr(c, name)
-                yield Input(
+                yield _integer(
+                    name,
                     "" if value is None else str(value),
                     placeholder=f"preset ({getattr(PRESETS[c.preset], name)})",
-                    compact=True,
-                    id=name,
+                    valid_empty=True,  # blank: the preset's value
                 )
             yield Label("A")
             yield Select([(a, a) for a in ARMS], value=c.a, allow_blank=False, compact=True, id="a")
             yield Label("B")
             yield Select([(a, a) for a in ARMS], value=c.b, allow_blank=False, compact=True, id="b")
-            yield Label("pairs")
-            yield Input(str(c.pairs), compact=True, id="pairs")
+            yield Label("blocks")
+            yield _integer("blocks", str(c.blocks))
+            yield Label("pairs/block")
+            yield _integer("pairs", str(c.pairs))
             yield Label("target CI ±%")
-            yield Input(str(c.target_pct), compact=True, id="target_pct")
+            yield Input(
+                str(c.target_pct),
+                type="number",
+                validators=[
+                    Number(0, 50, failure_description="must be a number in (0, 50) percent")
+                ],
+                compact=True,
+                id="target_pct",
+            )
             yield Label("calls")
-            yield Input(str(c.calls), compact=True, id="calls")
+            yield _integer("calls", str(c.calls))
             yield Label("replays")
-            yield Input(str(c.replays), compact=True, id="replays")
+            yield _integer("replays", str(c.replays))
             yield Label("seed")
-            yield Input(str(c.seed), compact=True, id="seed")
+            yield _integer("seed", str(c.seed))
         with Horizontal(classes="checks"):
             for k in KERNELS:
                 yield Checkbox(k, k in c.kernels, compact=True, id=f"kernel-{k}")
@@ -90,6 +132,26 @@ class RunForm(Vertical):
             preset = PRESETS[event.value]
             for name in _SHAPE_FIELDS:
                 self.query_one(f"#{name}", Input).placeholder = f"preset ({getattr(preset, name)})"
+        self.check()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        event.stop()
+        self.check()
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        event.stop()
+        self.check()
+
+    def action_leave(self) -> None:
+        self.post_message(self.Left())
+
+    def check(self) -> str:
+        """Show the first problem of the form under it (or clear it); return it ("" if none)."""
+        try:
+            self.config()
+        except BadArgument as e:
+            return str(e)
+        return ""
 
     def _text(self, widget_id: str) -> str:
         return self.query_one(f"#{widget_id}", Input).value
@@ -97,6 +159,12 @@ class RunForm(Vertical):
     def config(self) -> RunConfig:
         """The validated configuration; shows and raises BadArgument on bad input."""
         try:
+            for field in self.query(Input):
+                result = field.validate(field.value)
+                if result is not None and not result.is_valid:
+                    raise BadArgument(
+                        f"{field.id}={field.value!r} {'; '.join(result.failure_descriptions)}"
+                    )
             target_text = self._text("target_pct").strip()
             try:
                 target = float(target_text)
@@ -111,6 +179,7 @@ class RunForm(Vertical):
                 a=self.query_one("#a", Select).value,
                 b=self.query_one("#b", Select).value,
                 pairs=_int(self._text("pairs"), "pairs", RunConfig.pairs),
+                blocks=_int(self._text("blocks"), "blocks", RunConfig.blocks),
                 adaptive=self.query_one("#adaptive", Checkbox).value,
                 target_pct=target,
                 calls=_int(self._text("calls"), "calls", RunConfig.calls),

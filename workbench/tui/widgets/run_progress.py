@@ -1,24 +1,18 @@
-"""Live progress of a run: pair k of n, the current ratio and its CI, per comparison."""
+"""Live progress of a run: pair k of n, and per comparison the current ratio, its CI and the
+±m band on the ratio chart."""
 
 from __future__ import annotations
 
-from rich.table import Table
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
-from workbench.tui.backend import ProgressEvent
-
-
-def ratio_text(ratio: float | None, ci: tuple[float, float] | None) -> str:
-    """``0.9312 [0.9210, 0.9405]``, or a dash while fewer than two pairs exist."""
-    if ratio is None:
-        return "–"
-    if ci is None:
-        return f"{ratio:.4f}"
-    return f"{ratio:.4f} [{ci[0]:.4f}, {ci[1]:.4f}]"
+from workbench.tui.backend import ProgressEvent, RatioPoint
+from workbench.tui.widgets.ratio_chart import RatioChart
 
 
 class RunProgress(Vertical):
@@ -30,24 +24,33 @@ class RunProgress(Vertical):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.latest: dict[str, ProgressEvent] = {}
+        self.m = 0.01  # the run's minimum effect, set by start()
 
     def compose(self) -> ComposeResult:
         yield Static("", id="progress-title")
         yield ProgressBar(total=None, show_eta=False, id="progress-bar")
         yield Static("", id="progress-line")
-        yield Static("", id="progress-table")
+        yield RatioChart(
+            "Each comparison's ratio B/A appears here as its pairs complete.", id="progress-chart"
+        )
 
     def on_mount(self) -> None:
         self.watch_state(self.state)
 
-    def start(self, steps: int, pairs: int | None) -> None:
-        """A new run of ``steps`` comparisons of ``pairs`` pairs each (None: adaptive)."""
+    def start(self, steps: int, pairs: int | None, m: float) -> None:
+        """A new run of ``steps`` comparisons of ``pairs`` pairs each (None: adaptive), whose
+        verdicts will use the minimum effect ``m``."""
         self.latest = {}
+        self.m = m
         bar = self.query_one(ProgressBar)
         bar.update(total=None if pairs is None else steps * pairs, progress=0)
         self.event = None
         self.state = "running"
-        self.query_one("#progress-table", Static).update("")
+        self.query_one(RatioChart).show([])
+
+    def finish(self, points: Sequence[RatioPoint]) -> None:
+        """The run's session is analysed: chart its verdicts in place of the live figures."""
+        self.query_one(RatioChart).show(points)
 
     def watch_state(self, state: str) -> None:
         text = {
@@ -73,9 +76,9 @@ class RunProgress(Vertical):
         self.latest[event.cmp_id] = event
         of = "?" if event.pairs is None else str(event.pairs)
         line.update(
-            f"comparison {event.step} of {event.steps}: [b]{event.cmp_id}[/b]   "
-            f"pair {event.pair} of {of}   ratio B/A {ratio_text(event.ratio, event.ci)}   "
-            f"{event.samples} samples" + (f"\n[yellow]{event.message}[/]" if event.message else "")
+            f"[b]{event.cmp_id}[/b]: pair {event.pair} of {of}, {event.samples} samples "
+            f"(comparison {event.step} of {event.steps})"
+            + (f"\n[yellow]{event.message}[/]" if event.message else "")
         )
         if event.pairs is not None:
             # The engine knows the full plan (reference arms, confirmation), the form does not:
@@ -84,13 +87,15 @@ class RunProgress(Vertical):
                 total=event.steps * event.pairs,
                 progress=(event.step - 1) * event.pairs + event.pair,
             )
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("comparison", "pairs", "ratio B/A [95% CI]"):
-            table.add_column(col)
-        for e in self.latest.values():
-            table.add_row(
-                e.cmp_id,
-                f"{e.pair}/{'?' if e.pairs is None else e.pairs}",
-                ratio_text(e.ratio, e.ci),
-            )
-        self.query_one("#progress-table", Static).update(table)
+        self.query_one(RatioChart).show(
+            [
+                RatioPoint(
+                    e.cmp_id,
+                    e.ratio,
+                    *(e.ci or (None, None)),
+                    self.m,
+                    note=f"{e.pair}/{'?' if e.pairs is None else e.pairs} pairs",
+                )
+                for e in self.latest.values()
+            ]
+        )
