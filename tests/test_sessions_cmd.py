@@ -100,7 +100,10 @@ def test_list_reports_unreadable_and_empty(root, tmp_path, capsys):
     assert main(["sessions", "list", "--root", str(root)]) == 0
     cap = capsys.readouterr()
     assert "20200101T000000Z_bad" not in cap.out and "skipped 20200101T000000Z_bad" in cap.err
-    assert main(["sessions", "list", "--root", str(tmp_path / "none")]) == 0
+    assert main(["sessions", "list", "--root", str(tmp_path / "none")]) == 2
+    assert "--root" in capsys.readouterr().err  # a typo in --root is not "no sessions"
+    (tmp_path / "empty").mkdir()
+    assert main(["sessions", "list", "--root", str(tmp_path / "empty")]) == 0
     assert "no sessions under" in capsys.readouterr().out
 
 

@@ -13,11 +13,10 @@ import sys
 import threading
 from typing import Any
 
+from workbench import limits
 from workbench.abba import ProtocolConfig
-from workbench.errors import BuildError, NumericsError
+from workbench.errors import EXIT_INTERRUPTED, BuildError, NumericsError
 from workbench.shapes import add_shape_arguments
-
-EXIT_INTERRUPTED = 130
 
 
 def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> None:
@@ -57,8 +56,31 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
     o.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
 
 
+# option, attribute, maximum, the maximum's name in workbench.limits
+_UPPER = (
+    ("--pairs", "pairs", limits.MAX_PAIRS, "MAX_PAIRS"),
+    ("--max-pairs", "max_pairs", limits.MAX_PAIRS, "MAX_PAIRS"),
+    ("--calls", "calls", limits.MAX_CALLS, "MAX_CALLS"),
+    ("--replays", "replays", limits.MAX_REPLAYS, "MAX_REPLAYS"),
+    ("--retries", "retries", limits.MAX_RETRIES, "MAX_RETRIES"),
+    ("--budget", "budget", limits.MAX_BUDGET_S, "MAX_BUDGET_S"),
+    ("--seed", "seed", limits.MAX_SEED, "MAX_SEED"),
+    ("--target", "target", 1.0, "a fraction"),
+    ("--min-effect", "min_effect", 1.0, "a fraction"),
+)
+
+
+def check_limits(args: argparse.Namespace) -> None:
+    """Upper bounds and the slug rule (workbench.limits); lower bounds are checked by their
+    owners (ProtocolConfig, make_config). Torch-free: runs before any GPU check."""
+    limits.check_slug(args.slug)
+    for option, attr, maximum, name in _UPPER:
+        limits.check_max(option, getattr(args, attr), maximum, name)
+
+
 def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
     """The validated protocol (BadArgument names the option)."""
+    check_limits(args)
     return ProtocolConfig(
         pairs=args.pairs,
         adaptive=args.adaptive,

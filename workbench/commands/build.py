@@ -36,9 +36,11 @@ def _variants(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from workbench.errors import BadArgument
+    from workbench.limits import MAX_JOBS, check_max
 
     if args.jobs is not None and args.jobs < 1:
         raise BadArgument(f"--jobs {args.jobs} must be >= 1")
+    check_max("--jobs", args.jobs, MAX_JOBS, "MAX_JOBS")
     variants = _variants(args)
     if args.log:
         match = [v for v in variants if v.name == args.log]

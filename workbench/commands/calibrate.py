@@ -16,6 +16,7 @@ import argparse
 
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
 from workbench.errors import BadArgument
+from workbench.limits import MAX_SPIN_CYCLES, check_max
 
 HELP = "inject known delays with the calibration build: the smallest effect detected reliably"
 DEFAULT_REPLAYS = 50
@@ -54,6 +55,7 @@ def parse_spins(text: str) -> tuple[int, ...]:
         raise BadArgument(f"--spins {text!r} must list cycle counts >= 0")
     if len([s for s in spins if s > 0]) < 1:
         raise BadArgument(f"--spins {text!r} needs at least one spin > 0")
+    check_max("--spins", spins[-1], MAX_SPIN_CYCLES, "MAX_SPIN_CYCLES")
     return tuple(spins)
 
 
@@ -65,6 +67,7 @@ def plan_calibration(kernels, sets, arm: str, spins, base_spin: int = 0) -> list
 
     if base_spin < 0:
         raise BadArgument(f"--base-spin {base_spin} must be >= 0")
+    check_max("--base-spin", base_spin, MAX_SPIN_CYCLES, "MAX_SPIN_CYCLES")
     out = []
     for kernel in kernels:
         if kernel == "step":

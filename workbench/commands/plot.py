@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from workbench.commands._paths import output_dir
 from workbench.errors import BadArgument
 
 HELP = "draw a session's figures (pair ratios, samples over time, distributions, NVML) as PNG/SVG"
@@ -46,9 +48,12 @@ def run(args: argparse.Namespace) -> int:
     from workbench.session import load_session
 
     formats = parse_formats(args.format)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise BadArgument(f"--out {args.out!r} is a file, not a folder")
     session = load_session(resolve_session(args.session, args.root))
     for w in session.warnings:
         print(f"workbench plot: warning: {w}", file=sys.stderr)
-    for path in plot_session(session, args.out, formats):
+    out = output_dir(args.out, "--out")
+    for path in plot_session(session, out, formats):
         print(path)
     return 0

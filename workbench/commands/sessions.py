@@ -293,7 +293,14 @@ def _pool(args: argparse.Namespace) -> int:
     from workbench.replicates import pool_sessions
     from workbench.session import load_session
 
-    sessions = [load_session(resolve(a, args.root)) for a in args.sessions]
+    paths: dict[Path, str] = {}
+    for a in args.sessions:
+        p = resolve(a, args.root)
+        key = (p.parent if p.name == "session.json" else p).resolve()
+        if key in paths:  # one session twice would count as two agreeing replicates
+            raise BadArgument(f"SESSION {a!r} is the same session as {paths[key]!r}")
+        paths[key] = a
+    sessions = [load_session(p) for p in paths]
     p = pool_sessions(sessions, args.m)
     if args.json:
         _dump(
@@ -330,5 +337,14 @@ def _pool(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_args(args: argparse.Namespace) -> None:
+    """Bad options exit 2 before any session is read (--m is checked by workbench.stats)."""
+    from workbench.commands._paths import existing_dir
+
+    if args.action == "list":
+        existing_dir(args.root, "--root")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_args(args)
     return {"list": _list, "show": _show, "compare": _compare, "pool": _pool}[args.action](args)
