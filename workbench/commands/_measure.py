@@ -184,8 +184,12 @@ def drive(cfg, args: argparse.Namespace):
             console.print(f"session kept (failed) at {runner.session.path}")
         return None, e.exit_code
     except KeyboardInterrupt:
-        where = f" at {runner.session.path}" if runner.session is not None else ""
-        console.print(f"[yellow]interrupted[/]: session kept as interrupted{where}")
+        if runner.session is None:
+            console.print("[yellow]interrupted[/] before the session began: nothing was measured")
+        else:
+            console.print(
+                f"[yellow]interrupted[/]: session kept as interrupted at {runner.session.path}"
+            )
         return None, EXIT_INTERRUPTED
     finally:
         if in_main:
@@ -222,15 +226,24 @@ def make_plots(session_path, plots_dir: str, console) -> list:
     return paths
 
 
-def finish_output(result, args: argparse.Namespace, render) -> None:
-    """Tables (stdout, or stderr with --json), plots, then the JSON summary on stdout."""
+def finish_output(result, args: argparse.Namespace, render) -> int:
+    """Tables (stdout, or stderr with --json), plots, then the JSON summary on stdout.
+    Returns 0, or EXIT_INTERRUPTED when Ctrl-C stopped the plots (the session is saved)."""
     err = _console()
     out = err if args.json else _console(stderr=False)
     render(out, result.summary)
-    plots = [] if args.no_plots else make_plots(result.session_path, args.plots_dir, err)
+    try:
+        plots = [] if args.no_plots else make_plots(result.session_path, args.plots_dir, err)
+    except KeyboardInterrupt:
+        err.print(
+            f"[yellow]interrupted[/] while drawing the plots: session saved at "
+            f"{result.session_path} ({result.status})"
+        )
+        return EXIT_INTERRUPTED
     out.print(f"session: {result.session_path} ({result.status})")
     if args.json:
         summary = dict(result.summary)
         summary["plots"] = [str(p) for p in plots]
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")
+    return 0

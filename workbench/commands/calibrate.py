@@ -110,5 +110,5 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     result, code = drive(cfg, args)
     if result is not None:
-        finish_output(result, args, render_calibration)
+        code = finish_output(result, args, render_calibration) or code
     return code
