@@ -43,6 +43,8 @@ CASES: list[tuple[list[str], str]] = [
     (["ab", "--hidden", HUGE], "hidden="),
     (["ab", "--experts", "0"], "experts=0"),
     (["ab", "--bogus"], "--bogus"),
+    (["ab", "--sessions-dir", "{file}"], "--sessions-dir"),
+    (["ab", "--plots-dir", "{file}"], "--plots-dir"),
     # calibrate
     (["calibrate", "--spins", f"0,{HUGE}"], "--spins"),
     (["calibrate", "--spins", "a,b"], "--spins 'a,b'"),
@@ -106,6 +108,12 @@ CASES: list[tuple[list[str], str]] = [
     (["tui", "--screenshot", "{tmp}/s.svg", "--size", "10x5"], "--size '10x5'"),
     (["tui", "--screenshot", "{tmp}/s.svg", "--size", "wide"], "--size 'wide'"),
     (["tui", "--screenshot", "{tmp}"], "--screenshot"),
+    (["tui", "--sessions", "{file}"], "--sessions"),
+    (["plot", SESSION, "--floor-us", "w13/cold=1"], "--floor-us entry 'w13/cold=1'"),
+    (["plot", SESSION, "--floor-us", "w13/hot=0"], "--floor-us entry 'w13/hot=0'"),
+    (["plot", SESSION, "--floor-file", "/nonexistent/floor.txt"], "--floor-file"),
+    (["plot", SESSION, "--floor-us", "w13/hot=2", "--floor-file", "{file}"], "--floor-file"),
+    (["plot", SESSION, SESSION], "same session"),
     # the command itself
     (["nope"], "'nope'"),
 ]

@@ -15,6 +15,7 @@ from typing import Any
 
 from workbench import limits
 from workbench.abba import ProtocolConfig
+from workbench.commands._paths import not_a_file
 from workbench.errors import EXIT_INTERRUPTED, BuildError, NumericsError
 from workbench.shapes import add_shape_arguments
 
@@ -74,6 +75,9 @@ def check_limits(args: argparse.Namespace) -> None:
     """Upper bounds and the slug rule (workbench.limits); lower bounds are checked by their
     owners (ProtocolConfig, make_config). Torch-free: runs before any GPU check."""
     limits.check_slug(args.slug)
+    not_a_file(args.sessions_dir, "--sessions-dir")
+    if not args.no_plots:
+        not_a_file(args.plots_dir, "--plots-dir")
     for option, attr, maximum, name in _UPPER:
         limits.check_max(option, getattr(args, attr), maximum, name)
 

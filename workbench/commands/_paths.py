@@ -10,9 +10,7 @@ from workbench.errors import BadArgument
 
 def output_dir(path: str | Path, option: str) -> Path:
     """``path`` as a folder, created if missing; BadArgument when it is a file or unwritable."""
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise BadArgument(f"{option} {str(p)!r} is a file, not a folder")
+    p = not_a_file(path, option)
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -36,4 +34,12 @@ def existing_dir(path: str | Path, option: str) -> Path:
     if not p.is_dir():
         what = "is a file, not a folder" if p.exists() else "does not exist"
         raise BadArgument(f"{option} {str(p)!r} {what}")
+    return p
+
+
+def not_a_file(path: str | Path, option: str) -> Path:
+    """A folder that may not exist yet (made later), but must not be a file."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise BadArgument(f"{option} {str(p)!r} is a file, not a folder")
     return p

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from workbench.commands._paths import output_dir
+from workbench.commands._paths import not_a_file, output_dir
 from workbench.errors import EXIT_INTERRUPTED, BadArgument
 
 HELP = (
@@ -98,8 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.report import analyse
 
     formats = parse_formats(args.format)
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise BadArgument(f"--out {args.out!r} is a file, not a folder")
+    not_a_file(args.out, "--out")
     floor, source = _floor(args)
     sessions = _sessions(args)
     out = output_dir(args.out, "--out")

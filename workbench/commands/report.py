@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from workbench.commands._paths import output_dir, output_file
+from workbench.commands._paths import not_a_file, output_dir, output_file
 from workbench.commands.plot import add_session_argument
 from workbench.errors import BadArgument
 
@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from workbench.session import load_session
 
     out = output_file(args.output, "--output") if args.output else None
-    if not args.no_plots and Path(args.plots_dir).exists() and not Path(args.plots_dir).is_dir():
-        raise BadArgument(f"--plots-dir {args.plots_dir!r} is a file, not a folder")
+    if not args.no_plots:
+        not_a_file(args.plots_dir, "--plots-dir")
     session = load_session(resolve_session(args.session, args.root))
     for w in session.warnings:
         print(f"workbench report: warning: {w}", file=sys.stderr)

@@ -46,8 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.commands._paths import not_a_file
     from workbench.errors import BadArgument
 
+    not_a_file(args.sessions, "--sessions")
+    not_a_file(args.plots, "--plots")
     if not args.nvml_interval > 0:
         raise BadArgument(f"--nvml-interval={args.nvml_interval} must be > 0 seconds")
     if args.run and not args.screenshot:
