@@ -5,6 +5,11 @@ output (with the ptxas report) is captured whole and builds can run in parallel;
 imports the built library. Builds live in a cache folder keyed by a hash of the sources, the flags,
 the target arch and the torch/CUDA versions; a repeat request imports the cached library directly,
 without torch's build machinery, so a cache hit takes well under a second.
+
+Several processes may share the cache (two test runs, a TUI beside a CLI): a build holds a file
+lock per variant (``filelock``), compiles into a fresh folder of its own and renames it into place
+once complete, so a concurrent build of the same variant waits and then finds it built, and no
+process sees a half-written library or build.log.
 """
 
 from __future__ import annotations
@@ -19,12 +24,17 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import ModuleType
 
+from filelock import FileLock, Timeout
+
+from workbench.compiler_log import error_excerpt, kernel_ptxas, parse_ptxas
 from workbench.errors import BuildError
 from workbench.variants import Variant, parse_arm
 
@@ -139,36 +149,6 @@ def build_name(v: Variant, arch: str) -> str:
     return f"wb_{v.kernel}_{v.layout}_{v.reader}{calib}_{h.hexdigest()[:16]}"
 
 
-_PTXAS_FN = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+a?)'")
-_PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
-_PTXAS_FRAME = re.compile(
-    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
-)
-
-
-def parse_ptxas(log: str) -> dict[str, dict]:
-    """Per kernel entry point: registers, smem, stack frame and spill bytes from `ptxas -v`."""
-    out: dict[str, dict] = {}
-    current = None
-    for line in log.splitlines():
-        if m := _PTXAS_FN.search(line):
-            current = out.setdefault(m.group(1), {"arch": m.group(2)})
-        elif current is not None and (m := _PTXAS_FRAME.search(line)):
-            current.update(
-                stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3))
-            )
-        elif current is not None and (m := _PTXAS_USED.search(line)):
-            current.update(registers=int(m.group(1)), smem=int(m.group(2) or 0))
-    return out
-
-
-def kernel_ptxas(v: Variant, report: dict[str, dict]) -> dict:
-    for fn, info in report.items():
-        if f"{v.kernel}_kernel" in fn:
-            return {"function": fn, **info}
-    return {}
-
-
 def _import_library(name: str, lib_path: str) -> ModuleType:
     import torch  # noqa: F401  (the extension links against torch's libraries)
 
@@ -181,17 +161,37 @@ def _import_library(name: str, lib_path: str) -> ModuleType:
 
 
 _LOADED: dict[str, ModuleType] = {}
+# How long a build waits for another process's build of the same variant: a cold build of one
+# variant takes a minute or two, so an hour means that build is stuck, not slow.
+LOCK_WAIT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class BuildEvent:
+    """One step of a variant's build, for progress displays (the CLI's, the TUI's variant matrix).
+
+    Sent from build_many's worker threads: a UI must hand it to its own thread (a Textual app:
+    ``App.call_from_thread``)."""
+
+    variant: str  # e.g. "w13:b3-coop"
+    state: str  # "started" (compiling), "waiting" (another process builds it), "cached", "built",
+    # or "failed"
+    seconds: float  # since this variant was asked for
+    message: str = ""  # "waiting": the lock file; "failed": the error's first line
+
+
+Progress = Callable[[BuildEvent], None]
 
 
 def _cached(v: Variant, arch: str, name: str | None = None) -> BuildResult | None:
     name = name or build_name(v, arch)
     bdir = cache_root() / name
-    meta_path = bdir / BUILD_META
-    if not meta_path.exists():
-        return None
-    meta = json.loads(meta_path.read_text())
+    try:
+        meta = json.loads((bdir / BUILD_META).read_text())
+    except (OSError, ValueError):
+        return None  # missing or unreadable: not a usable build, so build it (again)
     lib = bdir / f"{name}.so"
-    if meta.get("status") != "ok" or not lib.exists():
+    if not isinstance(meta, dict) or meta.get("status") != "ok" or not lib.exists():
         return None
     return BuildResult(
         variant=v,
@@ -214,20 +214,38 @@ def cached_build(v: Variant) -> BuildResult | None:
     return _cached(v, target_arch())
 
 
-def build_variant(v: Variant, *, load: bool = True, max_jobs: int | None = None) -> BuildResult:
-    """Build (or find in the cache) one variant; import it when `load`. Raises BuildError."""
+def cache_lock(name: str) -> FileLock:
+    """The lock of one build folder: held while a process builds `name` into the cache, so that a
+    second process building the same variant waits and then finds it built."""
+    locks = cache_root() / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    return FileLock(locks / f"{name}.lock")
+
+
+def build_variant(
+    v: Variant,
+    *,
+    load: bool = True,
+    max_jobs: int | None = None,
+    progress: Progress | None = None,
+) -> BuildResult:
+    """Build (or find in the cache) one variant; import it when `load`. Raises BuildError.
+
+    ``progress`` receives this variant's BuildEvents (from the calling thread)."""
     t0 = time.perf_counter()
+
+    def emit(state: str, message: str = "") -> None:
+        if progress is not None:
+            progress(BuildEvent(v.name, state, time.perf_counter() - t0, message))
+
     arch = target_arch()
-    res = _cached(v, arch)
-    if res is None:
-        # The child names what it built: if csrc/ changed meanwhile, that is the older sources' build.
-        built = _build_in_child(v, arch, max_jobs)
-        res = _cached(v, arch, built)
-        if res is None:
-            raise BuildError(
-                f"build of {v.name} finished but left no library in {cache_root() / built}"
-            )
-        res.cache_hit = False
+    name = build_name(v, arch)
+    try:
+        res = _cached(v, arch, name) or _build_locked(v, arch, name, max_jobs, emit)
+    except BuildError as e:
+        emit("failed", str(e).splitlines()[0] if str(e) else "")
+        raise
+    emit("cached" if res.cache_hit else "built")
     if load:
         if res.name not in _LOADED:
             _LOADED[res.name] = _import_library(res.name, res.lib_path)
@@ -236,23 +254,93 @@ def build_variant(v: Variant, *, load: bool = True, max_jobs: int | None = None)
     return res
 
 
+def _build_locked(
+    v: Variant, arch: str, name: str, max_jobs: int | None, emit: Callable[..., None]
+) -> BuildResult:
+    """Compile `v` under its cache lock, into a fresh folder renamed into place when complete:
+    a concurrent build waits, and no process ever sees a half-written build or build.log."""
+    lock = cache_lock(name)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        emit("waiting", str(lock.lock_file))
+        try:
+            lock.acquire(timeout=LOCK_WAIT_S)
+        except Timeout:
+            raise BuildError(
+                f"build of {v.name}: another build has held {lock.lock_file} for "
+                f"{LOCK_WAIT_S:.0f} s; if none is running, delete that file"
+            ) from None
+    try:
+        res = _cached(v, arch, name)  # built by the process we waited for
+        if res is not None:
+            return res
+        emit("started")
+        tmp = Path(tempfile.mkdtemp(prefix=f".building-{name}-", dir=cache_root()))
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache folder it becomes is not
+        try:
+            # The child names what it built: if csrc/ changed meanwhile, the older sources' build.
+            built = _build_in_child(v, arch, max_jobs, tmp)
+            _install(tmp, cache_root() / built)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # failed or interrupted: leave nothing
+        res = _cached(v, arch, built)
+        if res is None:
+            raise BuildError(
+                f"build of {v.name} finished but left no library in {cache_root() / built}"
+            )
+        res.cache_hit = False
+        return res
+    finally:
+        lock.release()
+
+
+def _install(tmp: Path, final: Path) -> None:
+    """Move a finished build folder into place with one rename (atomic on one file system)."""
+    if final.exists():
+        if _cached_dir_ok(final):
+            return  # a complete build of the same name is already there: keep it
+        shutil.rmtree(final)  # an incomplete folder (a build killed before the cache had locks)
+    os.rename(tmp, final)
+
+
+def _cached_dir_ok(bdir: Path) -> bool:
+    try:
+        meta = json.loads((bdir / BUILD_META).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and meta.get("status") == "ok"
+
+
 def build_many(
-    variants: list[Variant], max_jobs: int | None = None, load: bool = True
+    variants: list[Variant],
+    max_jobs: int | None = None,
+    load: bool = True,
+    *,
+    progress: Progress | None = None,
 ) -> list[BuildResult]:
-    """Builds in parallel (one child process per variant, ninja's MAX_JOBS shared out)."""
+    """Builds in parallel (one child process per variant, ninja's MAX_JOBS shared out).
+
+    ``progress`` receives every variant's BuildEvents, from the worker threads. On a failure or
+    Ctrl-C, builds not yet started are dropped; finished ones stay in the cache."""
     jobs = max_jobs or int(os.environ.get("MAX_JOBS", os.cpu_count() or 1))
     workers = max(1, min(len(variants), jobs))
     per_child = max(1, jobs // workers)
-    with ThreadPoolExecutor(workers) as pool:
-        results = list(
-            pool.map(lambda v: build_variant(v, load=False, max_jobs=per_child), variants)
-        )
+    pool = ThreadPoolExecutor(workers)
+    try:
+        futures = [
+            pool.submit(build_variant, v, load=False, max_jobs=per_child, progress=progress)
+            for v in variants
+        ]
+        results = [f.result() for f in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     if load:
         results = [build_variant(r.variant) if r.module is None else r for r in results]
     return results
 
 
-def _build_in_child(v: Variant, arch: str, max_jobs: int | None) -> str:
+def _build_in_child(v: Variant, arch: str, max_jobs: int | None, out: Path) -> str:
     home = cuda_home()
     if home is None:
         raise BuildError(
@@ -261,7 +349,7 @@ def _build_in_child(v: Variant, arch: str, max_jobs: int | None) -> str:
     env = dict(os.environ, CUDA_HOME=home, TORCH_CUDA_ARCH_LIST=arch)
     if max_jobs:
         env["MAX_JOBS"] = str(max_jobs)
-    cmd = [sys.executable, "-m", "workbench.build", v.name, "--arch", arch]
+    cmd = [sys.executable, "-m", "workbench.build", v.name, "--arch", arch, "--out", str(out)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         log = proc.stdout + proc.stderr
@@ -276,23 +364,13 @@ def _build_in_child(v: Variant, arch: str, max_jobs: int | None) -> str:
     return built[-1]
 
 
-def error_excerpt(log: str, limit: int = 25) -> str:
-    """The compiler's error lines (with a line of context), not the whole traceback wall."""
-    lines = log.splitlines()
-    keep = [i for i, ln in enumerate(lines) if re.search(r"\berror\b|Error:|FAILED", ln)]
-    picked: list[str] = []
-    for i in keep:
-        for ln in lines[i : i + 2]:
-            if ln not in picked:
-                picked.append(ln)
-    return "\n".join(picked[:limit] or lines[-limit:])
-
-
 def _child_main(argv: list[str]) -> int:
-    """Runs inside the child process: compile with torch's JIT + ninja, record the result."""
+    """Runs inside the child process: compile with torch's JIT + ninja into --out, record the
+    result there; the parent moves the folder into the cache."""
     ap = argparse.ArgumentParser(prog="python -m workbench.build")
     ap.add_argument("variant", help="like w13:b3-coop or w2:b3-scalar+calib")
     ap.add_argument("--arch", required=True)
+    ap.add_argument("--out", required=True, help="empty folder to build in (the parent renames it)")
     a = ap.parse_args(argv)
     kernel, rest = a.variant.split(":")
     calib = rest.endswith("+calib")
@@ -301,7 +379,7 @@ def _child_main(argv: list[str]) -> int:
     from torch.utils.cpp_extension import load
 
     name = build_name(v, a.arch)
-    bdir = cache_root() / name
+    bdir = Path(a.out)
     bdir.mkdir(parents=True, exist_ok=True)
     cuda_flags, cxx_flags = _flags(v)
     t0 = time.perf_counter()

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from workbench import __version__
-from workbench.errors import EXIT_BAD_ARGS, WorkbenchError
+from workbench.errors import EXIT_BAD_ARGS, EXIT_INTERRUPTED, WorkbenchError
 
 # name -> module; the order is the order of `workbench --help`.
 COMMANDS: dict[str, str] = {
@@ -28,9 +28,10 @@ COMMANDS: dict[str, str] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep its message short
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message}\n")
+    def error(self, message: str) -> None:
+        # One line, like every other bad-argument error: the usage of `ab` alone is 15 lines,
+        # and --help is one command away.
+        self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,18 +53,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args = parser.parse_args(["tui", *(argv or [])])
+    command = "workbench"
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            args = parser.parse_args(["tui", *(argv or [])])
+        command = f"workbench {args.command}"
         return int(args._run(args) or 0)
     except WorkbenchError as e:
-        print(f"workbench {args.command}: {e}", file=sys.stderr)
+        print(f"{command}: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print(f"workbench {args.command}: interrupted", file=sys.stderr)
-        return 130
+        # whatever was measured or drawn is already on disk (sessions are journals, figures
+        # and builds are written whole): say so in one line, no traceback
+        print(f"{command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.build import csrc_dir, parse_ptxas
+from workbench.build import csrc_dir
+from workbench.compiler_log import parse_ptxas
 from workbench.errors import BuildError
 from workbench.variants import Variant
 

@@ -18,6 +18,16 @@ GROUP = 32
 TILE_COLS = 32
 KERNELS = ("w13", "w2")
 TP_CHOICES = (1, 2, 4, 8)
+# Upper bounds of a shape: far past every released model, so that a typo such as
+# --hidden 1000000000000 is an error rather than 3.7e17 bytes of arithmetic.
+MAX_DIMS = {
+    "hidden": 65_536,  # released models: 2,048 to 16,384 (Llama-3 405B is the widest)
+    "inter": 65_536,  # dense FFNs reach 53,248 (Llama-3 405B); MoE experts are far narrower
+    "experts": 4_096,  # released MoEs route over at most a few hundred (512 in the presets)
+    "top_k": 64,  # released MoEs pick 1 to 16 experts per token
+    "layers": 1_024,  # the deepest released models have ~130 layers
+    "tp": 64,  # one NVLink domain (NVL72) bounds useful tensor parallelism
+}
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,10 @@ class Shape:
             )
         if self.top_k > self.experts:
             raise BadArgument(f"top_k={self.top_k} exceeds experts={self.experts}")
+        for field, maximum in MAX_DIMS.items():
+            value = getattr(self, field)
+            if value > maximum:
+                raise BadArgument(f"{field}={value} is above the maximum {maximum:,} (MAX_DIMS)")
         if self.inter % self.tp:
             raise BadArgument(f"inter={self.inter} is not divisible by tp={self.tp}")
         checks = [

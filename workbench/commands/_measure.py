@@ -13,11 +13,11 @@ import sys
 import threading
 from typing import Any
 
+from workbench import limits
 from workbench.abba import ProtocolConfig
-from workbench.errors import BuildError, NumericsError
+from workbench.commands._paths import not_a_file
+from workbench.errors import EXIT_INTERRUPTED, BuildError, NumericsError
 from workbench.shapes import add_shape_arguments
-
-EXIT_INTERRUPTED = 130
 
 
 def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> None:
@@ -78,8 +78,34 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
     o.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
 
 
+# option, attribute, maximum, the maximum's name in workbench.limits
+_UPPER = (
+    ("--pairs", "pairs", limits.MAX_PAIRS, "MAX_PAIRS"),
+    ("--max-pairs", "max_pairs", limits.MAX_PAIRS, "MAX_PAIRS"),
+    ("--calls", "calls", limits.MAX_CALLS, "MAX_CALLS"),
+    ("--replays", "replays", limits.MAX_REPLAYS, "MAX_REPLAYS"),
+    ("--retries", "retries", limits.MAX_RETRIES, "MAX_RETRIES"),
+    ("--budget", "budget", limits.MAX_BUDGET_S, "MAX_BUDGET_S"),
+    ("--seed", "seed", limits.MAX_SEED, "MAX_SEED"),
+    ("--target", "target", 1.0, "a fraction"),
+    ("--min-effect", "min_effect", 1.0, "a fraction"),
+)
+
+
+def check_limits(args: argparse.Namespace) -> None:
+    """Upper bounds and the slug rule (workbench.limits); lower bounds are checked by their
+    owners (ProtocolConfig, make_config). Torch-free: runs before any GPU check."""
+    limits.check_slug(args.slug)
+    not_a_file(args.sessions_dir, "--sessions-dir")
+    if not args.no_plots:
+        not_a_file(args.plots_dir, "--plots-dir")
+    for option, attr, maximum, name in _UPPER:
+        limits.check_max(option, getattr(args, attr), maximum, name)
+
+
 def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
     """The validated protocol (BadArgument names the option)."""
+    check_limits(args)
     return ProtocolConfig(
         pairs=args.pairs,
         blocks=args.blocks,
@@ -189,8 +215,12 @@ def drive(cfg, args: argparse.Namespace):
             console.print(f"session kept (failed) at {runner.session.path}")
         return None, e.exit_code
     except KeyboardInterrupt:
-        where = f" at {runner.session.path}" if runner.session is not None else ""
-        console.print(f"[yellow]interrupted[/]: session kept as interrupted{where}")
+        if runner.session is None:
+            console.print("[yellow]interrupted[/] before the session began: nothing was measured")
+        else:
+            console.print(
+                f"[yellow]interrupted[/]: session kept as interrupted at {runner.session.path}"
+            )
         return None, EXIT_INTERRUPTED
     finally:
         if in_main:
@@ -227,15 +257,24 @@ def make_plots(session_path, plots_dir: str, console) -> list:
     return paths
 
 
-def finish_output(result, args: argparse.Namespace, render) -> None:
-    """Tables (stdout, or stderr with --json), plots, then the JSON summary on stdout."""
+def finish_output(result, args: argparse.Namespace, render) -> int:
+    """Tables (stdout, or stderr with --json), plots, then the JSON summary on stdout.
+    Returns 0, or EXIT_INTERRUPTED when Ctrl-C stopped the plots (the session is saved)."""
     err = _console()
     out = err if args.json else _console(stderr=False)
     render(out, result.summary)
-    plots = [] if args.no_plots else make_plots(result.session_path, args.plots_dir, err)
+    try:
+        plots = [] if args.no_plots else make_plots(result.session_path, args.plots_dir, err)
+    except KeyboardInterrupt:
+        err.print(
+            f"[yellow]interrupted[/] while drawing the plots: session saved at "
+            f"{result.session_path} ({result.status})"
+        )
+        return EXIT_INTERRUPTED
     out.print(f"session: {result.session_path} ({result.status})")
     if args.json:
         summary = dict(result.summary)
         summary["plots"] = [str(p) for p in plots]
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")
+    return 0

@@ -75,5 +75,5 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     result, code = drive(cfg, args)
     if result is not None:
-        finish_output(result, args, render_ab)
+        code = finish_output(result, args, render_ab) or code
     return code

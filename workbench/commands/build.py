@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 
 HELP = "build every kernel variant (cached, parallel) and list build time, cache state and ptxas report"
 
@@ -26,6 +27,66 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable list on stdout")
 
 
+class BuildProgress:
+    """Per-variant progress on stderr: live rows (state, seconds) on a terminal, one plain line
+    per step otherwise (a log file or CI keeps them). Called from build_many's worker threads."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True, highlight=False)
+        self.bar = None
+        self.tasks: dict[str, object] = {}
+        self.done: set[str] = set()
+        self.lock = threading.Lock()
+        if self.console.is_terminal:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                SpinnerColumn(finished_text="•"),
+                TextColumn("{task.description:<22}"),
+                TextColumn("{task.fields[state]:<30}"),
+                TimeElapsedColumn(),
+                console=self.console,
+            )
+
+    def __enter__(self) -> BuildProgress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    @property
+    def finished(self) -> int:
+        return len(self.done)
+
+    def __call__(self, e) -> None:
+        text = {
+            "started": "compiling",
+            "waiting": "waiting for another build of it",
+            "cached": "cached",
+            "built": f"built in {e.seconds:.1f} s",
+            "failed": "FAILED",
+        }.get(e.state, e.state)
+        with self.lock:
+            if e.state in ("cached", "built"):
+                self.done.add(e.variant)
+            if self.bar is None:
+                self.console.print(f"  {e.variant}: {text}", soft_wrap=True)
+                return
+            done = e.state in ("cached", "built", "failed")
+            task = self.tasks.get(e.variant)
+            if task is None:
+                task = self.tasks[e.variant] = self.bar.add_task(e.variant, total=1, state=text)
+            self.bar.update(task, state=text, completed=1 if done else 0)
+
+
 def _variants(args: argparse.Namespace):
     from workbench.plan import parse_list
     from workbench.variants import all_variants
@@ -35,10 +96,12 @@ def _variants(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.errors import BadArgument
+    from workbench.errors import EXIT_INTERRUPTED, BadArgument
+    from workbench.limits import MAX_JOBS, check_max
 
     if args.jobs is not None and args.jobs < 1:
         raise BadArgument(f"--jobs {args.jobs} must be >= 1")
+    check_max("--jobs", args.jobs, MAX_JOBS, "MAX_JOBS")
     variants = _variants(args)
     if args.log:
         match = [v for v in variants if v.name == args.log]
@@ -50,7 +113,18 @@ def run(args: argparse.Namespace) -> int:
 
     arch = target_arch()
     print(f"building {len(variants)} variants for sm_{arch.replace('.', '')} ...", file=sys.stderr)
-    results = build_many(variants, max_jobs=args.jobs, load=False)
+    with BuildProgress() as progress:
+        try:
+            results = build_many(variants, max_jobs=args.jobs, load=False, progress=progress)
+        except KeyboardInterrupt:
+            # builds are renamed into the cache whole: the finished ones are kept, no half one
+            progress.stop()
+            print(
+                f"workbench build: interrupted; {progress.finished} of {len(variants)} "
+                "variant(s) built or cached stay in the cache",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
     if args.log:
         print(next(r for r in results if r.variant.name == args.log).log)
         return 0

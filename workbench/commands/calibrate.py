@@ -16,6 +16,7 @@ import argparse
 
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
 from workbench.errors import BadArgument
+from workbench.limits import MAX_SPIN_CYCLES, check_max
 
 HELP = "inject known delays with the calibration build: the smallest effect detected reliably"
 DEFAULT_REPLAYS = 50
@@ -61,6 +62,7 @@ def parse_spins(text: str) -> tuple[int, ...]:
         raise BadArgument(f"--spins {text!r} must list cycle counts >= 0")
     if len([s for s in spins if s > 0]) < 1:
         raise BadArgument(f"--spins {text!r} needs at least one spin > 0")
+    check_max("--spins", spins[-1], MAX_SPIN_CYCLES, "MAX_SPIN_CYCLES")
     return tuple(spins)
 
 
@@ -77,6 +79,7 @@ def plan_calibration(kernels, sets, arm: str, spins, base_spin: int = 0, trials:
         raise BadArgument(f"--base-spin {base_spin} must be >= 0")
     if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= MAX_TRIALS:
         raise BadArgument(f"--trials {trials!r} must be an integer in 1..{MAX_TRIALS}")
+    check_max("--base-spin", base_spin, MAX_SPIN_CYCLES, "MAX_SPIN_CYCLES")
     out = []
     for kernel in kernels:
         if kernel == "step":
@@ -121,5 +124,5 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     result, code = drive(cfg, args)
     if result is not None:
-        finish_output(result, args, render_calibration)
+        code = finish_output(result, args, render_calibration) or code
     return code

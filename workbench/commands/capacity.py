@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from workbench.errors import BadArgument
+from workbench.limits import MAX_KV_BYTES_PER_TOKEN, check_max
 from workbench.shapes import add_shape_arguments, shape_from_args
 
 HELP = "bytes of int4 weights and 4-/3-byte metadata per expert, layer and rank; the saving"
@@ -30,7 +32,11 @@ def _bytes(n: int) -> str:
 def run(args: argparse.Namespace) -> int:
     from workbench.capacity import capacity
 
-    cap = capacity(shape_from_args(args), args.kv_bytes_per_token)
+    kv = args.kv_bytes_per_token
+    if kv is not None and kv < 1:
+        raise BadArgument(f"--kv-bytes-per-token {kv} must be >= 1")
+    check_max("--kv-bytes-per-token", kv, MAX_KV_BYTES_PER_TOKEN, "MAX_KV_BYTES_PER_TOKEN")
+    cap = capacity(shape_from_args(args), kv)
     if args.json:
         json.dump(cap.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -7,8 +7,9 @@ import json
 import sys
 from dataclasses import replace
 
-from workbench.errors import EXIT_NUMERICS_DIFFER, NoGPUError
-from workbench.shapes import PRESETS, add_shape_arguments, shape_from_args, valid_tps
+from workbench.errors import EXIT_NUMERICS_DIFFER, BadArgument, NoGPUError
+from workbench.limits import MAX_BANKS, MAX_SEED, check_max
+from workbench.shapes import KERNELS, PRESETS, add_shape_arguments, shape_from_args, valid_tps
 
 HELP = "check that every variant is bit-identical, fully written, graph-safe and near the float64 reference"
 
@@ -27,7 +28,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
 
 
+def _validated(args: argparse.Namespace) -> tuple[tuple[str, ...], list]:
+    """(kernels, shapes) from the arguments; BadArgument names the option. No torch, no GPU."""
+    from workbench.plan import parse_list
+
+    kernels = parse_list(args.kernel, KERNELS, "--kernel")
+    if args.banks < 1:
+        raise BadArgument(f"--banks {args.banks} must be >= 1")
+    check_max("--banks", args.banks, MAX_BANKS, "MAX_BANKS")
+    if args.seed < 0:
+        raise BadArgument(f"--seed {args.seed} must be >= 0")
+    check_max("--seed", args.seed, MAX_SEED, "MAX_SEED")
+    shape = shape_from_args(args)  # validated even with --all-presets: a typo is still a typo
+    if args.all_presets:
+        return kernels, [replace(s, tp=tp) for s in PRESETS.values() for tp in valid_tps(s)]
+    return kernels, [shape]
+
+
 def run(args: argparse.Namespace) -> int:
+    kernels, shapes = _validated(args)
     import torch
 
     if not torch.cuda.is_available():
@@ -37,12 +56,6 @@ def run(args: argparse.Namespace) -> int:
     from workbench.check import check_args, check_kernel
     from workbench.variants import all_variants
 
-    kernels = [k.strip() for k in args.kernel.split(",") if k.strip()]
-    shapes = (
-        [replace(s, tp=tp) for s in PRESETS.values() for tp in valid_tps(s)]
-        if args.all_presets
-        else [shape_from_args(args)]
-    )
     rows = []
     for shape in shapes:
         for kernel in kernels:

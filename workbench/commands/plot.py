@@ -1,13 +1,24 @@
-"""`workbench plot SESSION`: draw a session's figures (PNG/SVG) into a folder."""
+"""`workbench plot SESSION [SESSION ...]`: draw sessions' figures (PNG/SVG/PDF) into a folder.
+
+With two sessions or more (replicate runs of one configuration) it also draws the replicates
+figure: each session's ratio and CI side by side per comparison. ``--floor-us`` or
+``--floor-file`` adds µs per call of each arm against a streaming floor measured on the GPU
+(benchmarks/floor_probe.cu; e.g. benchmarks/results/h200_floor.txt).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from workbench.errors import BadArgument
+from workbench.commands._paths import not_a_file, output_dir
+from workbench.errors import EXIT_INTERRUPTED, BadArgument
 
-HELP = "draw a session's figures (pair ratios, samples over time, distributions, NVML) as PNG/SVG"
+HELP = (
+    "draw sessions' figures (pair ratios, samples, distributions, NVML, calibration, floor) and, "
+    "for several sessions, their replicates"
+)
 
 
 def add_session_argument(p: argparse.ArgumentParser) -> None:
@@ -20,13 +31,30 @@ def add_session_argument(p: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_session_argument(p)
+    p.add_argument(
+        "sessions",
+        metavar="SESSION",
+        nargs="+",
+        help='session folder, its session.json, or "latest"; several: replicates too',
+    )
+    p.add_argument("--root", default="sessions", help='where "latest" looks (default: sessions)')
     p.add_argument("--out", default="plots", metavar="DIR", help="output folder (default: plots)")
     p.add_argument(
         "--format",
         default="png,svg",
         metavar="FMT[,FMT]",
         help="comma-separated formats: png, svg, pdf (default: png,svg)",
+    )
+    floor = p.add_mutually_exclusive_group()
+    floor.add_argument(
+        "--floor-us",
+        metavar="K/S=US,...",
+        help="streaming floor in µs per call, e.g. w13/hot=1.94,w2/rotating=2.18: adds the floor figure",
+    )
+    floor.add_argument(
+        "--floor-file",
+        metavar="FILE",
+        help="the floor from a file of KERNEL/SET = US lines (# comments)",
     )
 
 
@@ -40,15 +68,62 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return fs
 
 
-def run(args: argparse.Namespace) -> int:
-    from workbench.plots import plot_session
+def _floor(args: argparse.Namespace):
+    from workbench.plots import parse_floor, read_floor_file
+
+    if args.floor_us is not None:
+        return parse_floor(args.floor_us, "--floor-us"), "--floor-us " + args.floor_us
+    if args.floor_file is not None:
+        return read_floor_file(args.floor_file), args.floor_file
+    return None, ""
+
+
+def _sessions(args: argparse.Namespace) -> list:
+    """Load every SESSION once; the same session twice is an error (it is no replicate)."""
     from workbench.report import resolve_session
     from workbench.session import load_session
 
+    seen: dict[Path, str] = {}
+    for a in args.sessions:
+        p = resolve_session(a, args.root)
+        key = (p.parent if p.name == "session.json" else p).resolve()
+        if key in seen:
+            raise BadArgument(f"SESSION {a!r} is the same session as {seen[key]!r}")
+        seen[key] = a
+    return [load_session(p) for p in seen]
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.plots import floor_keys_missing, iter_plots, iter_replicates
+    from workbench.report import analyse
+
     formats = parse_formats(args.format)
-    session = load_session(resolve_session(args.session, args.root))
-    for w in session.warnings:
-        print(f"workbench plot: warning: {w}", file=sys.stderr)
-    for path in plot_session(session, args.out, formats):
-        print(path)
+    not_a_file(args.out, "--out")
+    floor, source = _floor(args)
+    sessions = _sessions(args)
+    out = output_dir(args.out, "--out")
+    written = 0
+    try:
+        for s in sessions:
+            for w in s.warnings:
+                print(f"workbench plot: warning: {s.path.name}: {w}", file=sys.stderr)
+            if floor:
+                missing = floor_keys_missing(analyse(s), floor)
+                if missing:
+                    print(
+                        f"workbench plot: note: {s.path.name} timed no {', '.join(missing)}: "
+                        "no floor panel for it",
+                        file=sys.stderr,
+                    )
+            for path in iter_plots(s, out, formats, floor, source):
+                print(path)
+                written += 1
+        if len(sessions) > 1:
+            for path in iter_replicates(sessions, out, formats):
+                print(path)
+                written += 1
+    except KeyboardInterrupt:
+        # every file listed above is complete (written to a temporary name, then renamed)
+        print(f"workbench plot: interrupted; {written} file(s) written to {out}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0

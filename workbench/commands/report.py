@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from workbench.commands._paths import not_a_file, output_dir, output_file
 from workbench.commands.plot import add_session_argument
+from workbench.errors import BadArgument
 
 HELP = "Markdown report of a session, recomputed from its journals (tables, verdicts, plots)"
 
@@ -28,23 +31,32 @@ def run(args: argparse.Namespace) -> int:
     from workbench.report import render_report, resolve_session
     from workbench.session import load_session
 
+    out = output_file(args.output, "--output") if args.output else None
+    if not args.no_plots:
+        not_a_file(args.plots_dir, "--plots-dir")
     session = load_session(resolve_session(args.session, args.root))
     for w in session.warnings:
         print(f"workbench report: warning: {w}", file=sys.stderr)
     plots_dir = None
     if not args.no_plots:
-        plots_dir = Path(args.plots_dir)
+        plots_dir = output_dir(args.plots_dir, "--plots-dir")
         if not existing_plots(session.path.name, plots_dir):
             print(f"workbench report: drawing the figures into {plots_dir}/", file=sys.stderr)
             plot_session(session, plots_dir, ("png", "svg"))
-    out = Path(args.output) if args.output else None
     # links are relative to where the Markdown lives, so they work once pasted next to it
     base = out.resolve().parent if out else Path.cwd()
     text = render_report(session, plots_dir=plots_dir, link_base=base)
     if out is None:
         sys.stdout.write(text)
         return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    # written whole or not at all: an interrupted or failed write leaves no half report behind
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    except OSError as e:
+        raise BadArgument(f"--output {str(out)!r}: cannot write it ({e.strerror})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
     print(out, file=sys.stderr)
     return 0

@@ -389,5 +389,14 @@ def _pool(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_args(args: argparse.Namespace) -> None:
+    """Bad options exit 2 before any session is read (--m is checked by workbench.stats)."""
+    from workbench.commands._paths import existing_dir
+
+    if args.action == "list":
+        existing_dir(args.root, "--root")
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_args(args)
     return {"list": _list, "show": _show, "compare": _compare, "pool": _pool}[args.action](args)

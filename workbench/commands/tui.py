@@ -41,22 +41,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --screenshot: first run the form's default A/B and wait for its results",
     )
     g.add_argument(
-        "--size", default="160x48", metavar="WxH", help="headless screen size (default: 160x48)"
+        "--size", default=None, metavar="WxH", help="headless screen size (default: 160x48)"
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.commands._paths import not_a_file
     from workbench.errors import BadArgument
 
+    not_a_file(args.sessions, "--sessions")
+    not_a_file(args.plots, "--plots")
     if not args.nvml_interval > 0:
         raise BadArgument(f"--nvml-interval={args.nvml_interval} must be > 0 seconds")
     if args.run and not args.screenshot:
         raise BadArgument("--run needs --screenshot SVG (interactively, press r instead)")
+    if args.size is not None and not args.screenshot:
+        raise BadArgument(f"--size {args.size!r} needs --screenshot SVG (a terminal has its own)")
     size = None
     if args.screenshot:
+        from workbench.commands._paths import output_file
         from workbench.tui.headless import parse_size
 
-        size = parse_size(args.size)
+        size = parse_size(args.size or "160x48")
+        output_file(args.screenshot, "--screenshot", "screen.svg")
     # Textual is imported here, never at module level: `workbench --help` must stay light.
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.engine import EngineBackend

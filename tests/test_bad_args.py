@@ -1,0 +1,161 @@
+"""Bad command lines over every subcommand: exit 2, one line on stderr naming the bad argument,
+nothing on stdout, and no GPU step reached (issue 15). Runs on a CPU machine; on a GPU machine the
+GPU entry points are booby-trapped, so the order (arguments first) is checked there too."""
+
+from __future__ import annotations
+
+import pytest
+from fixtures_sessions import REPO
+
+from workbench import cli
+
+SESSION = str(REPO / "sessions" / "20261129T141504Z_calibrate")
+OTHER = str(REPO / "sessions" / "20261129T140359Z_default")
+HUGE = "1000000000000"
+
+# (argv, a text the one-line message must contain: the bad option and, where it helps, its value)
+CASES: list[tuple[list[str], str]] = [
+    # ab: the issue's cases, then every bound
+    (["ab", "--slug", "../escape"], "--slug '../escape'"),
+    (["ab", "--slug", "a b"], "--slug 'a b'"),
+    (["ab", "--slug", ".hidden"], "--slug '.hidden'"),
+    (["ab", "--slug", "a/b"], "--slug 'a/b'"),
+    (["ab", "--slug", ""], "--slug ''"),
+    (["ab", "--slug", "x" * 65], "--slug 'xxxx"),
+    (["ab", "--pairs", HUGE], f"--pairs {HUGE}"),
+    (["ab", "--pairs", "0"], "--pairs 0"),
+    (["ab", "--pairs", "x"], "--pairs"),
+    (["ab", "--max-pairs", HUGE], "--max-pairs"),
+    (["ab", "--calls", HUGE], "--calls"),
+    (["ab", "--calls", "0"], "--calls 0"),
+    (["ab", "--replays", HUGE], "--replays"),
+    (["ab", "--retries", "1000"], "--retries 1000"),
+    (["ab", "--budget", "1e12"], "--budget"),
+    (["ab", "--budget", "nan"], "--budget nan"),
+    (["ab", "--seed", str(2**40)], "--seed"),
+    (["ab", "--seed", "-1"], "--seed -1"),
+    (["ab", "--min-effect", "0.7"], "--min-effect 0.7"),
+    (["ab", "--target", "inf", "--adaptive"], "--target inf"),
+    (["ab", "--kernel", "nope"], "--kernel 'nope'"),
+    (["ab", "--set", "cold"], "--set 'cold'"),
+    (["ab", "--a", "b4-coop"], "--a 'b4-coop'"),
+    (["ab", "--tp", "3"], "tp=3"),
+    (["ab", "--hidden", HUGE], "hidden="),
+    (["ab", "--experts", "0"], "experts=0"),
+    (["ab", "--bogus"], "--bogus"),
+    (["ab", "--sessions-dir", "{file}"], "--sessions-dir"),
+    (["ab", "--plots-dir", "{file}"], "--plots-dir"),
+    # calibrate
+    (["calibrate", "--spins", f"0,{HUGE}"], "--spins"),
+    (["calibrate", "--spins", "a,b"], "--spins 'a,b'"),
+    (["calibrate", "--base-spin", HUGE], "--base-spin"),
+    (["calibrate", "--base-spin", "-1"], "--base-spin -1"),
+    (["calibrate", "--slug", "../up"], "--slug '../up'"),
+    (["calibrate", "--pairs", HUGE], "--pairs"),
+    (["calibrate", "--kernel", "step"], "--kernel step"),
+    (["calibrate", "--arm", "nope"], "--arm 'nope'"),
+    # check: validated before torch is asked about a GPU
+    (["check", "--tp", "3"], "tp=3"),
+    (["check", "--banks", "0"], "--banks 0"),
+    (["check", "--banks", HUGE], "--banks"),
+    (["check", "--kernel", "nope"], "--kernel 'nope'"),
+    (["check", "--seed", "-1"], "--seed -1"),
+    (["check", "--seed", str(2**40)], "--seed"),
+    (["check", "--preset", "llama"], "preset='llama'"),
+    (["check", "--top-k", "1000"], "top_k="),
+    # build
+    (["build", "--kernel", "w5"], "--kernel 'w5'"),
+    (["build", "--kernel", ""], "--kernel ''"),
+    (["build", "--jobs", "0"], "--jobs 0"),
+    (["build", "--jobs", HUGE], "--jobs"),
+    (["build", "--log", "w13:nope"], "--log 'w13:nope'"),
+    # capacity: every dimension has an upper bound
+    (["capacity", "--hidden", HUGE], f"hidden={HUGE}"),
+    (["capacity", "--inter", HUGE], "inter="),
+    (["capacity", "--experts", HUGE], "experts="),
+    (["capacity", "--layers", HUGE], "layers="),
+    (["capacity", "--top-k", HUGE], "top_k="),
+    (["capacity", "--tp", "128"], "tp=128"),
+    (["capacity", "--kv-bytes-per-token", "0"], "--kv-bytes-per-token 0"),
+    (["capacity", "--kv-bytes-per-token", HUGE], "--kv-bytes-per-token"),
+    (["capacity", "--hidden", "100"], "hidden"),
+    # sessions
+    (["sessions", "list", "--root", "/nonexistent/sessions"], "--root '/nonexistent/sessions'"),
+    (["sessions", "list", "--root", "{file}"], "--root"),
+    (["sessions", "show", "no-such-session"], "SESSION 'no-such-session'"),
+    (["sessions", "show", SESSION, "--m", "-1"], "m (minimum effect) must be in [0, 0.5), got -1"),
+    (
+        ["sessions", "show", SESSION, "--m", "nan"],
+        "m (minimum effect) must be in [0, 0.5), got nan",
+    ),
+    (["sessions", "compare", SESSION, "nope-nope"], "SESSION 'nope-nope'"),
+    (["sessions", "pool", SESSION, SESSION], "same session"),
+    (["sessions", "pool", SESSION, OTHER + "/session.json", OTHER], "same session"),
+    (["sessions", "frob"], "ACTION"),
+    (["sessions"], "ACTION"),
+    # plot
+    (["plot", SESSION, "--out", "{file}"], "--out"),
+    (["plot", SESSION, "--format", "gif"], "--format 'gif'"),
+    (["plot", "no-such-session"], "no-such-session"),
+    # report
+    (["report", SESSION, "--output", "{tmp}"], "--output"),
+    (["report", SESSION, "--plots-dir", "{file}"], "--plots-dir"),
+    (["report", "no-such-session"], "no-such-session"),
+    # tui
+    (["tui", "--nvml-interval", "0"], "--nvml-interval"),
+    (["tui", "--run"], "--run"),
+    (["tui", "--size", "100x40"], "--size '100x40'"),
+    (["tui", "--screenshot", "{tmp}/s.svg", "--size", "10x5"], "--size '10x5'"),
+    (["tui", "--screenshot", "{tmp}/s.svg", "--size", "wide"], "--size 'wide'"),
+    (["tui", "--screenshot", "{tmp}"], "--screenshot"),
+    (["tui", "--sessions", "{file}"], "--sessions"),
+    (["plot", SESSION, "--floor-us", "w13/cold=1"], "--floor-us entry 'w13/cold=1'"),
+    (["plot", SESSION, "--floor-us", "w13/hot=0"], "--floor-us entry 'w13/hot=0'"),
+    (["plot", SESSION, "--floor-file", "/nonexistent/floor.txt"], "--floor-file"),
+    (["plot", SESSION, "--floor-us", "w13/hot=2", "--floor-file", "{file}"], "--floor-file"),
+    (["plot", SESSION, SESSION], "same session"),
+    # the command itself
+    (["nope"], "'nope'"),
+]
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """Any GPU step reached before the arguments are rejected fails the test."""
+    import torch
+
+    from workbench import runner
+
+    def boom(*a, **k):
+        raise AssertionError("a GPU step was reached before the arguments were checked")
+
+    monkeypatch.setattr(runner, "require_gpu", boom)
+    monkeypatch.setattr(torch.cuda, "is_available", boom)
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        return cli.main(argv)
+    except SystemExit as e:  # argparse's own errors
+        return int(e.code)
+
+
+def test_at_least_60_cases_over_every_subcommand():
+    assert len(CASES) >= 60
+    assert {a[0] for a, _ in CASES} >= set(cli.COMMANDS)
+
+
+@pytest.mark.parametrize("argv, names", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+def test_bad_command_line_exits_2_with_one_line(no_gpu, capsys, tmp_path, argv, names):
+    file = tmp_path / "a-file.txt"
+    file.write_text("not a folder\n")
+    argv = [a.replace("{file}", str(file)).replace("{tmp}", str(tmp_path)) for a in argv]
+    code = _run(argv)
+    out = capsys.readouterr()
+    lines = out.err.strip().splitlines()
+    assert code == 2, (code, out.err)
+    assert len(lines) == 1, out.err
+    assert names in lines[0], lines[0]
+    assert lines[0].startswith("workbench"), lines[0]
+    assert "Traceback" not in out.err and out.out == ""
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file.txt"], "nothing may be written"

@@ -1,0 +1,204 @@
+"""Ctrl-C (KeyboardInterrupt) in `ab`, `calibrate`, `build`, `plot` and `report`: exit 130, one
+line that says so and what was kept, no traceback, and what was measured or written stays on disk
+whole (issue 15). The interrupt is raised inside the work itself: a kernel call of the simulated
+GPU (tests/sim_device.py), the build's compiler step, a figure's drawing or saving, the report's
+rendering."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import matplotlib.figure
+import pytest
+import sim_device
+from fixtures_sessions import REPO
+from sim_device import FakeKernelOp
+
+from workbench import build, cli
+from workbench.errors import BuildError
+from workbench.session import load_session
+
+SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
+FAST = ["--calls", "4", "--replays", "5", "--pairs", "6"]
+SESSION = REPO / "sessions" / "20261129T140359Z_default"
+
+
+@pytest.fixture
+def device(monkeypatch):
+    return sim_device.install(monkeypatch)
+
+
+def _interrupt_kernel_call(monkeypatch, at: int) -> None:
+    """The `at`-th simulated kernel call raises KeyboardInterrupt (Ctrl-C mid-measurement)."""
+    n = {"calls": 0}
+    real = FakeKernelOp.__call__
+
+    def call(self, *a, **k):
+        n["calls"] += 1
+        if n["calls"] == at:
+            raise KeyboardInterrupt
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(FakeKernelOp, "__call__", call)
+
+
+def _one_interrupt_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    hits = [ln for ln in err.splitlines() if re.search(r"(^|: )interrupted\b", ln)]
+    assert len(hits) == 1, err
+    return hits[0]
+
+
+@pytest.mark.parametrize("command", ["ab", "calibrate"])
+def test_measuring_commands_keep_the_session(device, monkeypatch, capsys, tmp_path, command):
+    _interrupt_kernel_call(monkeypatch, at=300)
+    extra = ["--spins", "0,40,400"] if command == "calibrate" else []
+    code = cli.main([command, *SMALL, *FAST, *extra, "--sessions-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 130
+    (path,) = list(tmp_path.iterdir())
+    line = _one_interrupt_line(err)
+    assert line.endswith(f"session kept as interrupted at {path}")
+    sess = load_session(path)
+    assert sess.status == "interrupted" and len(sess.samples) > 0
+    assert all(x["ms"] > 0 for x in sess.samples)  # what was measured is whole
+
+
+def test_ab_interrupted_while_building_measures_nothing(device, monkeypatch, capsys, tmp_path):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "build_many", interrupted)
+    code = cli.main(["ab", *SMALL, *FAST, "--sessions-dir", str(tmp_path / "s")])
+    assert code == 130
+    assert "nothing was measured" in _one_interrupt_line(capsys.readouterr().err)
+    assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())
+
+
+def test_ab_interrupted_while_drawing_plots_keeps_the_complete_session(
+    device, monkeypatch, capsys, tmp_path
+):
+    import workbench.plots
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workbench.plots, "plot_session", interrupted)
+    argv = ["ab", *SMALL, *FAST, "--kernel", "w13", "--set", "hot", "--no-reference"]
+    code = cli.main([*argv, "--sessions-dir", str(tmp_path / "s"), "--plots-dir", str(tmp_path)])
+    assert code == 130
+    line = _one_interrupt_line(capsys.readouterr().err)
+    assert "while drawing the plots" in line and "(complete)" in line
+    (path,) = list((tmp_path / "s").iterdir())
+    assert load_session(path).status == "complete"
+
+
+class _Child:
+    """Compiler step of a build: writes a build into its folder. The `at`-th call is Ctrl-C as a
+    terminal sends it: SIGINT to the process (Python raises KeyboardInterrupt in the main thread,
+    wherever it waits) and to the compiler, which dies (a BuildError in this build's thread)."""
+
+    def __init__(self, at: int) -> None:
+        self.calls, self.at = 0, at
+
+    def __call__(self, v, arch, max_jobs, out):
+        self.calls += 1
+        if self.calls == self.at:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)  # the compiler takes a moment to die; the main thread reacts first
+            raise BuildError(f"build of {v.name} failed: killed by SIGINT")
+        name = build.build_name(v, arch)
+        (out / f"{name}.so").write_bytes(b"\x7fELF")
+        (out / build.BUILD_META).write_text(
+            json.dumps({"status": "ok", "lib_sha256": "ab" * 32, "seconds": 1.0})
+        )
+        return name
+
+
+def test_build_keeps_the_finished_builds(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(build, "target_arch", lambda: "9.0")
+    monkeypatch.setattr(build, "_build_in_child", _Child(at=2))
+    code = cli.main(["build", "--kernel", "w2", "--no-calib", "--jobs", "1"])
+    assert code == 130
+    line = _one_interrupt_line(capsys.readouterr().err)
+    assert (
+        line == "workbench build: interrupted; 1 of 3 variant(s) built or cached stay in the cache"
+    )
+    from workbench.variants import all_variants
+
+    w2 = [v for v in all_variants(calib=False) if v.kernel == "w2"]
+    assert [build.cached_build(v) is not None for v in w2] == [True, False, False]
+    assert not [p for p in (tmp_path / "build").iterdir() if p.name.startswith(".building-")]
+
+
+def test_plot_lists_only_complete_files(monkeypatch, capsys, tmp_path):
+    real = matplotlib.figure.Figure.savefig
+    n = {"saves": 0}
+
+    def savefig(self, fname, *a, **k):
+        n["saves"] += 1
+        if n["saves"] == 5:  # mid-file: half of it on disk, then Ctrl-C
+            fname.write_bytes(b"<svg half")
+            raise KeyboardInterrupt
+        return real(self, fname, *a, **k)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    out = tmp_path / "p"
+    code = cli.main(["plot", str(SESSION), "--out", str(out), "--format", "png,svg"])
+    cap = capsys.readouterr()
+    assert code == 130
+    line = _one_interrupt_line(cap.err)
+    assert line == f"workbench plot: interrupted; 4 file(s) written to {out}"
+    listed = cap.out.split()
+    assert sorted(listed) == sorted(str(p) for p in out.iterdir())  # no temp file, no half file
+    assert len(listed) == 4
+    import matplotlib.pyplot as plt
+
+    for p in listed:
+        if p.endswith(".png"):
+            assert plt.imread(p).shape[0] > 300  # a whole picture
+        else:
+            assert Path(p).read_text().rstrip().endswith("</svg>")
+
+
+def test_report_writes_all_or_nothing(monkeypatch, capsys, tmp_path):
+    import workbench.report
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workbench.report, "render_report", interrupted)
+    out = tmp_path / "r" / "report.md"
+    code = cli.main(["report", str(SESSION), "--output", str(out), "--no-plots"])
+    assert code == 130
+    assert _one_interrupt_line(capsys.readouterr().err) == "workbench report: interrupted"
+    assert list((tmp_path / "r").iterdir()) == []
+
+
+def test_report_interrupted_while_drawing_keeps_whole_figures(monkeypatch, capsys, tmp_path):
+    copy = tmp_path / "s" / SESSION.name
+    shutil.copytree(SESSION, copy)
+    from workbench.plots import distributions
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributions, "fig_distributions", interrupted)
+    plots = tmp_path / "plots"
+    code = cli.main(
+        ["report", str(copy), "--output", str(tmp_path / "r.md"), "--plots-dir", str(plots)]
+    )
+    assert code == 130
+    _one_interrupt_line(capsys.readouterr().err)
+    names = sorted(p.name for p in plots.iterdir())
+    assert names == sorted(
+        f"{SESSION.name}_{k}.{f}" for k in ("summary", "ratios") for f in ("png", "svg")
+    )
+    assert not (tmp_path / "r.md").exists()

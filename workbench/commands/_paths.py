@@ -1,0 +1,45 @@
+"""Output paths of the commands, checked up front: a folder where a folder is meant, a file where
+a file is meant, and one line naming the option otherwise (never an OSError's traceback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.errors import BadArgument
+
+
+def output_dir(path: str | Path, option: str) -> Path:
+    """``path`` as a folder, created if missing; BadArgument when it is a file or unwritable."""
+    p = not_a_file(path, option)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadArgument(f"{option} {str(p)!r}: cannot create the folder ({e.strerror})") from None
+    return p
+
+
+def output_file(path: str | Path, option: str, example: str = "report.md") -> Path:
+    """``path`` as a file to (over)write; its folder is created. BadArgument when it names a
+    folder, or when its folder cannot be made."""
+    p = Path(path)
+    if p.is_dir() or str(path).endswith(("/", "\\")):
+        raise BadArgument(f"{option} {str(p)!r} is a folder: name a file, e.g. {p / example}")
+    output_dir(p.parent, option)
+    return p
+
+
+def existing_dir(path: str | Path, option: str) -> Path:
+    """A folder that must already exist (e.g. where sessions are listed from)."""
+    p = Path(path)
+    if not p.is_dir():
+        what = "is a file, not a folder" if p.exists() else "does not exist"
+        raise BadArgument(f"{option} {str(p)!r} {what}")
+    return p
+
+
+def not_a_file(path: str | Path, option: str) -> Path:
+    """A folder that may not exist yet (made later), but must not be a file."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise BadArgument(f"{option} {str(p)!r} is a file, not a folder")
+    return p

@@ -1,0 +1,175 @@
+"""Figures of sessions (DESIGN §8): matplotlib on the headless Agg backend, PNG, SVG or PDF.
+
+Every figure is drawn from the journals through ``report.analyse`` and titled with the GPU, the
+shape and the protocol (the calibration figure's left panel reads the rungs the runner stored).
+Files are named after the session folder, ``<session>_<kind>.<fmt>``:
+
+* ``summary``: one page, verdict table + pair-ratio plot + recommendation + provenance;
+* ``ratios``: pair ratios per comparison with the median, its 95 % CI, the ±m band and 1.0;
+* ``distributions``: ms per replay of every variant, per kernel and expert set;
+* ``nvml``: memory used, SM clock, temperature and power over the session;
+* ``calibration`` (calibration sessions): injected vs measured delay, effect per spin;
+* ``floor`` (given a floor): µs per call of each arm against the streaming floor;
+* ``samples_<kernel>-<set>``: samples in time order (A and B alternating) over the SM clock.
+
+Several sessions (replicate runs) add ``replicates_<first session>+<n-1>.<fmt>``: each session's
+ratio and CI side by side per comparison. Dense layers are rasterized (``rasterized=True``) so an
+SVG stays under 500 KB. Modules by concern: _common (style, saving), ratios (+ summary),
+timeline (samples, NVML), distributions, floor, calibration, replicates. matplotlib is imported
+inside the functions that draw, so importing this package is cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import BadArgument
+from workbench.plots._common import (
+    COLOR_A,
+    COLOR_B,
+    COLOR_FLAG,
+    DPI,
+    FORMATS,
+    VERDICT_COLORS,
+    file_slug,
+    save,
+)
+from workbench.plots.floor import floor_keys_missing, parse_floor, read_floor_file
+from workbench.report import analyse
+from workbench.session import Session, load_session
+
+__all__ = [
+    "COLOR_A", "COLOR_B", "COLOR_FLAG", "DPI", "FORMATS", "VERDICT_COLORS", "existing_plots",
+    "floor_keys_missing", "iter_plots", "iter_replicates", "parse_floor", "plot_name",
+    "plot_replicates", "plot_session", "read_floor_file",
+]  # fmt: skip
+
+Floor = dict[tuple[str, str], float]
+KIND_ORDER = ["summary", "ratios", "distributions", "nvml", "calibration", "floor"]
+STYLE = {"font.size": 9, "axes.titlesize": 10, "svg.fonttype": "none"}
+
+
+def plot_name(session_name: str, kind: str, fmt_: str) -> str:
+    return f"{session_name}_{kind}.{fmt_}"
+
+
+def existing_plots(session_name: str, plots_dir: str | os.PathLike) -> dict[str, Path]:
+    """PNG figures of ``session_name`` already in ``plots_dir``: {kind: path}, summary first."""
+    d = Path(plots_dir)
+    if not d.is_dir():
+        return {}
+    pat = re.compile(re.escape(session_name) + r"_(.+)\.png$")
+    found = {m.group(1): p for p in sorted(d.iterdir()) if (m := pat.match(p.name))}
+    return {k: found[k] for k in sorted(found, key=lambda k: (KIND_ORDER + [k]).index(k))}
+
+
+def _check_formats(formats: Any) -> tuple[str, ...]:
+    fs = tuple(formats)
+    bad = [f for f in fs if f not in FORMATS]
+    if bad or not fs:
+        raise BadArgument(f"format={','.join(map(str, fs))!r}: choose from {', '.join(FORMATS)}")
+    return fs
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # headless: no display on GPU machines and CI
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _write(jobs: list[tuple[str, Callable[[], Any]]], out: Path, fs: tuple[str, ...]):
+    """Draw each (file stem, draw) job and save it in every format; yields the files."""
+    plt = _pyplot()
+    with plt.rc_context(STYLE):
+        for stem, draw in jobs:
+            fig = draw()
+            try:
+                for f in fs:
+                    yield save(fig, out / f"{stem}.{f}", f)
+            finally:
+                plt.close(fig)  # pyplot keeps every open figure alive otherwise
+
+
+def iter_plots(
+    session_path: str | os.PathLike | Session,
+    out_dir: str | os.PathLike = "plots",
+    formats: tuple[str, ...] | list[str] = ("png", "svg"),
+    floor: Floor | None = None,
+    floor_source: str = "",
+) -> Iterator[Path]:
+    """Draw every figure of a session into ``out_dir``, yielding each file once it is complete
+    (so an interrupted caller knows what is on disk). ``floor``: {(kernel, set): µs per call}
+    adds the floor figure where the session timed one of those; ``floor_source`` says where the
+    numbers come from."""
+    from workbench.plots.calibration import fig_calibration
+    from workbench.plots.distributions import fig_distributions
+    from workbench.plots.floor import fig_floor
+    from workbench.plots.ratios import fig_ratios, fig_summary
+    from workbench.plots.timeline import fig_nvml, fig_samples
+
+    fs = _check_formats(formats)
+    s = session_path if isinstance(session_path, Session) else load_session(session_path)
+    an = analyse(s)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    jobs: list[tuple[str, Callable[[], Any]]] = [
+        ("summary", lambda: fig_summary(an)),
+        ("ratios", lambda: fig_ratios(an)),
+        ("distributions", lambda: fig_distributions(an)),
+        ("nvml", lambda: fig_nvml(an)),
+    ]
+    if an.by_role("calibration"):
+        jobs.append(("calibration", lambda: fig_calibration(an)))
+    if floor and len(floor_keys_missing(an, floor)) < len(floor):  # some panel to draw
+        jobs.append(("floor", lambda: fig_floor(an, floor, floor_source or "given")))
+    for r in an.by_role("main", "confirm", "aa", "calibration"):
+        jobs.append((f"samples_{file_slug(r.id)}", lambda r=r: fig_samples(an, r)))
+    yield from _write([(f"{s.path.name}_{kind}", draw) for kind, draw in jobs], out, fs)
+
+
+def plot_session(
+    session_path: str | os.PathLike | Session,
+    out_dir: str | os.PathLike = "plots",
+    formats: tuple[str, ...] | list[str] = ("png", "svg"),
+    floor: Floor | None = None,
+    floor_source: str = "",
+) -> list[Path]:
+    """Draw every figure of a session into ``out_dir``; return the files written."""
+    return list(iter_plots(session_path, out_dir, formats, floor, floor_source))
+
+
+def replicates_stem(sessions: list[Session]) -> str:
+    return f"replicates_{sessions[0].path.name}+{len(sessions) - 1}"
+
+
+def iter_replicates(
+    sessions: list[str | os.PathLike | Session],
+    out_dir: str | os.PathLike = "plots",
+    formats: tuple[str, ...] | list[str] = ("png", "svg"),
+) -> Iterator[Path]:
+    """The replicates figure of two or more sessions (see module docstring); yields its files."""
+    from workbench.plots.replicates import fig_replicates
+
+    fs = _check_formats(formats)
+    ss = [s if isinstance(s, Session) else load_session(s) for s in sessions]
+    if len(ss) < 2:
+        raise BadArgument(f"replicates need two sessions or more, got {len(ss)}")
+    analyses = [analyse(s) for s in ss]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    yield from _write([(replicates_stem(ss), lambda: fig_replicates(analyses))], out, fs)
+
+
+def plot_replicates(
+    sessions: list[str | os.PathLike | Session],
+    out_dir: str | os.PathLike = "plots",
+    formats: tuple[str, ...] | list[str] = ("png", "svg"),
+) -> list[Path]:
+    return list(iter_replicates(sessions, out_dir, formats))

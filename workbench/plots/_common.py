@@ -1,0 +1,78 @@
+"""What every figure shares: colours, sizes, the title line, small drawing helpers, and writing
+a figure to disk whole (a temporary file renamed into place: Ctrl-C never leaves half a file)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from workbench.report import Analysis, gpu_text, protocol_text, shape_text
+from workbench.session import Session
+
+FORMATS = ("png", "svg", "pdf")
+COLOR_A, COLOR_B, COLOR_FLAG = "#1f77b4", "#ff7f0e", "#d62728"
+VERDICT_COLORS = {"FASTER": "#2ca02c", "SLOWER": "#d62728", "SAME": "#7f7f7f"}
+VERDICT_COLORS["AMBIGUOUS"] = "#e6a700"
+VARIANT_COLORS = {"b4-scalar": "#7f7f7f", "b3-scalar": COLOR_A, "b3-coop": COLOR_B}
+PALETTE = ("#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#2ca02c")
+OFF_SCALE = 3.0  # a variant this many times slower than the fastest is noted, not boxed
+# Resolution of PNGs and of the rasterized layers inside SVG/PDF (dense scatters): crisp at
+# 100 % zoom, while a distributions SVG of thousands of points stays small (5.7 MB before).
+DPI = 130
+RATIO_ROLES = ("main", "confirm", "aa", "calibration")  # reference arms differ by 10x: no ratio
+
+
+def save(fig: Any, path: Path, fmt: str) -> Path:
+    """Write ``fig`` to ``path`` whole: into a hidden temporary file first, then renamed."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fig.savefig(tmp, format=fmt, dpi=DPI)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def file_slug(cmp_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", cmp_id).strip("-")
+
+
+def suptitle(fig: Any, an: Analysis, what: str) -> None:
+    s = an.session
+    state = "" if s.status == "complete" else f"  [{s.status.upper()}]"
+    fig.suptitle(
+        f"{what}: {s.path.name}{state}\n{gpu_text(s)} · {shape_text(s)} · {protocol_text(an)}",
+        fontsize=10,
+    )
+
+
+def session_start(s: Session) -> float:
+    ts = [r["t"] for r in (*s.comparisons, *s.samples, *s.memory, *s.nvml)]
+    return min(ts) if ts else 0.0
+
+
+def unzip_xy(pts: list[tuple]) -> tuple[list[float], list[float]]:
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def sample_mid(x: dict[str, Any]) -> float:
+    """Middle of a sample's timed replays: the journal's ``t`` is when the sample ended."""
+    return float(x["t"]) - sum(x.get("replay_ms") or [x["ms"]]) / 2000.0
+
+
+def variant_color(v: str, cache: dict[str, str]) -> str:
+    if v in VARIANT_COLORS:
+        return VARIANT_COLORS[v]
+    return cache.setdefault(v, PALETTE[len(cache) % len(PALETTE)])
+
+
+def short_arm(v: str) -> str:
+    return v.replace(",", ",\n")  # step arms are "w13=...,w2=...": one kernel per line
+
+
+def no_data(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11)
+    ax.set_xticks([])
+    ax.set_yticks([])

@@ -1,0 +1,90 @@
+"""Time per replay of every variant, per kernel and expert set (boxes over the raw replays)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.plots._common import OFF_SCALE, no_data, short_arm, suptitle, variant_color
+from workbench.report import TIMING_ROLES, Analysis, _variant_order
+
+
+def fig_distributions(an: Analysis) -> Any:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    s = an.session
+    cells: dict[tuple[str, str], dict[str, list[float]]] = {}
+    calls: dict[str, int] = {}
+    for r in an.by_role(*TIMING_ROLES, "calibration"):
+        calls.setdefault(r.kernel, r.calls)
+        for x in s.samples_for(r.id):
+            if x.get("excluded"):
+                continue
+            v = x.get("variant") or r.cmp[str(x["arm"]).lower()]
+            reps = x.get("replay_ms") or [x["ms"]]
+            cells.setdefault((r.kernel, r.set), {}).setdefault(v, []).extend(map(float, reps))
+    rank = {"w13": 0, "w2": 1, "step": 2, "hot": 0, "rotating": 1}
+    keys = sorted(cells, key=lambda c: (rank.get(c[0], 9), c[0], rank.get(c[1], 9), c[1]))
+    nc = 2 if len(keys) > 1 else 1
+    nr = max(-(-len(keys) // nc), 1)
+    fig, axes = plt.subplots(
+        nr, nc, figsize=(max(10.0, 5.2 * nc), 3.4 * nr + 1), squeeze=False, layout="constrained"
+    )
+    suptitle(fig, an, "Time per replay of each variant")
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[len(keys) :]:
+        ax.set_axis_off()
+    if not cells:
+        no_data(flat[0], "no samples in this session")
+        return fig
+    rng = np.random.default_rng(0)  # fixed jitter: the same session draws the same figure
+    colors: dict[str, str] = {}
+    for ax, (k, st) in zip(flat, keys, strict=False):
+        data = cells[k, st]
+        names = _variant_order(data)
+        meds = {v: float(np.median(data[v])) for v in names}
+        fastest = min(meds.values())
+        shown = [v for v in names if meds[v] <= OFF_SCALE * fastest]
+        off = [v for v in names if v not in shown]
+        bp = ax.boxplot(
+            [data[v] for v in shown],
+            widths=0.5,
+            showfliers=False,
+            patch_artist=True,
+            medianprops={"color": "black"},
+        )
+        for patch, v in zip(bp["boxes"], shown, strict=True):
+            patch.set_facecolor(variant_color(v, colors))
+            patch.set_alpha(0.35)
+        for x, v in enumerate(shown, start=1):
+            y = data[v]
+            ax.scatter(
+                x + rng.uniform(-0.18, 0.18, len(y)),
+                y,
+                s=4,
+                alpha=0.35,
+                color=variant_color(v, colors),
+                zorder=3,
+                rasterized=True,  # thousands of replays: pixels, not one SVG element each
+            )
+        ax.set_xticks(range(1, len(shown) + 1), [short_arm(v) for v in shown], fontsize=8)
+        ax.set_title(f"{k} / {st}")
+        ax.set_ylabel(f"ms per replay ({calls[k]} calls)")
+        ax.grid(axis="y", alpha=0.3)
+        if off:
+            note = "\n".join(
+                f"{v}: median {meds[v]:.3f} ms = {meds[v] / fastest:.1f}× fastest (off scale)"
+                for v in off
+            )
+            ax.text(
+                0.02,
+                0.97,
+                note,
+                transform=ax.transAxes,
+                va="top",
+                fontsize=7,
+                bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "#ccc"},
+            )
+            lo, hi = ax.get_ylim()
+            ax.set_ylim(lo, hi + 0.35 * (hi - lo))  # room for the note above the boxes
+    return fig
