@@ -19,6 +19,9 @@ from workbench.errors import BadArgument
 # (50 replays x 48 calls x ~2 µs) 10,000 pairs take ~30 min per comparison, and the CI of the
 # median has long stopped narrowing.
 MAX_PAIRS = 10_000
+# Blocks per comparison (--blocks, --max-blocks): each places the banks anew (~0.5 s) and
+# captures its graphs; past 1,000 the t-interval has long stopped narrowing.
+MAX_BLOCKS = 1_000
 # Kernel calls captured in one CUDA graph (--calls): the graph's memory and its instantiation
 # time grow with the node count; 48 is the default and 10,000 is already ~20 ms per replay.
 MAX_CALLS = 10_000

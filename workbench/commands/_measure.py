@@ -81,7 +81,8 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
 # option, attribute, maximum, the maximum's name in workbench.limits
 _UPPER = (
     ("--pairs", "pairs", limits.MAX_PAIRS, "MAX_PAIRS"),
-    ("--max-pairs", "max_pairs", limits.MAX_PAIRS, "MAX_PAIRS"),
+    ("--blocks", "blocks", limits.MAX_BLOCKS, "MAX_BLOCKS"),
+    ("--max-blocks", "max_blocks", limits.MAX_BLOCKS, "MAX_BLOCKS"),
     ("--calls", "calls", limits.MAX_CALLS, "MAX_CALLS"),
     ("--replays", "replays", limits.MAX_REPLAYS, "MAX_REPLAYS"),
     ("--retries", "retries", limits.MAX_RETRIES, "MAX_RETRIES"),

@@ -1,4 +1,4 @@
-"""Figures of sessions (DESIGN §8): matplotlib on the headless Agg backend, PNG, SVG or PDF.
+"""Figures of sessions (docs/DESIGN.md §8): matplotlib on the headless Agg backend, PNG, SVG or PDF.
 
 Every figure is drawn from the journals through ``report.analyse`` and titled with the GPU, the
 shape and the protocol (the calibration figure's left panel reads the rungs the runner stored).

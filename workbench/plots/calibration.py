@@ -110,7 +110,12 @@ def _draw_effects(ax: Any, an: Analysis, res_ids: set[str]) -> None:
         rs = sorted(((r, s) for r, s in pts if f"{r.kernel}/{r.set}" == g), key=lambda p: p[1])
         col = PALETTE[gi % len(PALETTE)]
         controls = [r for r, s in rs if s == 0]
-        ctl = "; control " + ", ".join(f"{(r.verdict.median - 1) * 100:+.2f} %" for r in controls)
+        effects = [(r.verdict.median - 1) * 100 for r in controls]
+        ctl = (  # trials repeat the control: their range, not a list that fills the figure
+            "; control " + ", ".join(f"{e:+.2f} %" for e in effects)
+            if len(effects) <= 3
+            else f"; {len(effects)} controls {min(effects):+.2f}..{max(effects):+.2f} %"
+        )
         on = [(r, s) for r, s in rs if s > 0]
         xs = [s * (1 + 0.03 * (gi - (len(groups) - 1) / 2)) for _, s in on]  # dodge the groups
         ys = [(r.verdict.median - 1) * 100 for r, _ in on]
