@@ -22,10 +22,10 @@ from workbench.session import Session
 from workbench.stats import (
     DEFAULT_CONF,
     DEFAULT_M,
+    PairRatio,
     Recommendation,
     Verdict,
     compare,
-    median_ci,
     pair_ratios,
     recommend,
 )
@@ -52,6 +52,7 @@ class ComparisonResult:
     excluded: int
     gate: bool | None  # numerics gate: None when no gate record
     ratios: list[float] = field(default_factory=list)
+    pair_ratios: list[PairRatio] = field(default_factory=list)  # with their blocks
 
     @property
     def id(self) -> str:
@@ -111,6 +112,7 @@ def analyse(
                 excluded=sum(bool(s.get("excluded")) for s in samples),
                 gate=all(bool(g["ok"]) for g in gates) if gates else None,
                 ratios=pr.values,
+                pair_ratios=list(pr),
             )
         )
     return out
@@ -245,13 +247,24 @@ def compare_sessions(
         la, lb = (_l2_ratio(r.cmp) for r in (x, y))
         if la and lb and abs(la - lb) > 0.05 * max(la, lb):
             notes.append(f"{cid}: working set / L2 {la:.1f}x vs {lb:.1f}x")
-        cia, cib = median_ci(x.ratios, each), median_ci(y.ratios, each)
+        # each session's own interval at sqrt(conf): block-level where it has blocks (§7.3)
+        va, vb = (compare(r.pair_ratios, m=session_m(s), conf=each) for r, s in ((x, a), (y, b)))
         shifts.append(
-            Shift(cid, x, y, cib.median - cia.median, cib.low - cia.high, cib.high - cia.low, conf)
+            Shift(
+                cid,
+                x,
+                y,
+                vb.median - va.median,
+                vb.ci_low - va.ci_high,
+                vb.ci_high - va.ci_low,
+                conf,
+            )
         )
     method = (
-        f"shift = median ratio in B minus median ratio in A; interval: each session's distribution-free "
-        f"median CI at sqrt({conf:g}) = {each * 100:.2f} %, combined as [low_B - high_A, high_B - low_A], "
+        f"shift = ratio in B minus ratio in A (each session's estimate: the geometric mean of its "
+        f"block medians, or the median pair ratio without blocks); interval: each session's CI "
+        f"(t-interval over blocks, or the distribution-free median CI without blocks) at "
+        f"sqrt({conf:g}) = {each * 100:.2f} %, combined as [low_B - high_A, high_B - low_A], "
         f"which holds with probability >= {conf * 100:g} % for independent sessions (conservative)"
     )
     return SessionDiff(
