@@ -39,7 +39,7 @@ from workbench.plan import (
     kernels_of,
     placement_padding,
 )
-from workbench.runner import PEER_REL_L2, CmpResult, verdict_of
+from workbench.results import PEER_REL_L2, CmpResult, verdict_of
 
 DEVICE = "cuda"
 MEMORY_HEADROOM = 0.9  # never plan banks beyond this share of the free device memory

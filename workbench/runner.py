@@ -23,17 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from workbench import stats
-from workbench.abba import Outcome, ProtocolConfig
+from workbench.abba import ProtocolConfig
 from workbench.errors import BadArgument, NoGPUError, WorkbenchError
 from workbench.plan import (
     KERNEL_CHOICES,
     SETS,
     ComparisonSpec,
-    Geometry,
     is_reader_comparison,
     parse_arm_spec,
     plan_ab,
 )
+from workbench.results import CmpResult
 from workbench.shapes import Shape
 
 NO_GPU_MESSAGE = (
@@ -46,7 +46,6 @@ NO_GPU_MESSAGE = (
 # replays per sample keep the default run (both kernels, both sets, references, confirmation)
 # well inside 90 s while each sample's median still rests on 50 values.
 DEFAULT_REPLAYS = 50
-PEER_REL_L2 = 2e-2  # bf16 tinygemm vs the fp16 kernels: recorded as "ok" below this, never gated
 
 
 def require_gpu() -> None:
@@ -95,45 +94,6 @@ class RunConfig:
             "protocol": p,
             "confirm": self.confirm,
             **self.extra,
-        }
-
-
-@dataclass
-class CmpResult:
-    spec: ComparisonSpec
-    geom: Geometry
-    outcome: Outcome
-    verdict: stats.Verdict
-    gate: dict[str, Any]
-
-    def summary(self, calls: int) -> dict[str, Any]:
-        o, v = self.outcome, self.verdict
-        a_ms, b_ms = o.median_ms("A"), o.median_ms("B")
-        clocks = [s["sm_mhz_max"] for s in o.samples if s.get("sm_mhz_max")]
-        return {
-            "id": self.spec.id,
-            "kernel": self.spec.kernel,
-            "set": self.spec.set,
-            "role": self.spec.role,
-            "a": self.spec.a.name,
-            "b": self.spec.b.name,
-            "spin": self.spec.b.spin - self.spec.a.spin,
-            "a_ms": a_ms,
-            "b_ms": b_ms,
-            "a_us_per_call": None if a_ms is None else a_ms * 1000 / calls,
-            "b_us_per_call": None if b_ms is None else b_ms * 1000 / calls,
-            "verdict": v.to_dict(),
-            "pairs": o.complete,
-            "blocks": v.blocks,
-            "flagged": o.flagged,
-            "remeasured": o.remeasured,
-            "excluded": o.excluded,
-            "lost_pairs": o.lost_pairs,
-            "stop": o.stop,
-            "elapsed_s": o.elapsed_s,
-            "sm_mhz": statistics.median(clocks) if clocks else None,
-            "gate": self.gate,
-            **self.geom.to_record(),
         }
 
 
@@ -424,11 +384,6 @@ def run_session(
     result = Runner(cfg, progress=on_progress, cancel=cancel).run()
     assert result.session_path is not None
     return result.session_path
-
-
-def verdict_of(outcome: Outcome, m: float) -> stats.Verdict:
-    """stats' verdict on the comparison's journaled samples (the same path the report takes)."""
-    return stats.compare(stats.pair_ratios(outcome.samples), m)
 
 
 def _rung(c: dict[str, Any], fallback_mhz: float | None) -> dict[str, Any]:

@@ -1,0 +1,91 @@
+"""The import graph of workbench/ (docs/CONTRIBUTING.md): lower layers never call up.
+
+Every `import` and `from ... import` of a workbench module counts, also those inside functions
+(a lazy import is still a dependency). One cycle is known and allowed until the single analysis
+model of issue 12 lands: plots read report's Analysis while the report links the plots' files.
+Any other cycle fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+KNOWN = {
+    frozenset(
+        {"workbench.report", "workbench.plots"}
+        | {f"workbench.plots.{m}" for m in ("_common", "calibration", "distributions", "floor")}
+        | {f"workbench.plots.{m}" for m in ("ratios", "replicates", "timeline")}
+    )
+}
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    mods = {}
+    for p in root.rglob("*.py"):
+        parts = p.relative_to(root.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        mods[name] = p
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, p in mods.items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in mods and t != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(frozenset(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_cycle_finder_finds_a_planted_cycle():
+    g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(g) == [frozenset({"a", "b", "c"})]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_beyond_the_known_one():
+    graph = import_graph(REPO / "workbench")
+    assert "workbench.engine" in graph and graph["workbench.engine"], "graph not read"
+    found = set(cycles(graph))
+    assert found <= KNOWN, sorted(sorted(c) for c in found - KNOWN)
+
+
+def test_engine_and_runner_do_not_import_each_other():
+    graph = import_graph(REPO / "workbench")
+    assert "workbench.runner" not in graph["workbench.engine"]
+    assert "workbench.engine" in graph["workbench.runner"]  # the runner drives the engine
