@@ -150,7 +150,17 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--kernel", default="w13,w2")
     ap.add_argument("--arms", default=",".join([*ARMS, "tinygemm"]))
+    ap.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip the floor probe timed in this process (benchmarks/floor_inproc.py)",
+    )
     a = ap.parse_args()
+    floor_ext = None
+    if not a.no_floor:
+        from floor_inproc import load_extension
+
+        floor_ext = load_extension()
     shape = PRESETS[a.preset]
     props = torch.cuda.get_device_properties(0)
     l2 = getattr(props, "L2_cache_size", 60 * 2**20)
@@ -200,6 +210,29 @@ def main() -> int:
                 )
             banks.clear()
             torch.cuda.empty_cache()
+        if floor_ext is not None:
+            from floor_inproc import time_floor
+
+            fl = time_floor(
+                floor_ext, call_bytes(shape, kernel, "b3"), a.calls, n_sets, a.replays, time_graphs
+            )
+            results.setdefault("floor_probe", {})[kernel] = fl
+            best = fl["best"]
+            print(
+                f"{kernel:>3} floor-probe hot {best['hot']:7.3f} us/call  rotating "
+                f"{best['rotating']:7.3f} us/call (same process; best of {', '.join(fl['shapes'])})",
+                flush=True,
+            )
+            for row in results["rows"]:
+                if row["kernel"] == kernel:
+                    row["vs_floor"] = {
+                        s: round(row[s]["us_per_call"] / best[s], 3) for s in ("hot", "rotating")
+                    }
+                    print(
+                        f"{kernel:>3} {row['arm']:>9}  / floor: hot {row['vs_floor']['hot']:.2f}x  "
+                        f"rotating {row['vs_floor']['rotating']:.2f}x",
+                        flush=True,
+                    )
         floor_us = 0.6 + call_bytes(shape, kernel, "b3") / 4.2e12 * 1e6
         results.setdefault("floor_us_per_call", {})[kernel] = round(floor_us, 3)
         print(

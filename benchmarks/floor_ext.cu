@@ -1,0 +1,44 @@
+// The floor probe as a torch extension: bench_kernels.py captures it in CUDA Graphs beside the
+// kernels, in the same process and on the same buffers' allocator, so "kernel / floor" is a
+// side-by-side ratio (issue: the floor probe re-run in the bench's process).
+#include <c10/cuda/CUDAStream.h>
+#include <torch/extension.h>
+
+#include "floor_kernel.cuh"
+
+void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor& out, int64_t grid,
+                  int64_t block, bool pdl) {
+  TORCH_CHECK(src.is_cuda() && src.is_contiguous() && src.numel() % 16 == 0 && src.scalar_type() == at::kByte,
+              "floor_launch: src must be a contiguous CUDA uint8 tensor of a multiple of 16 bytes");
+  TORCH_CHECK(ids.is_cuda() && ids.scalar_type() == at::kInt && ids.numel() >= 8,
+              "floor_launch: ids must be a CUDA int32 tensor of >= 8 zeros");
+  TORCH_CHECK(out.is_cuda() && out.scalar_type() == at::kInt && out.numel() >= grid,
+              "floor_launch: out must be a CUDA int32 tensor of >= grid words");
+  TORCH_CHECK(grid >= 1 && grid <= 4096 && block >= 32 && block <= 1024 && block % 32 == 0,
+              "floor_launch: grid in 1..4096, block a multiple of 32 in 32..1024");
+  floor_probe::Args a{};
+  a.src = reinterpret_cast<const uint4*>(src.data_ptr());
+  a.ids = ids.data_ptr<int>();
+  a.out = reinterpret_cast<unsigned*>(out.data_ptr<int>());
+  a.n16 = src.numel() / 16;
+  a.chain = 1;  // addresses depend on an id load, as in the kernels
+  a.cluster = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(block));
+  cfg.stream = c10::cuda::getCurrentCUDAStream();
+  cudaLaunchAttribute attr;
+  if (pdl) {
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  cudaError_t err = cudaLaunchKernelEx(&cfg, floor_probe::probe, a);
+  if (err == cudaSuccess) err = cudaGetLastError();
+  TORCH_CHECK(err == cudaSuccess, "floor_launch: ", cudaGetErrorString(err));
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("launch", &floor_launch, "floor probe: stream src's bytes (16-byte loads after one id load)");
+}

@@ -1,0 +1,86 @@
+"""The floor probe (benchmarks/floor_kernel.cuh) timed inside bench_kernels.py's process.
+
+The standalone `floor_probe.cu` ran in its own process with its own buffers; timing the same kernel
+here, with the bench's graph geometry (calls per graph, graph sets alternated on the rotating set)
+and its `time_graphs`, makes "kernel / floor" a side-by-side ratio. Only the launch shapes that were
+best in the standalone sweep (benchmarks/results/h200_floor_probe.txt) are timed; the floor of a
+(kernel, set) is the fastest of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+# grid x block of the standalone sweep's fastest rows for W13's and W2's bytes (PDL on, no
+# clusters): every (kernel, set) takes the fastest of all of them
+SHAPES = ((300, 256), (264, 512), (132, 1024), (132, 512), (80, 640), (160, 320))
+
+
+def load_extension():
+    """Build (or reuse) the probe extension; the name hashes its sources, so edits rebuild it."""
+    from torch.utils.cpp_extension import load
+
+    from workbench.build import cache_root, cuda_home
+
+    home = cuda_home()  # as workbench's own builds find the toolkit (the PATH's nvcc may be a link)
+    if home:
+        os.environ.setdefault("CUDA_HOME", home)
+
+    sources = [HERE / "floor_ext.cu", HERE / "floor_kernel.cuh"]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
+    name = f"wb_floor_probe_{digest}"
+    build_dir = cache_root() / name
+    build_dir.mkdir(parents=True, exist_ok=True)
+    return load(
+        name,
+        [str(sources[0])],
+        extra_cuda_cflags=["-O3", f"-I{HERE}"],
+        build_directory=str(build_dir),
+        verbose=False,
+    )
+
+
+def time_floor(
+    ext,
+    call_bytes: int,
+    calls: int,
+    n_sets: int,
+    replays: int,
+    time_graphs: Callable[[list, int], float],
+) -> dict:
+    """µs per call of the probe streaming ``call_bytes`` per call, hot and rotating, per shape.
+
+    Hot: every call reads the same slice. Rotating: each call of each of ``n_sets`` graphs reads
+    its own slice, as the bench's rotating set reads its own banks."""
+    n16 = -(-call_bytes // 16)
+    slices = calls * n_sets
+    buf = torch.randint(0, 256, (slices, n16 * 16), dtype=torch.uint8, device="cuda")
+    ids = torch.zeros(64, dtype=torch.int32, device="cuda")
+    out = torch.zeros(4096, dtype=torch.int32, device="cuda")
+    rows = {}
+    for grid, block in SHAPES:
+        row = {}
+        for set_name in ("hot", "rotating"):
+            graphs = []
+            for s in range(n_sets if set_name == "rotating" else 1):
+                idx = [s * calls + c if set_name == "rotating" else 0 for c in range(calls)]
+                for i in idx[:1]:  # warm-up outside capture (first launch loads the module)
+                    ext.launch(buf[i], ids, out, grid, block, True)
+                torch.cuda.synchronize()
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    for i in idx:
+                        ext.launch(buf[i], ids, out, grid, block, True)
+                graphs.append(g)
+            row[set_name] = round(time_graphs(graphs, replays) * 1000 / calls, 3)
+        rows[f"{grid}x{block}"] = row
+    del buf
+    torch.cuda.empty_cache()
+    best = {s: min(r[s] for r in rows.values()) for s in ("hot", "rotating")}
+    return {"shapes": rows, "best": best}
