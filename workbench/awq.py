@@ -272,8 +272,8 @@ def linear_spec(src: TensorSource, prefix: str, k: int | None = None, n: int | N
 def _read_linear(src: TensorSource, prefix: str, rows: slice, cols: slice) -> QuantMatrix:
     """Rows ``rows`` (whole groups of 32) and columns ``cols`` of one linear, in groups of 32.
 
-    Only the part asked for is read: a column range on 8-column word boundaries is cut from the
-    packed words, and a row range reads the checkpoint's groups that cover it and keeps the
+    Only the part asked for is read: the column range (on 8-column word boundaries) is cut from
+    the packed words, and a row range reads the checkpoint's groups that cover it and keeps the
     32-row sub-groups inside it (regroup's rule: each sub-group repeats its parent's record).
     """
     import torch
@@ -284,20 +284,19 @@ def _read_linear(src: TensorSource, prefix: str, rows: slice, cols: slice) -> Qu
     k, n = src.spec(f"{prefix}.scales")[0][0] * group, src.spec(f"{prefix}.scales")[0][1]
     r0, r1, _ = rows.indices(k)
     c0, c1, _ = cols.indices(n)
-    words = c0 % 8 == 0 and c1 % 8 == 0
-    pc = slice(c0 // 8, c1 // 8) if words else slice(None)
+    if c0 % 8 or c1 % 8:
+        raise BadArgument(f"{prefix}: columns {c0}..{c1} do not fall on 8-column AWQ words")
+    pc = slice(c0 // 8, c1 // 8)
     g0, g1 = r0 // group, -(-r1 // group)
     qw = src.read(f"{prefix}.qweight", slice(r0, r1), pc)
     qz = src.read(f"{prefix}.qzeros", slice(g0, g1), pc)
-    sc = src.read(f"{prefix}.scales", slice(g0, g1), cols if words else slice(None))
+    sc = src.read(f"{prefix}.scales", slice(g0, g1), slice(c0, c1))
     q = torch.from_numpy(_unpack_cols(qw.contiguous().numpy()))
     zeros = torch.from_numpy(_unpack_cols(qz.contiguous().numpy()))
     rep, skip = group // GROUP, (r0 - g0 * group) // GROUP
     keep = slice(skip, skip + (r1 - r0) // GROUP)
     zeros, scales = (t.repeat_interleave(rep, 0)[keep] for t in (zeros, sc))
     m = QuantMatrix(q, zeros, scales)
-    if not words:
-        m = QuantMatrix(*(t[:, c0:c1] for t in m))
     return QuantMatrix(*(t.contiguous() for t in m))
 
 

@@ -21,7 +21,7 @@ from workbench.errors import BadArgument
 from workbench.shapes import GROUP
 from workbench.synthetic import SCALE_RANGE
 
-MAX_WRITE_BYTES = 64 << 30  # a test checkpoint beyond this is a typo (the H200 disk is 64 GiB)
+MAX_WRITE_BYTES = 16 << 30  # a test checkpoint beyond this is a typo (the default preset is 58 GiB)
 _PROJ_INDEX = {"gate_proj": 0, "up_proj": 1, "down_proj": 2}  # random stream per projection
 
 
