@@ -60,7 +60,10 @@ def _bank_source(args: argparse.Namespace):
 
     source = CheckpointBanks(ckpt)
     layers = ", ".join(str(source.layer_of(b)) for b in range(args.banks))
-    print(f"checkpoint {ckpt.folder}: bank b reads layer(s) {layers}", file=sys.stderr)
+    print(
+        f"checkpoint {ckpt.folder}: banks 0..{args.banks - 1} are its layers {layers}",
+        file=sys.stderr,
+    )
     for kernel in ("w13", "w2"):
         note = source.note(kernel, args.banks)
         if note:
