@@ -91,3 +91,22 @@ def checkpoint(folder: Path, hidden=64, inter=128, experts=8, top_k=2, layers=3,
     tensors, orig = make_tensors(hidden, inter, experts, layers, group, seed)
     write(folder, tensors, config(hidden, inter, experts, top_k, layers, group), shards)
     return folder, orig
+
+
+def expected(orig, layer, expert, kernel, tp, rank, group):
+    """(q, scales, zeros) of one expert at one rank in groups of 32, from the originals."""
+    rep = group // 32
+
+    def regrouped(p):
+        q, z, s = orig[(layer, expert, p)]
+        return q, s.repeat_interleave(rep, 0), z.repeat_interleave(rep, 0)
+
+    if kernel == "w13":
+        parts = [regrouped(p) for p in ("gate_proj", "up_proj")]
+        w = parts[0][0].shape[1] // tp
+        cols = slice(rank * w, (rank + 1) * w)
+        return tuple(torch.cat([a[i][:, cols] for a in parts], dim=1) for i in range(3))
+    q, s, z = regrouped("down_proj")
+    rows = q.shape[0] // tp
+    r, g = slice(rank * rows, (rank + 1) * rows), slice(rank * rows // 32, (rank + 1) * rows // 32)
+    return q[r], s[g], z[g]

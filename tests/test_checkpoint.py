@@ -30,25 +30,6 @@ from workbench.ops import upload_bank
 DIMS = dict(hidden=128, inter=256, experts=4, top_k=2, layers=2)
 
 
-def expected(orig, layer, expert, kernel, tp, rank, group):
-    """(q, scales, zeros) of one expert at one rank in groups of 32, from the originals."""
-    rep = group // 32
-
-    def regrouped(p):
-        q, z, s = orig[(layer, expert, p)]
-        return q, s.repeat_interleave(rep, 0), z.repeat_interleave(rep, 0)
-
-    if kernel == "w13":
-        parts = [regrouped(p) for p in ("gate_proj", "up_proj")]
-        w = parts[0][0].shape[1] // tp
-        cols = slice(rank * w, (rank + 1) * w)
-        return tuple(torch.cat([a[i][:, cols] for a in parts], dim=1) for i in range(3))
-    q, s, z = regrouped("down_proj")
-    rows = q.shape[0] // tp
-    r, g = slice(rank * rows, (rank + 1) * rows), slice(rank * rows // 32, (rank + 1) * rows // 32)
-    return q[r], s[g], z[g]
-
-
 def half_bits(t):
     return t.contiguous().view(torch.int16)
 
@@ -68,7 +49,7 @@ def test_bank_decodes_to_the_checkpoint_bit_exact(tmp_path, layout, tp, rank, in
         q = unpack_int4(bank.weights)
         scales, biases = decode_metadata(bank.meta, layout, bank.N)
         for e in range(4):
-            wq, ws, wz = expected(orig, 1, e, kernel, tp, rank, 128)
+            wq, ws, wz = ckpt_fixture.expected(orig, 1, e, kernel, tp, rank, 128)
             assert torch.equal(q[e], wq)
             assert torch.equal(half_bits(scales[e]), half_bits(ws))
             want_bias = torch.from_numpy(bias_of(ws.numpy(), wz.numpy()))
@@ -95,7 +76,9 @@ def test_reference_reads_checkpoint_banks_like_synthetic_ones(tmp_path):
     bank = src.make("w13", "b3", 0, device="cpu")
     ids = [3, 1]
     w = bank.dequantized(ids)  # what check's float64 reference is computed from
-    want = np.stack([dequantize(*expected(orig, 0, e, "w13", 2, 0, 64)).numpy() for e in ids])
+    want = np.stack(
+        [dequantize(*ckpt_fixture.expected(orig, 0, e, "w13", 2, 0, 64)).numpy() for e in ids]
+    )
     assert np.array_equal(w.view(np.int16), want.view(np.int16))
     x = np.random.default_rng(1).standard_normal(128).astype(np.float16)
     assert np.array_equal(w13_reference(x, w).inter_exact, w13_reference(x, want).inter_exact)

@@ -15,7 +15,6 @@ import pytest
 import sim_device
 import torch
 from safetensors.torch import load_file
-from test_checkpoint import expected
 
 from workbench import cli, runner
 from workbench.awq import TensorSource, load_awq_expert
@@ -206,7 +205,7 @@ def test_ab_on_a_checkpoint_end_to_end(device, capsys, tmp_path):
     assert {b.kernel for _, b in made} == {"w13", "w2"} and len(made) >= 2 * (8 + 12)
     for index, bank in made[:: max(1, len(made) // 12)]:
         for e in (0, 5):
-            q, sc, z = expected(orig, index % 3, e, bank.kernel, 2, 1, 64)
+            q, sc, z = ckpt_fixture.expected(orig, index % 3, e, bank.kernel, 2, 1, 64)
             assert torch.equal(bank.weights[e], dequantize(q, sc, z).float())
 
 
