@@ -200,6 +200,9 @@ def test_ab_on_a_checkpoint_end_to_end(device, capsys, tmp_path):
     mem = {(m["kernel"], m["layout"]): m for m in s["memory"]}
     assert mem[("w13", "b3")]["source"] == "checkpoint"
     assert mem[("w13", "b3")]["layers"] == [0, 1, 2, 0, 1, 2, 0, 1]
+    # the session reads back like any other
+    code, shown, err = run(capsys, ["sessions", "show", s["session"]])
+    assert code == 0 and "checkpoint:c" in shown, err
     # every bank the engine made holds its layer's experts at rank 1, decoded bit for bit
     made = sim_device.UPLOADED
     assert {b.kernel for _, b in made} == {"w13", "w2"} and len(made) >= 2 * (8 + 12)
