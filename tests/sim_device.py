@@ -98,6 +98,22 @@ def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
     return FakeBank(kernel, layout, K, N, shape.experts, w, meta, seed, _placement_effect())
 
 
+UPLOADED: list = []  # every checkpoint bank the engine made: (seed = bank index, FakeBank)
+
+
+def fake_upload_bank(kernel, layout, weights, meta, seed, device="cuda"):
+    """A checkpoint's bank (workbench.banks): its weights decoded through layouts' decoders, as
+    the real kernels would read them."""
+    from workbench.layouts import decode_metadata, dequantize_records, unpack_int4
+
+    E, G, N, _ = weights.shape
+    scales, biases = decode_metadata(meta, layout, N)
+    w = dequantize_records(unpack_int4(weights), scales, biases).float()
+    bank = FakeBank(kernel, layout, G * 32, N, E, w, meta.clone(), seed, _placement_effect())
+    UPLOADED.append((seed, bank))
+    return bank
+
+
 def _placement_effect() -> dict:
     return {r: float(np.exp(PLACEMENT_SD * PLACEMENT_RNG.standard_normal())) for r in READERS}
 
@@ -222,6 +238,7 @@ def install(monkeypatch):
     ops = types.ModuleType("workbench.ops")
     ops.make_bank, ops.make_inputs = fake_make_bank, make_inputs
     ops.relocate_bank = fake_relocate_bank
+    ops.upload_bank = fake_upload_bank
     ops.KernelOp, ops.TinyGemmPeer = FakeKernelOp, FakePeer
     monkeypatch.setitem(sys.modules, "workbench.ops", ops)
     monkeypatch.setattr(build, "build_many", build_many)
@@ -251,6 +268,7 @@ def install(monkeypatch):
     FakePeer.made = []
     FakePeer.relocated = 0
     RELOCATED.clear()
+    UPLOADED.clear()
     global PLACEMENT_RNG
     PLACEMENT_RNG = np.random.default_rng(np.random.SeedSequence().entropy)
     return built

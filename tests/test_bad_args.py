@@ -67,6 +67,16 @@ CASES: list[tuple[list[str], str]] = [
     (["check", "--seed", str(2**40)], "--seed"),
     (["check", "--preset", "llama"], "preset='llama'"),
     (["check", "--top-k", "1000"], "top_k="),
+    # checkpoint, and --checkpoint of ab and check (docs/DESIGN.md §3.7)
+    (["ab", "--checkpoint", "/nonexistent/ckpt"], "checkpoint '/nonexistent/ckpt' does not exist"),
+    (["ab", "--checkpoint", "{file}"], "is not a folder"),
+    (["ab", "--rank", "1"], "--rank needs --checkpoint"),
+    (["check", "--checkpoint", "/nonexistent/ckpt"], "checkpoint '/nonexistent/ckpt'"),
+    (["checkpoint", "show", "/nonexistent/ckpt"], "checkpoint '/nonexistent/ckpt' does not exist"),
+    (["checkpoint", "make", "{tmp}/c", "--group-size", "48"], "--group-size 48"),
+    (["checkpoint", "make", "{tmp}/c"], "would take 58.4 GiB"),
+    (["checkpoint", "make", "{file}", "--layers", "1", "--experts", "16"], "not an empty folder"),
+    (["checkpoint"], "ACTION"),
     # build
     (["build", "--kernel", "w5"], "--kernel 'w5'"),
     (["build", "--kernel", ""], "--kernel ''"),

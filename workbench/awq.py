@@ -1,4 +1,5 @@
-"""Import of AWQ checkpoint tensors (docs/DESIGN.md §3) and their tensor-parallel slicing.
+"""Import of AWQ checkpoint tensors (docs/DESIGN.md §3.5) and their tensor-parallel slicing; the
+checkpoint as a whole (config.json, which tensors) is workbench/checkpoint.py (§3.7).
 
 The common checkpoint form (AutoAWQ's GEMM format, also read by vLLM and SGLang), per linear
 layer with ``K`` inputs and ``N`` outputs and group size ``G``:
@@ -118,51 +119,190 @@ def regroup(m: QuantMatrix, group: int = GROUP) -> QuantMatrix:
     return QuantMatrix(m.q, m.zeros.repeat_interleave(rep, 0), m.scales.repeat_interleave(rep, 0))
 
 
-class _Source:
-    """Tensors by name from a dict, a ``.safetensors`` file, or a folder of them (sharded)."""
+# safetensors dtype names -> torch dtype names (the ones an AWQ linear may hold)
+_ST_DTYPES = {"I32": "int32", "F16": "float16", "BF16": "bfloat16", "F32": "float32",
+              "I64": "int64", "U8": "uint8", "I8": "int8", "I16": "int16", "F64": "float64"}  # fmt: skip
+INDEX_FILE = "model.safetensors.index.json"  # a sharded checkpoint's key -> shard map
+SINGLE_FILE = "model.safetensors"
+
+
+class TensorSource:
+    """Tensors by name from a dict, one ``.safetensors`` file, or a folder.
+
+    A folder with ``model.safetensors.index.json`` (a sharded checkpoint) is read through the
+    index's ``weight_map``; otherwise every ``*.safetensors`` in it is read. Files are opened once
+    (the header is parsed then, so a corrupt file fails here) and tensors are read lazily, sliced
+    where asked: a tensor-parallel rank reads only its own part of each matrix.
+    """
 
     def __init__(self, source: str | os.PathLike | Mapping[str, torch.Tensor]) -> None:
         self.name = "the given dict"
-        self.files: dict[str, Path] = {}
         self.tensors: Mapping[str, torch.Tensor] | None = None
+        self.files: dict[str, Path] = {}  # key -> file
+        self._handles: dict[Path, object] = {}
+        self.index: Path | None = None  # a sharded checkpoint's index file
         if isinstance(source, Mapping):
             self.tensors = source
             return
-        from safetensors import safe_open
-
         path = Path(source)
         self.name = str(path)
-        files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
-        if not files or not files[0].exists():
-            raise BadArgument(f"checkpoint={str(path)!r}: no such .safetensors file or folder")
-        for f in files:
-            with safe_open(str(f), framework="pt") as h:
-                for key in h.keys():  # noqa: SIM118 (safe_open is not a dict)
+        if path.is_dir() and (path / INDEX_FILE).is_file():
+            self._read_index(path)
+        else:
+            files = sorted(path.glob("*.safetensors")) if path.is_dir() else [path]
+            if not files or not files[0].is_file():
+                raise BadArgument(f"checkpoint={str(path)!r}: no such .safetensors file or folder")
+            for f in files:
+                for key in self._open(f).keys():  # noqa: SIM118 (safe_open is not a dict)
                     self.files[key] = f
 
-    def get(self, key: str) -> torch.Tensor:
-        if self.tensors is not None:
-            if key not in self.tensors:
-                raise BadArgument(f"missing tensor {key!r} in {self.name}")
-            return self.tensors[key]
-        if key not in self.files:
-            raise BadArgument(f"missing tensor {key!r} in {self.name}")
+    def _read_index(self, folder: Path) -> None:
+        import json
+
+        index = self.index = folder / INDEX_FILE
+        try:
+            weight_map = json.loads(index.read_text()).get("weight_map")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError) as e:
+            raise BadArgument(f"{index}: not a readable index ({type(e).__name__}: {e})") from None
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()
+        ):
+            raise BadArgument(f"{index}: 'weight_map' must map tensor names to shard files")
+        for key, shard in weight_map.items():
+            f = folder / shard
+            if f not in self._handles:
+                if Path(shard).name != shard or not f.is_file():
+                    raise BadArgument(f"{index}: shard {shard!r} (of {key!r}) is not a file here")
+                self._open(f)
+            self.files[key] = f
+
+    def _open(self, f: Path):
         from safetensors import safe_open
 
-        with safe_open(str(self.files[key]), framework="pt") as h:
-            return h.get_tensor(key)
+        try:
+            self._handles[f] = safe_open(str(f), framework="pt")
+        except Exception as e:  # SafetensorError, OSError: a corrupt or unreadable file
+            raise BadArgument(f"{f}: not a readable .safetensors file ({e})") from None
+        return self._handles[f]
+
+    def names(self) -> list[str]:
+        return list(self.tensors if self.tensors is not None else self.files)
+
+    def where(self, key: str) -> str:
+        """The file that holds ``key`` (for error messages)."""
+        return str(self.files[key]) if key in self.files else self.name
+
+    def _check(self, key: str) -> None:
+        have = self.tensors if self.tensors is not None else self.files
+        if key not in have:
+            raise BadArgument(f"missing tensor {key!r} in {self.name}{self._looked_in()}")
+
+    def _looked_in(self) -> str:
+        if self.tensors is not None:
+            return ""
+        if self.index is not None:
+            return f" ({self.index.name} lists no such key)"
+        names = sorted({f.name for f in self._handles})
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        return f" (not in {', '.join(names[:3])}{more})"
+
+    def spec(self, key: str) -> tuple[tuple[int, ...], str]:
+        """(shape, torch dtype name) of ``key`` without reading it."""
+        self._check(key)
+        if self.tensors is not None:
+            t = self.tensors[key]
+            return tuple(t.shape), str(t.dtype).removeprefix("torch.")
+        try:
+            s = self._handles[self.files[key]].get_slice(key)
+        except Exception as e:  # listed in the index but not in the shard
+            raise BadArgument(
+                f"tensor {key!r} cannot be read from {self.where(key)}: {e}"
+            ) from None
+        return tuple(s.get_shape()), _ST_DTYPES.get(s.get_dtype(), s.get_dtype())
+
+    def read(self, key: str, rows: slice = slice(None), cols: slice = slice(None)) -> torch.Tensor:
+        """``key[rows, cols]`` (a 2-D tensor) as a CPU tensor."""
+        self._check(key)
+        if self.tensors is not None:
+            return self.tensors[key][rows, cols]
+        try:
+            return self._handles[self.files[key]].get_slice(key)[rows, cols]
+        except Exception as e:  # a shard cut short after its header, an I/O error
+            raise BadArgument(
+                f"tensor {key!r} cannot be read from {self.where(key)}: {e}"
+            ) from None
 
 
-def _load_linear(src: _Source, prefix: str) -> QuantMatrix:
-    t = {part: src.get(f"{prefix}.{part}") for part in ("qweight", "qzeros", "scales")}
-    k, rows = t["qweight"].shape[0], t["qzeros"].shape[0]
-    if rows <= 0 or k % rows:
-        raise BadArgument(f"{prefix}: qweight K={k} is not a multiple of qzeros rows={rows}")
-    return regroup(awq_unpack(t["qweight"], t["qzeros"], t["scales"], group=k // rows))
+def open_source(
+    source: str | os.PathLike | Mapping[str, torch.Tensor] | TensorSource,
+) -> TensorSource:
+    return source if isinstance(source, TensorSource) else TensorSource(source)
+
+
+def linear_spec(src: TensorSource, prefix: str, k: int | None = None, n: int | None = None) -> int:
+    """Check one AWQ linear's three tensors by their headers (dtype, 2-D, consistent shapes and,
+    when given, ``[K, N]``); return its group size. Errors name the tensor and its file."""
+    specs = {part: src.spec(f"{prefix}.{part}") for part in ("qweight", "qzeros", "scales")}
+    want = {"qweight": "int32", "qzeros": "int32", "scales": "float16"}
+    for part, (shape, dtype) in specs.items():
+        key = f"{prefix}.{part}"
+        if dtype != want[part] or len(shape) != 2:
+            raise BadArgument(
+                f"tensor {key!r} in {src.where(key)} is {dtype} {list(shape)}; "
+                f"an AWQ {part} is a 2-D {want[part]}"
+            )
+    (kq, n8), gz = specs["qweight"][0], specs["qzeros"][0][0]
+    kk, nn = (kq if k is None else k), (n8 * 8 if n is None else n)
+    if gz <= 0 or kk % gz:
+        key = f"{prefix}.qzeros"
+        raise BadArgument(
+            f"tensor {key!r} in {src.where(key)} has {gz} rows: K={kk} is not a whole "
+            "number of groups"
+        )
+    expect = {"qweight": (kk, nn // 8), "qzeros": (gz, nn // 8), "scales": (gz, nn)}
+    for part, shape in expect.items():
+        key = f"{prefix}.{part}"
+        if specs[part][0] != shape:
+            raise BadArgument(
+                f"tensor {key!r} in {src.where(key)} has shape {list(specs[part][0])}; "
+                f"expected {list(shape)} for K={kk}, N={nn}, group {kk // gz}"
+            )
+    return kk // gz
+
+
+def _read_linear(src: TensorSource, prefix: str, rows: slice, cols: slice) -> QuantMatrix:
+    """Rows ``rows`` (whole groups of 32) and columns ``cols`` of one linear, in groups of 32.
+
+    Only the part asked for is read: the column range (on 8-column word boundaries) is cut from
+    the packed words, and a row range reads the checkpoint's groups that cover it and keeps the
+    32-row sub-groups inside it (regroup's rule: each sub-group repeats its parent's record).
+    """
+    import torch
+
+    group = linear_spec(src, prefix)
+    if group % GROUP:
+        raise BadArgument(f"{prefix}: checkpoint group size {group} is not a multiple of {GROUP}")
+    k, n = src.spec(f"{prefix}.scales")[0][0] * group, src.spec(f"{prefix}.scales")[0][1]
+    r0, r1, _ = rows.indices(k)
+    c0, c1, _ = cols.indices(n)
+    if c0 % 8 or c1 % 8:
+        raise BadArgument(f"{prefix}: columns {c0}..{c1} do not fall on 8-column AWQ words")
+    pc = slice(c0 // 8, c1 // 8)
+    g0, g1 = r0 // group, -(-r1 // group)
+    qw = src.read(f"{prefix}.qweight", slice(r0, r1), pc)
+    qz = src.read(f"{prefix}.qzeros", slice(g0, g1), pc)
+    sc = src.read(f"{prefix}.scales", slice(g0, g1), slice(c0, c1))
+    q = torch.from_numpy(_unpack_cols(qw.contiguous().numpy()))
+    zeros = torch.from_numpy(_unpack_cols(qz.contiguous().numpy()))
+    rep, skip = group // GROUP, (r0 - g0 * group) // GROUP
+    keep = slice(skip, skip + (r1 - r0) // GROUP)
+    zeros, scales = (t.repeat_interleave(rep, 0)[keep] for t in (zeros, sc))
+    m = QuantMatrix(q, zeros, scales)
+    return QuantMatrix(*(t.contiguous() for t in m))
 
 
 def load_awq_expert(
-    source: str | os.PathLike | Mapping[str, torch.Tensor],
+    source: str | os.PathLike | Mapping[str, torch.Tensor] | TensorSource,
     prefix: str,
     kernel: str,
     tp: int,
@@ -170,8 +310,9 @@ def load_awq_expert(
 ) -> QuantMatrix:
     """One expert's matrix for one tensor-parallel rank, in groups of 32.
 
-    source: a ``.safetensors`` file, a folder of them, or a dict of tensors. prefix: the expert's
-    key prefix, e.g. ``"model.layers.0.mlp.experts.7"``; tensors are read from
+    source: a ``.safetensors`` file, a folder of them (sharded or not), a dict of tensors, or an
+    open TensorSource (reuse one for many experts). prefix: the expert's key prefix, e.g.
+    ``"model.layers.0.mlp.experts.7"``; tensors are read from
     ``{prefix}.{gate_proj,up_proj,down_proj}.{qweight,qzeros,scales}``.
     kernel "w13": gate and up are column-parallel: each is split along N and the rank's slices
     are concatenated ``[gate | up]`` -> ``[H, 2I/tp]``. kernel "w2": down is row-parallel: split
@@ -185,31 +326,29 @@ def load_awq_expert(
         raise BadArgument(f"rank={rank!r} must be in 0..{tp - 1} for tp={tp}")
     import torch
 
-    src = _Source(source)
+    src = open_source(source)
     prefix = prefix.rstrip(".")
-    mats = {p: _load_linear(src, f"{prefix}.{p}") for p in PROJECTIONS[kernel]}
     if kernel == "w13":
-        gate, up = mats["gate_proj"], mats["up_proj"]
-        if gate.q.shape != up.q.shape:
-            raise BadArgument(f"gate_proj {tuple(gate.q.shape)} != up_proj {tuple(up.q.shape)}")
-        inter = gate.q.shape[1]
+        gate, up = (f"{prefix}.{p}" for p in PROJECTIONS["w13"])
+        linear_spec(src, gate)
+        linear_spec(src, up)
+        (kg, ng), (ku, nu) = (src.spec(f"{p}.qweight")[0] for p in (gate, up))
+        if (kg, ng) != (ku, nu):
+            raise BadArgument(f"gate_proj qweight {[kg, ng]} != up_proj qweight {[ku, nu]}")
+        inter = ng * 8
         if inter % tp:
             raise BadArgument(f"{prefix}: inter={inter} (gate_proj N) is not divisible by tp={tp}")
         w = inter // tp
         cols = slice(rank * w, (rank + 1) * w)
-        halves = zip(gate, up, strict=True)
-        return QuantMatrix(*(torch.cat([a[:, cols], b[:, cols]], dim=1) for a, b in halves))
-    down = mats["down_proj"]
-    inter = down.q.shape[0]
+        halves = zip(*(_read_linear(src, p, slice(None), cols) for p in (gate, up)), strict=True)
+        return QuantMatrix(*(torch.cat([a, b], dim=1) for a, b in halves))
+    down = f"{prefix}.down_proj"
+    linear_spec(src, down)
+    inter = src.spec(f"{down}.qweight")[0][0]
     if inter % tp or (inter // tp) % GROUP:
         raise BadArgument(
             f"{prefix}: down_proj K={inter} does not split into tp={tp} slices of whole "
             f"{GROUP}-row groups"
         )
     rows = inter // tp
-    g0, g1 = rank * rows // GROUP, (rank + 1) * rows // GROUP
-    return QuantMatrix(
-        down.q[rank * rows : (rank + 1) * rows].contiguous(),
-        down.zeros[g0:g1].contiguous(),
-        down.scales[g0:g1].contiguous(),
-    )
+    return _read_linear(src, down, slice(rank * rows, (rank + 1) * rows), slice(None))

@@ -74,21 +74,23 @@ def _reference(kernel: str, bank, inputs: dict) -> np.ndarray:
 
 
 def check_kernel(
-    shape: Shape, kernel: str, seed: int = 0, banks: int = 2, arms=ARMS
+    shape: Shape, kernel: str, seed: int = 0, banks: int = 2, arms=ARMS, source=None
 ) -> list[CheckRow]:
-    """Rows for every (bank, arm); raises nothing on a mismatch: the caller decides (exit 5)."""
+    """Rows for every (bank, arm); raises nothing on a mismatch: the caller decides (exit 5).
+    ``source``: where bank b comes from (workbench.banks, e.g. a checkpoint's layers); default
+    synthetic banks seeded ``seed * 1000 + b``."""
     import torch
 
-    from workbench.ops import KernelOp, make_bank, make_inputs
+    from workbench.banks import SyntheticBanks
+    from workbench.ops import KernelOp, make_inputs
     from workbench.reference import rel_l2, worst_element
     from workbench.variants import parse_arm
 
     ops = {arm: KernelOp(parse_arm(kernel, arm), shape) for arm in arms}
+    source = source or SyntheticBanks(shape, lambda b: seed * 1000 + b)
     rows: list[CheckRow] = []
     for b in range(banks):
-        by_layout = {
-            lay: make_bank(shape, kernel, lay, seed=seed * 1000 + b) for lay in ("b4", "b3")
-        }
+        by_layout = {lay: source.make(kernel, lay, b) for lay in ("b4", "b3")}
         inputs = make_inputs(shape, kernel, seed=seed * 1000 + 500 + b)
         want = _reference(kernel, by_layout["b3"], inputs)
         first = None

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "check": "workbench.commands.check",
     "calibrate": "workbench.commands.calibrate",
     "capacity": "workbench.commands.capacity",
+    "checkpoint": "workbench.commands.checkpoint",
     "sessions": "workbench.commands.sessions",
     "plot": "workbench.commands.plot",
     "report": "workbench.commands.report",

@@ -80,15 +80,21 @@ def _gate_summary(gates: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class BankStore:
-    """Banks per (kernel, layout), grown on demand; each batch writes a ``memory`` record."""
+    """Banks per (kernel, layout), grown on demand; each batch writes a ``memory`` record.
+    Bank i comes from the run's bank source (workbench.banks): synthetic from bank_seed(seed, i),
+    or the experts of a checkpoint layer (docs/DESIGN.md §3.7)."""
 
     def __init__(self, engine: Engine) -> None:
+        from workbench.banks import source_for
+
         self.e = engine
         self.banks: dict[tuple[str, str], list[Any]] = {}
+        cfg = engine.cfg
+        seed_of = functools.partial(bank_seed, cfg.seed)
+        self.source = source_for(engine.shape, seed_of, getattr(cfg, "checkpoint", None))
+        self._noted: set[str] = set()  # kernels whose repeat note was given
 
     def get(self, kernel: str, layout: str, n: int) -> list[Any]:
-        from workbench.ops import make_bank
-
         have = self.banks.setdefault((kernel, layout), [])
         if len(have) >= n:
             return have
@@ -102,6 +108,10 @@ class BankStore:
                 f"{free / 2**30:.1f} GiB is free; try --set hot, --no-reference, or fewer "
                 "--layers/--experts"
             )
+        note = self.source.note(kernel, n)
+        if note and kernel not in self._noted:
+            self._noted.add(kernel)
+            self.e.r.note(note)
         self._warm_generation(kernel, layout)
         gc.collect()  # objects dropped earlier (other kernels' banks) must not free memory inside the window
         torch.cuda.synchronize()
@@ -109,7 +119,7 @@ class BankStore:
         mon = self.e.r.monitor
         before, t_before, t0 = mon.memory_used(), torch.cuda.memory_allocated(), time.perf_counter()
         for i in range(len(have), n):
-            have.append(make_bank(shape, kernel, layout, bank_seed(self.e.cfg.seed, i), DEVICE))
+            have.append(self.source.make(kernel, layout, i, DEVICE))
             # Release the generation's temporaries now: cached, the next bank's tensors would be
             # carved out of their larger segments, and NVML would count the unused remainders
             # (seen on the H200: W13 b3 banks measured 288 MiB above their bytes).
@@ -131,7 +141,10 @@ class BankStore:
             "bank_nbytes": sum(int(b.nbytes) for b in have[len(have) - need :]),
             "torch_allocated": torch.cuda.memory_allocated() - t_before,
             "seconds": time.perf_counter() - t0,
+            "source": self.source.kind,
         }
+        if self.source.kind == "checkpoint":
+            rec["layers"] = [self.source.layer_of(i) for i in range(len(have) - need, len(have))]
         self.e.r.memory.append(rec)
         self.e.r.session.record("memory", **rec)
         self.e.r.emit("memory", rec)
@@ -141,17 +154,15 @@ class BankStore:
         """Generate and drop one full-size bank first: CUDA loads kernel images lazily and the
         allocator sets itself up on first use; that one-time device memory would otherwise be
         counted as the first bank set's."""
-        from workbench.ops import make_bank
-
-        bank = make_bank(self.e.shape, kernel, layout, 0, DEVICE)
+        bank = self.source.make(kernel, layout, 0, DEVICE)
         torch.cuda.synchronize()
         del bank
 
     def relocate(self, key: tuple[str, str]) -> None:
         """Move the banks of ``key`` = (kernel, layout) to fresh memory (copies made while the
         old ones still exist, so they land behind the current padding; then the old go). Where
-        two copies do not fit, the banks are freed first and generated again."""
-        from workbench.ops import make_bank, relocate_bank
+        two copies do not fit, the banks are freed first and made again by the source."""
+        from workbench.ops import relocate_bank
 
         have = self.banks.get(key, [])
         if not have:
@@ -161,13 +172,13 @@ class BankStore:
         if need <= MEMORY_HEADROOM * free:
             self.banks[key] = [relocate_bank(b) for b in have]
         else:
-            seeds = [b.seed for b in have]
+            count = len(have)
             self.banks[key] = []
             del have
             gc.collect()
             torch.cuda.empty_cache()
             kernel, layout = key
-            self.banks[key] = [make_bank(self.e.shape, kernel, layout, sd, DEVICE) for sd in seeds]
+            self.banks[key] = [self.source.make(kernel, layout, i, DEVICE) for i in range(count)]
         torch.cuda.synchronize()
 
     def release(self, keep: set[tuple[str, str]]) -> None:
@@ -238,7 +249,18 @@ class Engine:
 
         prov = provenance.collect(files=[REPO / p for p in source_hashes()])
         prov["builds"] = {b.variant.name: b.lib_sha256 for b in builds}
+        prov["banks"] = self.store.source.describe(self.planned_banks())
         return prov
+
+    def planned_banks(self) -> dict[str, int]:
+        """Banks per kernel the plan reads (the step confirmation reads no more than its
+        kernels' own comparisons: its working set per replay is larger, so it needs fewer)."""
+        need: dict[str, int] = {}
+        for c in self.cfg.comparisons:
+            g = self._geometry(c)
+            for k in kernels_of(c.kernel):
+                need[k] = max(need.get(k, 0), g.banks)
+        return need
 
     # ------------------------------------------------------------------ plan
 

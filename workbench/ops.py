@@ -118,6 +118,29 @@ def make_bank(
     return Bank(kernel, layout, K, N, E, seed, weights, meta)
 
 
+def upload_bank(
+    kernel: str,
+    layout: str,
+    weights: torch.Tensor,
+    meta: torch.Tensor,
+    seed: int,
+    device: str | torch.device = "cuda",
+) -> Bank:
+    """A bank from host tensors (a checkpoint's experts, docs/DESIGN.md §3.7): ``weights`` int32
+    ``[E, K/32, N, 4]``, ``meta`` uint8 ``[E, K/32, N*R]``. Always a fresh copy on ``device``, so
+    two banks made from one layer are distinct memory."""
+    if layout not in RECORD_BYTES:
+        raise BadArgument(f"layout={layout!r} is not one of {', '.join(RECORD_BYTES)}")
+    E, G, N, _ = weights.shape
+    if weights.dtype != torch.int32 or meta.dtype != torch.uint8:
+        raise BadArgument(f"bank tensors are {weights.dtype}/{meta.dtype}, not int32/uint8")
+    if tuple(meta.shape) != (E, G, N * RECORD_BYTES[layout]):
+        raise BadArgument(f"meta shape {tuple(meta.shape)} does not fit weights {(E, G, N, 4)}")
+    w = weights.to(device, copy=True)
+    m = meta.to(device, copy=True)
+    return Bank(kernel, layout, G * GROUP, N, E, seed, w, m)
+
+
 def relocate_bank(bank: Bank) -> Bank:
     """The same bank in fresh device memory (a copy; the caller drops the old one). Blocks use
     it to place their banks anew (docs/DESIGN.md §5.5): a copy is ~100x faster than generating

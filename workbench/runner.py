@@ -78,6 +78,9 @@ class RunConfig:
     slug: str = "ab"
     mode: str = "ab"  # or "calibrate"
     extra: dict[str, Any] = field(default_factory=dict)  # more config for session.json
+    # An open workbench.checkpoint.Checkpoint: banks from its experts instead of synthetic ones
+    # (docs/DESIGN.md §3.7); its record goes to the provenance, its path to extra.
+    checkpoint: Any = None
 
     def session_config(self) -> dict[str, Any]:
         p = dataclasses.asdict(self.protocol)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.checkpoint import add_checkpoint_arguments
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
 
 HELP = "A/B-time two reader variants (ABBA pairs of CUDA-Graph replays) and recommend per kernel"
@@ -41,17 +42,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="skip the step confirmation of the recommended mix after w13 and w2",
     )
     add_protocol_arguments(p, DEFAULT_REPLAYS)
+    add_checkpoint_arguments(p)
 
 
 def config_from_args(args: argparse.Namespace):
     """The validated RunConfig; BadArgument (exit 2) names the option. No torch, no GPU."""
+    from workbench.checkpoint import checkpoint_from_args
     from workbench.commands._measure import protocol_from_args
     from workbench.plan import KERNEL_CHOICES, SETS, parse_list
     from workbench.runner import make_config
     from workbench.shapes import shape_from_args
 
-    shape = shape_from_args(args)
-    return make_config(
+    ckpt = checkpoint_from_args(args)
+    shape = ckpt.shape if ckpt is not None else shape_from_args(args)
+    cfg = make_config(
         shape,
         kernels=parse_list(args.kernel, KERNEL_CHOICES, "--kernel"),
         sets=parse_list(args.set, SETS, "--set"),
@@ -66,7 +70,10 @@ def config_from_args(args: argparse.Namespace):
         protocol=protocol_from_args(args),
         sessions_dir=args.sessions_dir,
         slug=args.slug,
+        extra=None if ckpt is None else {"checkpoint": ckpt.summary()},
     )
+    cfg.checkpoint = ckpt  # banks from its experts (docs/DESIGN.md §3.7)
+    return cfg
 
 
 def run(args: argparse.Namespace) -> int:

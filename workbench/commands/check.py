@@ -7,6 +7,7 @@ import json
 import sys
 from dataclasses import replace
 
+from workbench.checkpoint import add_checkpoint_arguments, checkpoint_from_args
 from workbench.errors import EXIT_NUMERICS_DIFFER, BadArgument, NoGPUError
 from workbench.limits import MAX_BANKS, MAX_SEED, check_max
 from workbench.shapes import KERNELS, PRESETS, add_shape_arguments, shape_from_args, valid_tps
@@ -26,6 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-args", action="store_true", help="skip the invalid-argument rejections")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+    add_checkpoint_arguments(p)
 
 
 def _validated(args: argparse.Namespace) -> tuple[tuple[str, ...], list]:
@@ -39,10 +41,35 @@ def _validated(args: argparse.Namespace) -> tuple[tuple[str, ...], list]:
     if args.seed < 0:
         raise BadArgument(f"--seed {args.seed} must be >= 0")
     check_max("--seed", args.seed, MAX_SEED, "MAX_SEED")
-    shape = shape_from_args(args)  # validated even with --all-presets: a typo is still a typo
+    args.loaded_checkpoint = ckpt = checkpoint_from_args(args)
+    if ckpt is not None and args.all_presets:
+        raise BadArgument("--all-presets cannot be combined with --checkpoint (its own shape)")
+    # validated even with --all-presets: a typo is still a typo
+    shape = ckpt.shape if ckpt is not None else shape_from_args(args)
     if args.all_presets:
         return kernels, [replace(s, tp=tp) for s in PRESETS.values() for tp in valid_tps(s)]
     return kernels, [shape]
+
+
+def _bank_source(args: argparse.Namespace):
+    """The checkpoint's banks (with its repeat note on stderr), or None for synthetic ones."""
+    ckpt = args.loaded_checkpoint
+    if ckpt is None:
+        return None
+    from workbench.banks import CheckpointBanks
+
+    source = CheckpointBanks(ckpt)
+    layers = ", ".join(str(source.layer_of(b)) for b in range(args.banks))
+    print(
+        f"checkpoint {ckpt.folder}: banks 0..{args.banks - 1} are its layers {layers}",
+        file=sys.stderr,
+    )
+    for kernel in ("w13", "w2"):
+        note = source.note(kernel, args.banks)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
+            break  # the same banks for both kernels: one note says it
+    return source
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,10 +83,11 @@ def run(args: argparse.Namespace) -> int:
     from workbench.check import check_args, check_kernel
     from workbench.variants import all_variants
 
+    source = _bank_source(args)
     rows = []
     for shape in shapes:
         for kernel in kernels:
-            for r in check_kernel(shape, kernel, seed=args.seed, banks=args.banks):
+            for r in check_kernel(shape, kernel, seed=args.seed, banks=args.banks, source=source):
                 rows.append({**r.to_dict(), "tp": shape.tp})
                 if not args.json:
                     print(
@@ -89,7 +117,10 @@ def run(args: argparse.Namespace) -> int:
             )
     failed = [r for r in rows if not r["ok"]]
     if args.json:
-        print(json.dumps({"numerics": rows, "arguments": arg_rows, "ok": not failed}, indent=1))
+        out = {"numerics": rows, "arguments": arg_rows, "ok": not failed}
+        if source is not None:
+            out["banks"] = source.describe({k: args.banks for k in kernels})
+        print(json.dumps(out, indent=1))
     print(f"numerics: {len(rows) - len(failed)}/{len(rows)} rows ok", file=sys.stderr)
     if failed:
         return EXIT_NUMERICS_DIFFER
