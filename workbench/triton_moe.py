@@ -46,6 +46,13 @@ class Launch:
     def meta(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in CONFIG_KEYS}
 
+    @classmethod
+    def from_triton(cls, cfg: Any, source: str = "autotuned") -> Launch:
+        """From a ``triton.Config`` of triton_moe_kernels.config_space."""
+        kw = cfg.kwargs
+        return cls(kw["BLOCK_N"], kw["BLOCK_K"], bool(kw["DOT"]), cfg.num_warps, cfg.num_stages,
+                   source)  # fmt: skip
+
 
 # Configurations autotuned in this process, per (gpu, kernel, K, N): every bank's peer reuses them.
 _TUNED: dict[tuple[str, str, int, int], Launch] = {}
@@ -172,9 +179,13 @@ class TritonMoePeer:
         return _TUNED[key]
 
     def autotune(self, wide: bool = False) -> Launch:
-        """Run triton.autotune over the config space on this bank (fresh random inputs), outside
-        any capture; returns the winner."""
-        tuner = self.k.autotuned(self.kernel, wide)
+        """Run triton.autotune over the config space on this bank, outside any capture; returns
+        the winner."""
+        return self.autotune_with(self.k.autotuned(self.kernel, wide))
+
+    def autotune_with(self, tuner: Any) -> Launch:
+        """Launch ``tuner`` (a triton.autotune of this peer's kernel) once on fresh random inputs,
+        which benchmarks every config of its space; returns the winner."""
         dev = self.qweight.device
         rows = 1 if self.kernel == "w13" else self.top_k
         act = torch.randn((rows, self.K), device=dev).to(torch.float16)
@@ -183,10 +194,8 @@ class TritonMoePeer:
         out_shape = (self.top_k, self.N // 2) if self.kernel == "w13" else (1, self.N)
         out = torch.empty(out_shape, dtype=torch.float16, device=dev)
         self._launch(tuner, act, ids, out, rw, {})
-        best = tuner.best_config
-        kw = dict(best.kwargs)
-        return Launch(kw["BLOCK_N"], kw["BLOCK_K"], bool(kw["DOT"]), best.num_warps,
-                      best.num_stages, source="autotuned")  # fmt: skip
+        torch.cuda.synchronize(dev)
+        return Launch.from_triton(tuner.best_config)
 
     def relocate(self) -> None:
         """Its converted experts in fresh memory (a block's placement, docs/DESIGN.md §5.5)."""
