@@ -9,9 +9,10 @@ thread 8 consecutive k of one column); ``scales`` and ``biases`` fp16 ``[K/G, N]
 
 Both kernels read the routed expert ids from the device (no host loop, graph-capturable) and
 accumulate in FP32. Two dot forms, chosen per configuration by ``DOT`` (the tuner measures both):
-* ``DOT = False``: broadcast multiply into an FP32 ``[BLOCK_K/8, 8, BLOCK_N]`` accumulator and one
-  reduction after the K loop: no shared memory, no tensor cores; at M = 1 the tensor cores would
-  compute 15 padding rows and need the weights moved into their operand layout.
+* ``DOT = False``: FP32 multiply-adds into a ``[BLOCK_K/8, BLOCK_N]`` accumulator, one nibble of
+  every word at a time, and one reduction after the K loop: no shared memory, no tensor cores,
+  no layout change; at M = 1 the tensor cores compute 15 padding rows and need the weights moved
+  into their operand layout.
 * ``DOT = True``: ``tl.dot`` with the activation padded to 16 rows (rows 1..15 zero, so summing
   the 16 output rows is exact).
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-PACK = 8  # int4 values per int32 word
+PACK = tl.constexpr(8)  # int4 values per int32 word (a constexpr: jit code reads it)
 
 
 @triton.jit
@@ -36,41 +37,38 @@ def _partial_dot(
     """``acc`` plus the products of one K tile of one expert's columns ``cols`` (dequantized in
     registers) with the activation row at ``x_row_ptr``."""
     rows = k0 // PACK + tl.arange(0, BLOCK_K // PACK)  # word rows of this K tile
-    row_ok = rows < K // PACK
-    ok = row_ok[:, None] & col_ok[None, :]
+    ok = (rows < K // PACK)[:, None] & col_ok[None, :]
     words = tl.load(w_base + rows[:, None] * N + cols[None, :], mask=ok, other=0)
     grp = (rows * PACK) // GROUP  # a group holds GROUP/8 word rows: repeated loads hit L1
     s = tl.load(s_base + grp[:, None] * N + cols[None, :], mask=ok, other=0.0)
     b = tl.load(b_base + grp[:, None] * N + cols[None, :], mask=ok, other=0.0)
-    shifts = tl.arange(0, PACK) * 4
-    q = (words[:, None, :] >> shifts[None, :, None]) & 0xF  # [BLOCK_K/8, 8, BLOCK_N]
-    w = q.to(tl.float16) * s[:, None, :] + b[:, None, :]
     if DOT:
+        shifts = tl.arange(0, PACK) * 4
+        q = (words[:, None, :] >> shifts[None, :, None]) & 0xF  # [BLOCK_K/8, 8, BLOCK_N]
+        w = q.to(tl.float16) * s[:, None, :] + b[:, None, :]
         ks = k0 + tl.arange(0, BLOCK_K)
         m = tl.arange(0, 16)
         xa = tl.load(x_row_ptr + m[:, None] * 0 + ks[None, :],
                      mask=(m[:, None] == 0) & (ks[None, :] < K), other=0.0)  # fmt: skip
         acc = tl.dot(xa, tl.reshape(w, (BLOCK_K, BLOCK_N)), acc)
     else:
-        ks = k0 + tl.arange(0, BLOCK_K // PACK)[:, None] * PACK + tl.arange(0, PACK)[None, :]
-        xv = tl.load(x_row_ptr + ks, mask=ks < K, other=0.0)  # [BLOCK_K/8, 8]
-        acc += w.to(tl.float32) * xv.to(tl.float32)[:, :, None]
+        # nibble j of every word: 2-D tiles in the words' own layout, so no reduction or layout
+        # change inside the loop; x[8r + j] is a strided [BLOCK_K/8] load from L1
+        for j in tl.static_range(PACK):
+            w = ((words >> (4 * j)) & 0xF).to(tl.float16) * s + b
+            kj = rows * PACK + j
+            xj = tl.load(x_row_ptr + kj, mask=kj < K, other=0.0)
+            acc += w.to(tl.float32) * xj.to(tl.float32)[:, None]
     return acc
-
-
-@triton.jit
-def _finish(acc, DOT: tl.constexpr):
-    """The [BLOCK_N] column sums of an accumulator of either form."""
-    if DOT:
-        return tl.sum(acc, axis=0)  # rows 1..15 are exact zeros
-    return tl.sum(tl.sum(acc, axis=1), axis=0)
 
 
 @triton.jit
 def _zero_acc(BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT: tl.constexpr):
     if DOT:
-        return tl.zeros((16, BLOCK_N), dtype=tl.float32)
-    return tl.zeros((BLOCK_K // PACK, PACK, BLOCK_N), dtype=tl.float32)
+        acc = tl.zeros((16, BLOCK_N), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_K // PACK, BLOCK_N), dtype=tl.float32)
+    return acc
 
 
 @triton.jit
@@ -99,8 +97,9 @@ def w13_kernel(
                             GROUP, BLOCK_N, BLOCK_K, DOT, gate)  # fmt: skip
         up = _partial_dot(x_ptr, w_base, s_base, b_base, cols + half, col_ok, k0, K, N,
                           GROUP, BLOCK_N, BLOCK_K, DOT, up)  # fmt: skip
-    g = _finish(gate, DOT)
-    u = _finish(up, DOT)
+    # the column sums: over the word rows (FMA form) or the 16 rows, 1..15 exact zeros (DOT)
+    g = tl.sum(gate, axis=0)
+    u = tl.sum(up, axis=0)
     inter = g / (1.0 + tl.exp(-g)) * u  # silu(gate) * up in FP32, rounded once below
     tl.store(out_ptr + slot * half + cols, inter.to(tl.float16), mask=cols < half)
 
@@ -126,19 +125,19 @@ def w2_kernel(
                                sc_ptr + e * (K // GROUP) * N, bi_ptr + e * (K // GROUP) * N,
                                cols, col_ok, k0, K, N, GROUP, BLOCK_N, BLOCK_K, DOT, acc)  # fmt: skip
         rw = tl.where(valid, tl.load(rw_ptr + j), 0.0)
-        y += _finish(acc, DOT) * rw
+        y += tl.sum(acc, axis=0) * rw
     tl.store(out_ptr + cols, y.to(tl.float16), mask=cols < N)
 
 
 def config_space(wide: bool = False) -> list[triton.Config]:
     """The M = 1 search space: tile widths, K tiles, both dot forms, warps (and, ``wide``, pipeline
     stages and narrower tiles: benchmarks/tune_triton_moe.py sweeps that for the table). The
-    narrow list (16 configs; the wide one has 60) is what a peer autotunes at construction where
+    narrow list (16 configs; the wide one has 76) is what a peer autotunes at construction where
     the table has no entry. tl.dot needs 16 or more on every side."""
     out = []
     stages = (2, 3) if wide else (2,)
     for bn in (8, 16, 32, 64) if wide else (16, 32, 64):
-        for bk in (64, 128, 256) if wide else (128, 256):
+        for bk in (32, 64, 128, 256) if wide else (128, 256):
             for warps in (2, 4):
                 for st in stages:
                     meta = {"BLOCK_N": bn, "BLOCK_K": bk, "DOT": False}
