@@ -516,3 +516,19 @@ def test_calibration_summary_per_group_and_overall():
     assert cal["control_verdicts"] == ["SAME", "SAME"]
     none = calibration_summary(comps[:2], 0.01)
     assert none["resolution"] is None and none["rungs"][1]["injected_us_per_cta"] is None
+
+
+def test_triton_peer_as_arm_b(device, capsys, tmp_path):
+    code, s, err = run_json(
+        capsys, ["ab", *SMALL, *FAST, "--a", "b3-scalar", "--b", "triton-moe", "--set", "hot",
+                 "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
+    )  # fmt: skip
+    assert code == 0, err
+    cmps = by_id(s)
+    assert list(cmps) == ["w13/hot", "w2/hot"]  # no references, no confirmation for a peer B
+    for kernel, us in (("w13", 2.0), ("w2", 1.5)):
+        c = cmps[f"{kernel}/hot"]
+        assert (c["a"], c["b"], c["role"]) == ("b3-scalar", "triton-moe", "main")
+        assert c["gate"]["gated"] is True and c["gate"]["ok"]
+        assert c["verdict"]["median"] == pytest.approx(FUSED_PEER_US / us, rel=0.02)
+    assert "triton-moe w13: BLOCK_N=16 (simulated)" in err  # the peer's config is noted
