@@ -3,7 +3,7 @@
 run never autotunes.
 
     python3 benchmarks/tune_triton_moe.py [--preset qwen3.8-flash-next] [--out FILE.json]
-        [--report FILE.json] [--top 6] [--calls 48] [--replays 100]
+        [--kernel w13,w2] [--report FILE.json] [--top 6] [--calls 48] [--replays 100]
 
 Two stages per kernel (W13, W2) of the shape:
 1. triton.autotune over the wide config space (triton_moe_kernels.config_space(wide=True)), keyed
@@ -59,11 +59,6 @@ def graph_us(peer, bank, inputs, id_rows, replays: int) -> float:
     return ms * 1000 / len(id_rows)
 
 
-def describe(c: Launch) -> str:
-    return (f"BLOCK_N={c.BLOCK_N:<3} BLOCK_K={c.BLOCK_K:<4} {'dot' if c.DOT else 'fma'} "
-            f"warps={c.num_warps} stages={c.num_stages}")  # fmt: skip
-
-
 def tune(kernel: str, shape, top: int, calls: int, replays: int) -> dict:
     K, N = shape.dims(kernel)
     bank = make_bank(shape, kernel, "b3", seed=1)
@@ -81,7 +76,9 @@ def tune(kernel: str, shape, top: int, calls: int, replays: int) -> dict:
         ranked, top = [(c, float("nan")) for c in tuner.configs], len(tuner.configs)
     print(f"{kernel} K={K} N={N}: triton.autotune, {len(ranked)} configs (cold L2, µs):")
     for cfg, t in ranked[: max(top, 10)]:
-        print(f"  {describe(Launch.from_triton(cfg))}  {first_ms(t) * 1000:8.2f}", flush=True)
+        print(
+            f"  {Launch.from_triton(cfg, source='autotune')}  {first_ms(t) * 1000:8.2f}", flush=True
+        )
     gen = torch.Generator(device="cpu").manual_seed(3)
     perm = torch.randperm(shape.experts, generator=gen)
     k = shape.top_k
@@ -95,7 +92,7 @@ def tune(kernel: str, shape, top: int, calls: int, replays: int) -> dict:
         r = graph_us(peer, bank, inputs, rotating, replays)
         rows.append({**peer.config.meta(), "autotune_us": first_ms(t) * 1000,
                      "hot_us": h, "rotating_us": r, "score_us": math.sqrt(h * r)})  # fmt: skip
-        print(f"  graph: {describe(peer.config)}  hot {h:6.2f}  rotating {r:6.2f} µs/call",
+        print(f"  graph: {peer.config}  hot {h:6.2f}  rotating {r:6.2f} µs/call",
               flush=True)  # fmt: skip
     best = min(rows, key=lambda x: x["score_us"])
     return {"kernel": kernel, "K": K, "N": N, "best": best, "candidates": rows,
@@ -105,6 +102,7 @@ def tune(kernel: str, shape, top: int, calls: int, replays: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="qwen3.8-flash-next", choices=sorted(PRESETS))
+    ap.add_argument("--kernel", default="w13,w2", help="w13, w2 or both (one at a time: faster)")
     ap.add_argument("--top", type=int, default=6, help="autotune's best N re-timed in graphs")
     ap.add_argument("--calls", type=int, default=48)
     ap.add_argument("--replays", type=int, default=100)
@@ -114,9 +112,15 @@ def main() -> int:
     if not TritonMoePeer.supported():
         print("needs a CUDA GPU (sm_75+) and triton", file=sys.stderr)
         return 3
+    import triton
+
     shape = PRESETS[a.preset]
     gpu = torch.cuda.get_device_name()
-    results = [tune(k, shape, a.top, a.calls, a.replays) for k in ("w13", "w2")]
+    kernels = [k for k in a.kernel.split(",") if k]
+    if not kernels or set(kernels) - {"w13", "w2"}:
+        print(f"--kernel {a.kernel!r}: choose from w13, w2", file=sys.stderr)
+        return 2
+    results = [tune(k, shape, a.top, a.calls, a.replays) for k in kernels]
     table = load_table(TABLE)
     entries = table.setdefault(gpu, {})
     for r in results:
@@ -126,9 +130,9 @@ def main() -> int:
             "measured": True,
             "hot_us": round(b["hot_us"], 3),
             "rotating_us": round(b["rotating_us"], 3),
-            "triton": __import__("triton").__version__,
+            "triton": triton.__version__,
         }
-        print(f"best {r['kernel']}: {describe(Launch(**{k: b[k] for k in CONFIG_KEYS}))}  hot "
+        print(f"best {r['kernel']}: {Launch(**{k: b[k] for k in CONFIG_KEYS}, source='graphs')}  hot "
               f"{b['hot_us']:.2f}  rotating {b['rotating_us']:.2f} µs/call")  # fmt: skip
     text = json.dumps(table, indent=1) + "\n"
     print(text)

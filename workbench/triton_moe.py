@@ -43,6 +43,11 @@ class Launch:
     num_stages: int
     source: str = "table"  # "table", "table (not yet measured)", "autotuned" or "given"
 
+    def __str__(self) -> str:
+        form = "tl.dot" if self.DOT else "fma"
+        return (f"BLOCK_N={self.BLOCK_N} BLOCK_K={self.BLOCK_K} {form} warps={self.num_warps} "
+                f"stages={self.num_stages} ({self.source})")  # fmt: skip
+
     def meta(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in CONFIG_KEYS}
 

@@ -130,24 +130,22 @@ def w2_kernel(
 
 
 def config_space(wide: bool = False) -> list[triton.Config]:
-    """The M = 1 search space: tile widths, K tiles, both dot forms, warps (and, ``wide``, pipeline
-    stages and narrower tiles: benchmarks/tune_triton_moe.py sweeps that for the table). The
-    narrow list (16 configs; the wide one has 76) is what a peer autotunes at construction where
+    """The M = 1 search space: tile widths, K tiles, both dot forms, warps, and for tl.dot the
+    pipeline depth (the FMA form's loads feed no dot, which is what Triton's pipeliner overlaps,
+    so its num_stages stays 2). ``wide`` (44 configs) is what benchmarks/tune_triton_moe.py
+    sweeps for the table; the narrow list (16) is what a peer autotunes at construction where
     the table has no entry. tl.dot needs 16 or more on every side."""
     out = []
-    stages = (2, 3) if wide else (2,)
     for bn in (8, 16, 32, 64) if wide else (16, 32, 64):
         for bk in (32, 64, 128, 256) if wide else (128, 256):
             for warps in (2, 4):
-                for st in stages:
-                    meta = {"BLOCK_N": bn, "BLOCK_K": bk, "DOT": False}
-                    out.append(triton.Config(meta, num_warps=warps, num_stages=st))
+                meta = {"BLOCK_N": bn, "BLOCK_K": bk, "DOT": False}
+                out.append(triton.Config(meta, num_warps=warps, num_stages=2))
     for bn in (16, 32, 64) if wide else (16, 32):
         for bk in (64, 128):
-            for warps in (4,):
-                for st in (3, 4) if wide else (3,):
-                    meta = {"BLOCK_N": bn, "BLOCK_K": bk, "DOT": True}
-                    out.append(triton.Config(meta, num_warps=warps, num_stages=st))
+            for stages in (3, 4) if wide else (3,):
+                meta = {"BLOCK_N": bn, "BLOCK_K": bk, "DOT": True}
+                out.append(triton.Config(meta, num_warps=4, num_stages=stages))
     return out
 
 
