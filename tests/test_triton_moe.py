@@ -207,6 +207,32 @@ def test_gpu_numerics_on_the_default_shape(kernel, config):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel", ["w13", "w2"])
+def test_gpu_out_of_range_ids_contribute_nothing(kernel):
+    seed = _seed()
+    bank = make_bank(DEFAULT, kernel, "b3", seed=seed)
+    peer = TritonMoePeer(kernel, DEFAULT, bank)
+    inp = make_inputs(DEFAULT, kernel, seed=seed + 1)
+    act = inp["x"] if kernel == "w13" else inp["inter"]
+    ids = inp["ids"].clone()
+    ids[0], ids[3] = DEFAULT.experts, -7  # no fault, no contribution
+    peer(act, bank, ids, inp["out"], rw=inp["rw"])
+    want = torch.full_like(inp["out"], float("nan"))
+    if kernel == "w13":
+        keep = [j for j in range(DEFAULT.top_k) if j not in (0, 3)]
+        peer(act, bank, inp["ids"], want, rw=inp["rw"])
+        want[[0, 3]] = 0
+    else:
+        rw = inp["rw"].clone()
+        rw[[0, 3]] = 0  # a skipped slot is a slot with router weight 0
+        peer(act, bank, inp["ids"], want, rw=rw)
+        keep = [0]
+    torch.cuda.synchronize()
+    assert not inp["out"].isnan().any() and inp["out"][keep].abs().sum() > 0
+    assert torch.equal(inp["out"].view(torch.int16), want.view(torch.int16)), seed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["w13", "w2"])
 def test_gpu_graph_capture_reads_the_ids_on_the_device(kernel):
     from workbench.graphs import capture
 
