@@ -1,5 +1,5 @@
 """Kernel speed on the current GPU (issue 3 item 5): µs per call of every variant, hot and rotating,
-in graphs of `calls` calls, next to the tinygemm peer and the bandwidth formula of docs/DESIGN.md §5.9 (a lower
+in graphs of `calls` calls, next to the tinygemm and triton-moe peers and the bandwidth formula of docs/DESIGN.md §5.9 (a lower
 bound no real launch reaches: benchmarks/floor_probe.cu measures what this GPU's launch and
 DRAM allow for the same bytes).
 
@@ -22,7 +22,10 @@ import torch
 
 from workbench.ops import KernelOp, TinyGemmPeer, make_bank, make_inputs
 from workbench.shapes import PRESETS
+from workbench.triton_moe import TritonMoePeer
 from workbench.variants import ARMS, RECORD_BYTES, parse_arm
+
+PEERS = ("tinygemm", "triton-moe")
 
 
 def call_bytes(shape, kernel: str, layout: str) -> int:
@@ -75,6 +78,15 @@ def bench_arm(kernel, arm, shape, banks, inputs, n_sets, n_calls, replays) -> di
             if i not in peers:  # experts are fixed per peer, as in a per-expert loop
                 peers[i] = TinyGemmPeer(kernel, shape, banks[i], inputs[i]["ids"].tolist())
             return peers[i]
+    elif arm == "triton-moe":
+        if not TritonMoePeer.supported():
+            return None
+        fused: dict[int, TritonMoePeer] = {}
+
+        def fn_for(i: int):
+            if id(banks[i]) not in fused:  # ids are read on the device: one peer per bank
+                fused[id(banks[i])] = TritonMoePeer(kernel, shape, banks[i])
+            return fused[id(banks[i])]
     else:
         op = KernelOp(parse_arm(kernel, arm), shape)
 
@@ -93,7 +105,8 @@ def bench_arm(kernel, arm, shape, banks, inputs, n_sets, n_calls, replays) -> di
             graphs.append(capture([fn_for(i) for i in idx], calls))
         ms = time_graphs(graphs, replays)
         us = ms * 1000 / n_calls
-        layout = "b4" if arm.startswith("b4") else "b3"
+        # triton-moe reads 4 bytes per (group, column) record (fp16 scale and bias), as b4 does
+        layout = "b4" if arm.startswith("b4") or arm == "triton-moe" else "b3"
         gbs = call_bytes(shape, kernel, layout) / (us * 1e-6) / 1e9
         row[set_name] = {
             "ms_per_replay": round(ms, 5),
@@ -149,7 +162,7 @@ def main() -> int:
     ap.add_argument("--replays", type=int, default=200)
     ap.add_argument("--out", default=None)
     ap.add_argument("--kernel", default="w13,w2")
-    ap.add_argument("--arms", default=",".join([*ARMS, "tinygemm"]))
+    ap.add_argument("--arms", default=",".join([*ARMS, *PEERS]))
     ap.add_argument(
         "--no-floor",
         action="store_true",
@@ -192,8 +205,8 @@ def main() -> int:
         for layout in ("b4", "b3"):
             banks = [make_bank(shape, kernel, layout, seed=i) for i in range(a.calls * n_sets)]
             wanted = a.arms.split(",")
-            arms = [x for x in [*ARMS, "tinygemm"] if x in wanted and x.startswith(layout)] + (
-                ["tinygemm"] if layout == "b3" and "tinygemm" in wanted else []
+            arms = [x for x in ARMS if x in wanted and x.startswith(layout)] + (
+                [p for p in PEERS if p in wanted] if layout == "b3" else []  # from the b3 banks
             )
             if not arms:
                 continue

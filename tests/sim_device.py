@@ -32,6 +32,7 @@ COST_US = {
     ("w2", "b4", "scalar"): 1.48,
 }
 PEER_US = 12.0
+FUSED_PEER_US = 3.0  # the triton-moe peer: a fused launch, slower than the kernels
 SM_MHZ = 1980.0
 NOISE = 0.003  # multiplicative, per call
 # Memory placement (docs/DESIGN.md §5.5): each placement of a bank gives each reader its own
@@ -211,6 +212,38 @@ class FakePeer:
         Clock.t += PEER_US / 1000
 
 
+class FakeFusedPeer:
+    """The triton-moe peer: one per bank, ids read from the (device) tensor at each call, fp16
+    weights (so its outputs differ from the kernels' by rounding only)."""
+
+    READS_IDS = True
+    made: list = []
+    relocated = 0
+    broken = False  # scale the outputs by 1.01: a peer outside its tolerance
+
+    def __init__(self, kernel, shape, bank) -> None:
+        assert bank.layout == "b3"
+        self.kernel, self.bank = kernel, bank
+        self.config = "BLOCK_N=16 (simulated)"
+        FakeFusedPeer.made.append((kernel, id(bank)))
+
+    @staticmethod
+    def supported() -> bool:
+        return True
+
+    def relocate(self) -> None:
+        FakeFusedPeer.relocated += 1
+
+    def __call__(self, inp, bank, ids, out, rw=None) -> None:
+        key = (id(inp), id(self.bank.weights), tuple(ids.tolist()), "fp16")
+        w = self.bank.weights.index_select(0, ids.long())
+        keep = (inp, self.bank.weights)
+        _compute(self.kernel, inp, w, out, rw, torch.float16, key=key, keep=keep)
+        if FakeFusedPeer.broken:
+            out.mul_(1.01)
+        Clock.t += FUSED_PEER_US / 1000
+
+
 @dataclass
 class FakeBuild:
     variant: object
@@ -241,6 +274,9 @@ def install(monkeypatch):
     ops.upload_bank = fake_upload_bank
     ops.KernelOp, ops.TinyGemmPeer = FakeKernelOp, FakePeer
     monkeypatch.setitem(sys.modules, "workbench.ops", ops)
+    fused = types.ModuleType("workbench.triton_moe")
+    fused.TritonMoePeer = FakeFusedPeer
+    monkeypatch.setitem(sys.modules, "workbench.triton_moe", fused)
     monkeypatch.setattr(build, "build_many", build_many)
     props = types.SimpleNamespace(
         name="Simulated H200", major=9, minor=0, multi_processor_count=132,
@@ -267,6 +303,9 @@ def install(monkeypatch):
     FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
     FakePeer.made = []
     FakePeer.relocated = 0
+    FakeFusedPeer.made = []
+    FakeFusedPeer.relocated = 0
+    FakeFusedPeer.broken = False
     RELOCATED.clear()
     UPLOADED.clear()
     global PLACEMENT_RNG

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import sim_device
 import torch
-from sim_device import PEER_US, SM_MHZ, FakeKernelOp, FakePeer
+from sim_device import FUSED_PEER_US, PEER_US, SM_MHZ, FakeFusedPeer, FakeKernelOp, FakePeer
 
 from workbench import cli, runner
 from workbench.errors import BadArgument, BuildError
@@ -124,7 +124,7 @@ def test_default_ab_run_end_to_end(device, capsys, tmp_path):
     assert code == 0, err
     cmps = by_id(s)
     expected = [f"{k}/{st}{r}" for k in ("w13", "w2") for st in ("hot", "rotating")
-                for r in ("", "/b4-scalar", "/tinygemm")] + ["step/hot/confirm", "step/rotating/confirm"]  # fmt: skip
+                for r in ("", "/b4-scalar", "/tinygemm", "/triton-moe")] + ["step/hot/confirm", "step/rotating/confirm"]  # fmt: skip
     assert list(cmps) == expected
     # the simulated costs come back as ratios and verdicts
     for st in ("hot", "rotating"):
@@ -144,6 +144,10 @@ def test_default_ab_run_end_to_end(device, capsys, tmp_path):
         peer = cmps[f"w2/{st}/tinygemm"]
         assert peer["gate"]["gated"] is False and 0 < peer["gate"]["rel_l2"] < 2e-2
         assert peer["verdict"]["median"] == pytest.approx(1.65 / PEER_US, rel=0.02)
+        fused = cmps[f"w13/{st}/triton-moe"]
+        assert (fused["role"], fused["a"], fused["b"]) == ("reference", "triton-moe", "b3-coop")
+        assert fused["gate"]["gated"] is True and 0 < fused["gate"]["rel_l2"] < 4e-3
+        assert fused["verdict"]["median"] == pytest.approx(1.9 / FUSED_PEER_US, rel=0.02)
     recs = s["recommendations"]
     assert recs["w13"]["decision"] == "cooperative" and recs["w13"]["arm"] == "b3-coop"
     assert recs["w2"]["decision"] == "scalar" and recs["w2"]["arm"] == "b3-scalar"
@@ -196,6 +200,22 @@ def test_tinygemm_peers_repack_each_routing_once(device, capsys, tmp_path):
     # blocks 1 and 2 place the repacked experts anew (block 0 makes them after its placement)
     assert FakePeer.relocated == 2 * 4 * g
     assert "step/rotating/confirm" not in by_id(s)  # one kernel: no confirmation
+    # the fused peer reads the routed ids on the device: one peer per bank, not per routing
+    banks = by_id(s)["w13/rotating"]["banks"]
+    assert len(FakeFusedPeer.made) == len(set(FakeFusedPeer.made)) == banks
+    assert FakeFusedPeer.relocated == 2 * banks
+
+
+def test_fused_peer_outside_its_tolerance_exits_5_and_times_nothing(device, capsys, tmp_path):
+    FakeFusedPeer.broken = True
+    code, _, err = run_json(
+        capsys, ["ab", *SMALL, *FAST, "--kernel", "w2", "--set", "hot",
+                 "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
+    )  # fmt: skip
+    assert code == 5
+    assert "w2/hot/triton-moe: triton-moe (A) and b3-coop (B) differ by rel_l2" in err
+    sess = load_session(next(tmp_path.iterdir()))
+    assert sess.status == "failed" and not sess.samples_for("w2/hot/triton-moe")
 
 
 def test_aa_run(device, capsys, tmp_path):
@@ -282,7 +302,9 @@ def test_cancel_keeps_the_session_as_interrupted(device, tmp_path):
     sess = load_session(result.session_path)
     assert sess.status == "interrupted"
     ids = [c["id"] for c in result.summary["comparisons"]]
-    assert ids == ["w13/hot", "w13/hot/b4-scalar", "w13/hot/tinygemm", "w13/rotating"]
+    assert ids == [
+        "w13/hot", "w13/hot/b4-scalar", "w13/hot/tinygemm", "w13/hot/triton-moe", "w13/rotating"
+    ]  # fmt: skip
     assert result.summary["comparisons"][-1]["pairs"] == 2
     assert len(sess.samples_for("w13/rotating")) == 8
     assert sess.summary["status"] == "interrupted"
@@ -377,7 +399,7 @@ def test_tui_entry_point(device, tmp_path):
     )  # fmt: skip
     assert load_session(path).status == "complete"
     main = [e for e in events if e.cmp_id == "w13/hot"]
-    assert (main[-1].step, main[-1].steps) == (1, 3)  # main, b4-scalar and tinygemm references
+    assert (main[-1].step, main[-1].steps) == (1, 4)  # main and the three references
     assert (main[-1].pair, main[-1].pairs) == (6, 6)  # 3 blocks x 2 pairs
     assert main[-1].ratio == pytest.approx(0.95, abs=0.01)
     stop = threading.Event()
@@ -451,13 +473,15 @@ def test_plan_roles_and_references():
     assert [(c.id, c.role) for c in cmps] == [
         ("w13/hot", "main"),
         ("w13/hot/tinygemm", "reference"),  # b4-scalar is already arm A
+        ("w13/hot/triton-moe", "reference"),
         ("step/hot", "main"),  # no references on step
     ]
-    assert cmps[2].a.name == "w13=b4-scalar,w2=b4-scalar"
+    assert cmps[3].a.name == "w13=b4-scalar,w2=b4-scalar"
     aa = plan_ab(("w2",), ("rotating",), "b3-coop", "b3-coop", reference=False)
     assert [(c.id, c.role, c.gated) for c in aa] == [("w2/rotating", "aa", True)]
-    peer = parse_arm_spec("w13", "tinygemm")
-    assert peer.peer == "tinygemm" and peer.layouts == {"b3"}
+    for name in ("tinygemm", "triton-moe"):
+        peer = parse_arm_spec("w13", name)
+        assert peer.peer == name and peer.layouts == {"b3"}
     per_kernel = parse_arm_spec("w2", "w13=b3-coop,w2=b4-scalar")
     assert per_kernel.name == "b4-scalar"
 
@@ -492,3 +516,19 @@ def test_calibration_summary_per_group_and_overall():
     assert cal["control_verdicts"] == ["SAME", "SAME"]
     none = calibration_summary(comps[:2], 0.01)
     assert none["resolution"] is None and none["rungs"][1]["injected_us_per_cta"] is None
+
+
+def test_triton_peer_as_arm_b(device, capsys, tmp_path):
+    code, s, err = run_json(
+        capsys, ["ab", *SMALL, *FAST, "--a", "b3-scalar", "--b", "triton-moe", "--set", "hot",
+                 "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
+    )  # fmt: skip
+    assert code == 0, err
+    cmps = by_id(s)
+    assert list(cmps) == ["w13/hot", "w2/hot"]  # no references, no confirmation for a peer B
+    for kernel, us in (("w13", 2.0), ("w2", 1.5)):
+        c = cmps[f"{kernel}/hot"]
+        assert (c["a"], c["b"], c["role"]) == ("b3-scalar", "triton-moe", "main")
+        assert c["gate"]["gated"] is True and c["gate"]["ok"]
+        assert c["verdict"]["median"] == pytest.approx(FUSED_PEER_US / us, rel=0.02)
+    assert "triton-moe w13: BLOCK_N=16 (simulated)" in err  # the peer's config is noted

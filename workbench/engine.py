@@ -39,7 +39,7 @@ from workbench.plan import (
     kernels_of,
     placement_padding,
 )
-from workbench.results import PEER_REL_L2, CmpResult, verdict_of
+from workbench.results import PEER_GATES, CmpResult, verdict_of
 
 DEVICE = "cuda"
 MEMORY_HEADROOM = 0.9  # never plan banks beyond this share of the free device memory
@@ -51,6 +51,17 @@ def _sequence(fns: list[Callable[[], Any]]) -> Callable[[], None]:
             f()
 
     return issue
+
+
+def peer_class(name: str) -> Any:
+    """The class of peer arm ``name`` (variants.PEER_ARMS), imported when first needed."""
+    if name == "triton-moe":
+        from workbench.triton_moe import TritonMoePeer
+
+        return TritonMoePeer
+    from workbench.ops import TinyGemmPeer
+
+    return TinyGemmPeer
 
 
 def input_seed(seed: int, call: int) -> int:
@@ -285,7 +296,7 @@ class Engine:
                 return
             later = [c for _, g in groups[i + 1 :] for c in g]
             self.workloads.clear()
-            self.peers.clear()  # tinygemm's repacked experts: not needed by later kernels
+            self.peers.clear()  # peers' converted experts: not needed by later kernels
             self.store.release(self._banks_needed(later) | self._confirm_banks(plan))
         recs = self.r.recommend()
         for rec in recs.values():
@@ -373,14 +384,11 @@ class Engine:
         return False
 
     def _drop_unsupported(self, plan: list[ComparisonSpec]) -> list[ComparisonSpec]:
-        if not any(c.a.peer or c.b.peer for c in plan):
-            return plan
-        from workbench.ops import TinyGemmPeer
-
-        if TinyGemmPeer.supported():
-            return plan
-        self.r.note("tinygemm is not supported on this GPU/torch: its comparisons are skipped")
-        return [c for c in plan if not (c.a.peer or c.b.peer)]
+        names = sorted({arm.peer for c in plan for arm in (c.a, c.b) if arm.peer})
+        missing = {n for n in names if not peer_class(n).supported()}
+        for n in sorted(missing):
+            self.r.note(f"{n} is not supported on this GPU/torch: its comparisons are skipped")
+        return [c for c in plan if not {c.a.peer, c.b.peer} & missing]
 
     def _confirm_banks(self, plan: list[ComparisonSpec]) -> set[tuple[str, str]]:
         # the step confirmation reads the b3 banks of both kernels: keep them to the end
@@ -487,9 +495,10 @@ class Engine:
         arm_b.run_once()
         if c.a.peer or c.b.peer:
             ref, peer = (arm_b, arm_a) if c.a.peer else (arm_a, arm_b)
+            tol, gated, what = PEER_GATES[peer.variant]
             d = loose_difference(ref, peer)
-            rec = {"cmp": c.id, "block": block, "ok": bool(d["rel_l2"] <= PEER_REL_L2), "gated": False,
-                   "kind": f"rel_l2 vs {ref.variant} (bf16 peer, tolerance {PEER_REL_L2})", **d}  # fmt: skip
+            rec = {"cmp": c.id, "block": block, "ok": bool(d["rel_l2"] <= tol), "gated": gated,
+                   "kind": f"rel_l2 vs {ref.variant} ({what}, tolerance {tol})", **d}  # fmt: skip
         else:
             diff = first_difference(arm_a, arm_b)
             rec = {
@@ -499,6 +508,12 @@ class Engine:
             }  # fmt: skip
         self.r.session.record("gate", **rec)
         self.r.emit("gate", rec)
+        if rec["gated"] and not rec["ok"] and "rel_l2" in rec:
+            raise NumericsError(
+                f"{c.id}: {c.a.name} (A) and {c.b.name} (B) differ by rel_l2 {rec['rel_l2']:.3g} "
+                f"> {rec['kind']}; worst |diff| {rec['max_abs_diff']:.3g} in graph "
+                f"{rec.get('graph')} {rec.get('output')}[{rec.get('flat_index')}]. Nothing was timed."
+            )
         if c.gated and not rec["ok"]:
             d = rec["first_difference"]
             what = "was not written (still NaN)" if d["unwritten"] else "differs"
@@ -522,15 +537,21 @@ class Engine:
             self.ops[key] = KernelOp(v, self.shape, device=DEVICE, spin_cycles=arm.spin)
         return self.ops[key]
 
-    def _peer(self, kernel: str, bank_index: int, experts: list[int]) -> Any:
-        """The tinygemm peer of (bank, routed experts): it repacks its experts at construction,
-        so it is made once per distinct routing and reused by every graph that routes so."""
-        from workbench.ops import TinyGemmPeer
-
-        key = (kernel, bank_index, tuple(experts))
+    def _peer(self, name: str, kernel: str, bank_index: int, experts: list[int]) -> Any:
+        """The peer ``name`` for (bank, routed experts). tinygemm repacks its experts at
+        construction, so it is made once per distinct routing; a fused peer (``READS_IDS``)
+        reads the ids on the device and converts the whole bank, so it is made once per bank."""
+        cls = peer_class(name)
+        fused = getattr(cls, "READS_IDS", False)
+        key = (name, kernel, bank_index) + (() if fused else (tuple(experts),))
         if key not in self.peers:
             bank = self.store.banks[(kernel, "b3")][bank_index]
-            self.peers[key] = TinyGemmPeer(kernel, self.shape, bank, list(experts))
+            if fused:
+                self.peers[key] = peer = cls(kernel, self.shape, bank)
+                if not any(k[:2] == key[:2] for k in self.peers if k != key):
+                    self.r.note(f"{name} {kernel}: {peer.config}")  # its block sizes, once
+            else:
+                self.peers[key] = cls(kernel, self.shape, bank, list(experts))
         return self.peers[key]
 
     def _bank(self, arm: ArmSpec, kernel: str, index: int) -> Any:
@@ -608,7 +629,7 @@ class Engine:
 
     def _callable(self, arm: ArmSpec, kernel: str, bank_index: int, experts: list[int]) -> Any:
         if arm.peer:
-            return self._peer(kernel, bank_index, experts)
+            return self._peer(arm.peer, kernel, bank_index, experts)
         return self._op(arm, kernel)
 
     def release(self) -> None:

@@ -1,8 +1,8 @@
 """What a run will measure, decided before any GPU work (torch-free, so bad input fails fast).
 
 * ``ArmSpec``: one side of a comparison, parsed from a command-line arm name: ``b3-coop``,
-  ``tinygemm`` (a peer), ``w13=b3-coop,w2=b3-scalar`` (per kernel, as ``step`` needs) or a
-  calibration arm ``b3-scalar+spin=2000``.
+  ``tinygemm`` or ``triton-moe`` (peers), ``w13=b3-coop,w2=b3-scalar`` (per kernel, as ``step``
+  needs) or a calibration arm ``b3-scalar+spin=2000``.
 * ``ComparisonSpec``: id, kernel (w13, w2, step), expert set, role, arms A and B.
 * ``Geometry``: which banks and experts each call of each captured graph touches. Hot set: one
   bank, the same ``top_k`` experts every call. Rotating set: call ``l`` uses bank ``l`` and its own
@@ -29,7 +29,7 @@ SETS = ("hot", "rotating")
 ROLES = ("main", "aa", "reference", "confirm", "calibration")
 L2_FACTOR = 5  # rotating working set (per cycle of graphs) at least this many times the L2
 MAX_GRAPHS = 16  # bound on alternated graphs: tiny custom shapes would otherwise want hundreds
-REFERENCE_ARMS = ("b4-scalar", "tinygemm")
+REFERENCE_ARMS = ("b4-scalar", "tinygemm", "triton-moe")
 # Largest padding a block allocates before its banks (docs/DESIGN.md §5.5): 64 MiB spans many
 # 2 MiB allocator pages and DRAM interleaving periods; paddings of 1 B - 64 MiB moved the H200's
 # W13-hot reader ratio over 0.954-0.963.

@@ -21,7 +21,10 @@ from workbench.provenance import stale_sources, staleness_text
 from workbench.session import Session, list_sessions, load_session
 
 KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
-PEERS = {"tinygemm": "peer: torch int4 tinygemm, bf16"}
+PEERS = {
+    "tinygemm": "peer: torch int4 tinygemm, bf16",
+    "triton-moe": "peer: fused W4A16 MoE Triton kernel, fp16",
+}
 BASELINE = "b4-scalar"
 # Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
 TIMING_ROLES = ("main", "reference", "confirm", "aa")

@@ -13,7 +13,7 @@ from workbench.errors import BadArgument
 KERNELS = ("w13", "w2")
 # b4-coop does not exist: 4-byte records are already one aligned word per lane.
 ARMS = ("b4-scalar", "b3-scalar", "b3-coop")
-PEER_ARMS = ("tinygemm",)
+PEER_ARMS = ("tinygemm", "triton-moe")
 RECORD_BYTES = {"b4": 4, "b3": 3}
 
 

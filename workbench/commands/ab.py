@@ -1,7 +1,7 @@
 """`workbench ab`: headless A/B timing of reader variants (docs/DESIGN.md §5-§7, §9).
 
 Per (kernel, expert set): ABBA pairs of CUDA-Graph replays after a bit-identity gate, with
-reference arms (b4-scalar, tinygemm) timed alongside; then a reader recommendation per kernel
+reference arms (b4-scalar, tinygemm, triton-moe) timed alongside; then a reader recommendation per kernel
 and, over both kernels, a confirmation of the recommended mix on the combined step.
 Exit codes: 0 done, 2 bad arguments, 3 no usable GPU, 4 build failed, 5 numerics differ,
 130 interrupted (the session is kept as interrupted).
@@ -29,12 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--a",
         default="b3-scalar",
-        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm; for step also "
+        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm, triton-moe; for step also "
         "w13=ARM,w2=ARM (default b3-scalar)",
     )
     g.add_argument("--b", default="b3-coop", help="arm B (default b3-coop); B = A is an A/A run")
     g.add_argument(
-        "--no-reference", action="store_true", help="skip the b4-scalar and tinygemm reference arms"
+        "--no-reference",
+        action="store_true",
+        help="skip the b4-scalar, tinygemm and triton-moe reference arms",
     )
     g.add_argument(
         "--no-confirm",

@@ -21,9 +21,9 @@ from workbench.shapes import DEFAULT_PRESET, Shape, resolve_shape
 
 KERNELS = ("w13", "w2", "step")
 SETS = ("hot", "rotating")
-# The arms a user may put on either side of an A/B (ARCHITECTURE "Variants"); tinygemm is a
-# peer that is timed but never recommended.
-ARMS = ("b3-scalar", "b3-coop", "b4-scalar", "tinygemm")
+# The arms a user may put on either side of an A/B (ARCHITECTURE "Variants"); tinygemm and
+# triton-moe are peers that are timed but never recommended.
+ARMS = ("b3-scalar", "b3-coop", "b4-scalar", "tinygemm", "triton-moe")
 
 
 @dataclass(frozen=True)
