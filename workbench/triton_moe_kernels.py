@@ -132,13 +132,14 @@ def w2_kernel(
 def config_space(wide: bool = False) -> list[triton.Config]:
     """The M = 1 search space: tile widths, K tiles, both dot forms, warps, and for tl.dot the
     pipeline depth (the FMA form's loads feed no dot, which is what Triton's pipeliner overlaps,
-    so its num_stages stays 2). ``wide`` (44 configs) is what benchmarks/tune_triton_moe.py
-    sweeps for the table; the narrow list (16) is what a peer autotunes at construction where
+    so its num_stages stays 2). ``wide`` (102 configs) is what benchmarks/tune_triton_moe.py
+    sweeps for the table: a first H200 sweep over 44 picked its narrowest tile and longest K tile
+    (BLOCK_N 8, BLOCK_K 256), the corner of that space, so the wide space goes one step past both; the narrow list (16) is what a peer autotunes at construction where
     the table has no entry. tl.dot needs 16 or more on every side."""
     out = []
-    for bn in (8, 16, 32, 64) if wide else (16, 32, 64):
-        for bk in (32, 64, 128, 256) if wide else (128, 256):
-            for warps in (2, 4):
+    for bn in (4, 8, 16, 32, 64) if wide else (16, 32, 64):
+        for bk in (32, 64, 128, 256, 512, 1024) if wide else (128, 256):
+            for warps in (2, 4, 8) if wide else (2, 4):
                 meta = {"BLOCK_N": bn, "BLOCK_K": bk, "DOT": False}
                 out.append(triton.Config(meta, num_warps=warps, num_stages=2))
     for bn in (16, 32, 64) if wide else (16, 32):
