@@ -117,7 +117,7 @@ class BankStore:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()  # drop temporaries of the generation, keep the banks
         after = mon.memory_used()
-        meta = fp.meta_b4 if layout == "b4" else fp.meta_b3
+        meta = fp.meta(layout)
         rec = {
             "kernel": kernel,
             "layout": layout,
@@ -238,6 +238,10 @@ class Engine:
 
         prov = provenance.collect(files=[REPO / p for p in source_hashes()])
         prov["builds"] = {b.variant.name: b.lib_sha256 for b in builds}
+        # every spec built, with a user kernel's sources and their sha256 (docs/DESIGN.md §4.1)
+        prov["specs"] = {
+            b.variant.name: b.variant.kernel_spec.to_record(dict(b.variant.params)) for b in builds
+        }
         return prov
 
     # ------------------------------------------------------------------ plan
@@ -438,7 +442,7 @@ class Engine:
         try:
             arm_a = self._block_arm(s, "a", cycle)
             arm_b = self._block_arm(s, "b", cycle)
-            s.gates.append(self.gate(c, arm_a, arm_b, block))
+            s.gates.append(self.gate(c, arm_a, arm_b, block, s.geom))
             window = r.monitor.window if r.monitor.available else None
             out = run_abba(
                 c.id, arm_a, arm_b, cfg.protocol.for_block(), record=r.session.record,
@@ -458,11 +462,18 @@ class Engine:
         return self.make_arm(getattr(s.spec, side), s.spec, s.geom, cycle)
 
     def gate(
-        self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm, block: int | None = None
+        self,
+        c: ComparisonSpec,
+        arm_a: GraphArm,
+        arm_b: GraphArm,
+        block: int | None = None,
+        geom: Geometry | None = None,
     ) -> dict[str, Any]:
         """Run both arms once on the measured inputs and compare every call's output."""
         arm_a.run_once()
         arm_b.run_once()
+        if c.gated and not c.bit_identical and geom is not None:
+            return self._tolerance_gate(c, arm_a, arm_b, block, geom)
         if c.a.peer or c.b.peer:
             ref, peer = (arm_b, arm_a) if c.a.peer else (arm_a, arm_b)
             d = loose_difference(ref, peer)
@@ -486,6 +497,48 @@ class Engine:
                 f"(0x{d['a_bits'] & 0xFFFF:04x}), B={d['b']!r} (0x{d['b_bits'] & 0xFFFF:04x}); "
                 f"{d['differing']} of {d['elements']} elements differ in that output. "
                 "Nothing was timed."
+            )
+        return rec
+
+    def _tolerance_gate(
+        self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm, block: int | None, geom: Geometry
+    ) -> dict[str, Any]:
+        """Arms of different identities (docs/DESIGN.md §4.1): each arm's outputs of the first
+        call of graph 0 against the float64 reference, within the arm's promised tolerance."""
+        from workbench.check import reference_output
+        from workbench.reference import rel_l2
+
+        work = self.workload(c.kernel, c.set, geom)
+        bank_index, _ = geom.slot(0, 0)
+        inp, ids = work["inputs"][0], work["ids"][0][0]
+        got: dict[str, float] = {}
+        limit: dict[str, float] = {}
+        for arm, graph_arm in ((c.a, arm_a), (c.b, arm_b)):
+            outs = dict(graph_arm.outputs[0])
+            errs = []
+            for k in kernels_of(c.kernel):
+                name = "call0.inter" if k == "w13" else "call0.y"
+                inputs = {"ids": ids, "x": inp.get("x"), "rw": inp.get("rw")}
+                # W2 of a step reads this arm's own W13 output, as the timed graph does
+                inputs["inter"] = outs["call0.inter"] if c.kernel == "step" else inp.get("inter")
+                want = reference_output(k, self._bank(arm, k, bank_index), inputs)
+                errs.append(rel_l2(outs[name].float().cpu().numpy().reshape(want.shape), want))
+            got[arm.name] = max(errs)
+            limit[arm.name] = min(v.tolerance for v in arm.variants)
+        bad = [n for n in got if not got[n] <= limit[n]]  # NaN fails too
+        rec = {
+            "cmp": c.id, "block": block, "ok": not bad, "gated": True,
+            "kind": "rel_l2 vs the float64 reference (each arm within its promised tolerance)",
+            "rel_l2": got, "tolerance": limit,
+        }  # fmt: skip
+        self.r.session.record("gate", **rec)
+        self.r.emit("gate", rec)
+        if bad:
+            n = bad[0]
+            raise NumericsError(
+                f"{c.id}: {n} misses its numerics promise: relative L2 {got[n]:.3g} against the "
+                f"float64 reference on call 0 of graph 0, above its tolerance {limit[n]:g}. "
+                "Timing stopped."
             )
         return rec
 

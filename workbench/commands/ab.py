@@ -28,8 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--a",
         default="b3-scalar",
-        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm; for step also "
-        "w13=ARM,w2=ARM (default b3-scalar)",
+        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm, or a kernel spec file "
+        "(path/to/variant.toml); for step also w13=ARM,w2=ARM (default b3-scalar)",
     )
     g.add_argument("--b", default="b3-coop", help="arm B (default b3-coop); B = A is an A/A run")
     g.add_argument(
