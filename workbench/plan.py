@@ -122,6 +122,8 @@ def _variant(kernel: str, name: str, calib: bool) -> Variant:
     if not is_spec_path(name):
         return parse_arm(kernel, name, calib=calib)
     spec = load_spec(name.strip())
+    if spec.name in PEER_ARMS:
+        raise BadArgument(f"{spec.origin}: name: {spec.name!r} is a peer's name: choose another")
     if spec.kernel != kernel:
         raise BadArgument(
             f"spec {spec.name} ({spec.origin}) implements {spec.kernel}, not {kernel}: "

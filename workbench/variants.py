@@ -12,11 +12,9 @@ from dataclasses import dataclass
 
 from workbench.errors import BadArgument
 from workbench.layouts import RECORD_BYTES, layout_info
-from workbench.specs import KernelSpec, builtin_spec
+from workbench.specs import ARMS, KernelSpec, builtin_spec
 
 KERNELS = ("w13", "w2")
-# b4-coop does not exist: 4-byte records are already one aligned word per lane.
-ARMS = ("b4-scalar", "b3-scalar", "b3-coop")
 PEER_ARMS = ("tinygemm",)
 __all__ = ["ARMS", "KERNELS", "PEER_ARMS", "RECORD_BYTES", "Variant", "all_variants", "parse_arm"]
 
