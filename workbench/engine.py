@@ -526,10 +526,12 @@ class Engine:
             got[arm.name] = max(errs)
             limit[arm.name] = min(v.tolerance for v in arm.variants)
         bad = [n for n in got if not got[n] <= limit[n]]  # NaN fails too
+        worst = max(got.values(), key=lambda x: x if x == x else float("inf"))
         rec = {
             "cmp": c.id, "block": block, "ok": not bad, "gated": True,
             "kind": "rel_l2 vs the float64 reference (each arm within its promised tolerance)",
-            "rel_l2": got, "tolerance": limit,
+            "rel_l2": worst if worst == worst else None,
+            "arms": {n: {"rel_l2": got[n], "tolerance": limit[n]} for n in got},
         }  # fmt: skip
         self.r.session.record("gate", **rec)
         self.r.emit("gate", rec)
