@@ -1,4 +1,4 @@
-"""Kernel specs (docs/DESIGN.md §4.1) and the layout registry (§3.5): parsing, validation, the
+"""Kernel specs (docs/DESIGN.md §4.1) and the layout registry (§3.7): parsing, validation, the
 built-in registry, parameters and the build-name hash. CPU only (the hash needs torch's version)."""
 
 from __future__ import annotations

@@ -266,7 +266,7 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class Layout:
     """One metadata layout: everything the package needs to know about it, in one place
-    (docs/DESIGN.md §3.5). Adding a layout = one entry here, its encoder/decoder above, and the
+    (docs/DESIGN.md §3.7). Adding a layout = one entry here, its encoder/decoder above, and the
     CUDA reader behind ``define`` (csrc/kernels/awq_meta.cuh)."""
 
     name: str

@@ -1,5 +1,5 @@
 // The metadata layout of this build, from its one WB_LAYOUT_* macro: record size and name in one
-// place (the Python twin is the layout registry in workbench/layouts.py, docs/DESIGN.md §3.5).
+// place (the Python twin is the layout registry in workbench/layouts.py, docs/DESIGN.md §3.7).
 // Plain C++, no CUDA: binding.cpp (host compiler), the launchers and awq_meta.cuh include it.
 #pragma once
 
