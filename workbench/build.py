@@ -36,7 +36,7 @@ from filelock import FileLock, Timeout
 
 from workbench.compiler_log import error_excerpt, kernel_ptxas, parse_ptxas
 from workbench.errors import BuildError
-from workbench.specs import REPO, csrc_dir, load_spec
+from workbench.specs import REPO, SOURCE_SUFFIXES, csrc_dir, load_spec
 from workbench.variants import Variant, parse_arm
 
 CSRC = REPO / "csrc"
@@ -75,8 +75,9 @@ def kernel_sources(v: Variant) -> list[Path]:
 
 
 def all_source_files() -> list[Path]:
+    """Every source file of the built-ins' tree (what their build names hash)."""
     d = csrc_dir()
-    return sorted([*d.glob("*.cu"), *d.glob("*.cpp"), *d.glob("*.h"), *d.glob("kernels/*.cuh")])
+    return sorted(p for p in d.rglob("*") if p.suffix in SOURCE_SUFFIXES and p.is_file())
 
 
 def source_hashes() -> dict[str, str]:
