@@ -503,8 +503,9 @@ class Engine:
     def _tolerance_gate(
         self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm, block: int | None, geom: Geometry
     ) -> dict[str, Any]:
-        """Arms of different identities (docs/DESIGN.md §4.1): each arm's outputs of the first
-        call of graph 0 against the float64 reference, within the arm's promised tolerance."""
+        """Arms of different identities (docs/DESIGN.md §4.1): every output of every call written
+        (no NaN left from the poison), and each arm's outputs of the first call of graph 0
+        against the float64 reference, within the arm's promised tolerance."""
         from workbench.check import reference_output
         from workbench.reference import rel_l2
 
@@ -523,7 +524,10 @@ class Engine:
                 inputs["inter"] = outs["call0.inter"] if c.kernel == "step" else inp.get("inter")
                 want = reference_output(k, self._bank(arm, k, bank_index), inputs)
                 errs.append(rel_l2(outs[name].float().cpu().numpy().reshape(want.shape), want))
-            got[arm.name] = max(errs)
+            unwritten = sum(
+                bool(torch.isnan(t).any()) for outs_g in graph_arm.outputs for _, t in outs_g
+            )
+            got[arm.name] = float("nan") if unwritten else max(errs)
             limit[arm.name] = min(v.tolerance for v in arm.variants)
         bad = [n for n in got if not got[n] <= limit[n]]  # NaN fails too
         worst = max(got.values(), key=lambda x: x if x == x else float("inf"))
@@ -532,15 +536,20 @@ class Engine:
             "kind": "rel_l2 vs the float64 reference (each arm within its promised tolerance)",
             "rel_l2": worst if worst == worst else None,
             "arms": {n: {"rel_l2": got[n], "tolerance": limit[n]} for n in got},
+            "a_vs_b": loose_difference(arm_a, arm_b),  # recorded: how far apart the two arms are
         }  # fmt: skip
         self.r.session.record("gate", **rec)
         self.r.emit("gate", rec)
         if bad:
             n = bad[0]
+            what = (
+                "left outputs unwritten (NaN)"
+                if got[n] != got[n]
+                else f"has relative L2 {got[n]:.3g} against the float64 reference on call 0 of "
+                f"graph 0, above its tolerance {limit[n]:g}"
+            )
             raise NumericsError(
-                f"{c.id}: {n} misses its numerics promise: relative L2 {got[n]:.3g} against the "
-                f"float64 reference on call 0 of graph 0, above its tolerance {limit[n]:g}. "
-                "Timing stopped."
+                f"{c.id}: {n} misses its numerics promise: it {what}. Timing stopped."
             )
         return rec
 
