@@ -1,6 +1,8 @@
 // The one binding file: declarations and the Python module; the -D flags of the build pick the op.
 #include <torch/extension.h>
 
+#include "kernels/layout.h"
+
 #if defined(WB_KERNEL_W13)
 void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& meta,
                  const at::Tensor& ids, const at::Tensor& out, const at::Tensor& slots,
@@ -22,11 +24,7 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &WB_FORWARD, WB_DOC);
   m.attr("kernel") = WB_KERNEL_NAME;
-#ifdef WB_LAYOUT_B3
-  m.attr("layout") = "b3";
-#else
-  m.attr("layout") = "b4";
-#endif
+  m.attr("layout") = wb::kLayoutName;
 #ifdef WB_READER_COOP
   m.attr("reader") = "coop";
 #else

@@ -121,11 +121,6 @@ constexpr bool kCalibrationBuild = true;
 #else
 constexpr bool kCalibrationBuild = false;
 #endif
-#ifdef WB_LAYOUT_B3
-constexpr const char* kLayoutName = "b3";
-#else
-constexpr const char* kLayoutName = "b4";
-#endif
 constexpr int64_t kMaxTopKArgs = 64;  // W13's grid.y; real MoE routers use <= 16
 // Shared memory a CTA may use without opting in: activations (plus a group of zeros) are staged
 // in dynamic shared memory, which gets this minus the kernel's static shared memory.

@@ -67,7 +67,7 @@ CASES: list[tuple[list[str], str]] = [
     (["check", "--seed", str(2**40)], "--seed"),
     (["check", "--preset", "llama"], "preset='llama'"),
     (["check", "--top-k", "1000"], "top_k="),
-    # checkpoint, and --checkpoint of ab and check (docs/DESIGN.md §3.7)
+    # checkpoint, and --checkpoint of ab and check (docs/DESIGN.md §3.8)
     (["ab", "--checkpoint", "/nonexistent/ckpt"], "checkpoint '/nonexistent/ckpt' does not exist"),
     (["ab", "--checkpoint", "{file}"], "is not a folder"),
     (["ab", "--rank", "1"], "--rank needs --checkpoint"),

@@ -1,4 +1,4 @@
-"""Real AWQ checkpoints as bank sources (docs/DESIGN.md §3.7), on the CPU.
+"""Real AWQ checkpoints as bank sources (docs/DESIGN.md §3.8), on the CPU.
 
 The checkpoints are written by tests/ckpt_fixture.py with its own restatement of AutoAWQ's
 packing; the banks are decoded through layouts' decoders and compared with the fixture's

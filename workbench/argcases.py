@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from workbench.layouts import RECORD_BYTES, record_bytes
+
 # A small shape every check can be exercised on: E=4 experts, K=64 (2 groups), N=64, top_k=2.
 E, K, N, TOP_K = 4, 64, 64, 2
 
@@ -26,7 +28,7 @@ class Case:
 
 def valid_args(kernel: str, layout: str, device: str | torch.device = "cpu") -> dict:
     """A valid call (random data, never zeros) of `kernel` for a build reading `layout` records."""
-    rb = 4 if layout == "b4" else 3
+    rb = record_bytes(layout)
     g = torch.Generator().manual_seed(7)
     n_out = N // 2 if kernel == "w13" else N
     a = {
@@ -170,7 +172,10 @@ def _common(kernel: str, act: str, other_layout_width: int) -> list[tuple[str, C
 
 
 def cases(kernel: str, layout: str, calibration_build: bool = False) -> list[Case]:
-    other = 3 if layout == "b4" else 4
+    # a record size of another registered layout: the build must reject that bank
+    other = next(
+        r for name, r in RECORD_BYTES.items() if name != layout and r != record_bytes(layout)
+    )
     if kernel == "w13":
         specific = [
             (

@@ -1,5 +1,5 @@
 """Import of AWQ checkpoint tensors (docs/DESIGN.md §3.5) and their tensor-parallel slicing; the
-checkpoint as a whole (config.json, which tensors) is workbench/checkpoint.py (§3.7).
+checkpoint as a whole (config.json, which tensors) is workbench/checkpoint.py (§3.8).
 
 The common checkpoint form (AutoAWQ's GEMM format, also read by vLLM and SGLang), per linear
 layer with ``K`` inputs and ``N`` outputs and group size ``G``:

@@ -1,4 +1,4 @@
-"""Where a run's banks come from (docs/DESIGN.md §3.7): synthetic weights or a real checkpoint.
+"""Where a run's banks come from (docs/DESIGN.md §3.8): synthetic weights or a real checkpoint.
 
 A bank source makes bank ``index`` of a kernel and layout on a device, ``make(kernel, layout,
 index, device)``; the engine's BankStore and `workbench check` ask it for banks 0, 1, 2, ... and

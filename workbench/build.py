@@ -36,15 +36,10 @@ from filelock import FileLock, Timeout
 
 from workbench.compiler_log import error_excerpt, kernel_ptxas, parse_ptxas
 from workbench.errors import BuildError
+from workbench.specs import REPO, SOURCE_SUFFIXES, csrc_dir, load_spec
 from workbench.variants import Variant, parse_arm
 
-REPO = Path(__file__).resolve().parent.parent
 CSRC = REPO / "csrc"
-
-
-def csrc_dir() -> Path:
-    """Kernel sources: csrc/ of this checkout, or $WORKBENCH_CSRC (tests build a broken copy)."""
-    return Path(os.environ.get("WORKBENCH_CSRC", CSRC))
 
 
 BUILD_META = "workbench_build.json"
@@ -75,13 +70,14 @@ class BuildResult:
         return d
 
 
-def kernel_sources(kernel: str) -> list[Path]:
-    return [csrc_dir() / f"{kernel}.cu", csrc_dir() / "binding.cpp"]
+def kernel_sources(v: Variant) -> list[Path]:
+    return list(v.kernel_spec.sources)
 
 
 def all_source_files() -> list[Path]:
+    """Every source file of the built-ins' tree (what their build names hash)."""
     d = csrc_dir()
-    return sorted([*d.glob("*.cu"), *d.glob("*.cpp"), *d.glob("*.h"), *d.glob("kernels/*.cuh")])
+    return sorted(p for p in d.rglob("*") if p.suffix in SOURCE_SUFFIXES and p.is_file())
 
 
 def source_hashes() -> dict[str, str]:
@@ -132,21 +128,25 @@ def cache_root() -> Path:
 
 
 def _flags(v: Variant) -> tuple[list[str], list[str]]:
-    return [*BASE_CUDA_FLAGS, *v.defines()], [*BASE_CXX_FLAGS, *v.defines()]
+    extra = list(v.kernel_spec.cuda_flags)
+    return [*BASE_CUDA_FLAGS, *extra, *v.defines()], [*BASE_CXX_FLAGS, *v.defines()]
 
 
 def build_name(v: Variant, arch: str) -> str:
+    """The module name of ``v``'s build: its spec's name plus a hash of everything that changes
+    the binary (every source file of the spec's tree and include folders, the sources compiled,
+    the flags with every parameter value, the arch, torch and CUDA versions). Two specs over
+    different trees get different names, so both import into one process (docs/DESIGN.md §4.1)."""
     import torch
 
     cuda_flags, cxx_flags = _flags(v)
-    h = hashlib.sha256()
-    for p in all_source_files():  # headers included: any change to any kernel source rebuilds
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    h = v.kernel_spec.tree_digest()  # headers included: any change to any kernel source rebuilds
     h.update(
         json.dumps([cuda_flags, cxx_flags, arch, torch.__version__, torch.version.cuda]).encode()
     )
     calib = "_calib" if v.calib else ""
-    return f"wb_{v.kernel}_{v.layout}_{v.reader}{calib}_{h.hexdigest()[:16]}"
+    slug = re.sub(r"[^A-Za-z0-9]", "_", v.kernel_spec.name)
+    return f"wb_{v.kernel}_{slug}{calib}_{h.hexdigest()[:16]}"
 
 
 def _import_library(name: str, lib_path: str) -> ModuleType:
@@ -350,6 +350,9 @@ def _build_in_child(v: Variant, arch: str, max_jobs: int | None, out: Path) -> s
     if max_jobs:
         env["MAX_JOBS"] = str(max_jobs)
     cmd = [sys.executable, "-m", "workbench.build", v.name, "--arch", arch, "--out", str(out)]
+    if v.spec is not None:
+        cmd += ["--spec", v.spec.origin]
+    cmd += [f"--param={n}={val}" for n, val in v.params]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         log = proc.stdout + proc.stderr
@@ -371,10 +374,17 @@ def _child_main(argv: list[str]) -> int:
     ap.add_argument("variant", help="like w13:b3-coop or w2:b3-scalar+calib")
     ap.add_argument("--arch", required=True)
     ap.add_argument("--out", required=True, help="empty folder to build in (the parent renames it)")
+    ap.add_argument("--spec", help="the spec file of a user's variant")
+    ap.add_argument("--param", action="append", default=[], help="NAME=VALUE of a parameter")
     a = ap.parse_args(argv)
     kernel, rest = a.variant.split(":")
     calib = rest.endswith("+calib")
-    v = parse_arm(kernel, rest.removesuffix("+calib"), calib=calib)
+    params = {k: int(x) for k, _, x in (p.partition("=") for p in a.param)}
+    if a.spec:
+        v = Variant.of_spec(load_spec(a.spec), calib=calib, params=params)
+    else:
+        base = parse_arm(kernel, rest.removesuffix("+calib").split("[")[0], calib=calib)
+        v = Variant.of_spec(base.kernel_spec, calib=calib, params=params)
 
     from torch.utils.cpp_extension import load
 
@@ -391,10 +401,10 @@ def _child_main(argv: list[str]) -> int:
         try:
             load(
                 name=name,
-                sources=[str(p) for p in kernel_sources(v.kernel)],
+                sources=[str(p) for p in kernel_sources(v)],
                 extra_cflags=cxx_flags,
                 extra_cuda_cflags=cuda_flags,
-                extra_include_paths=[str(csrc_dir())],
+                extra_include_paths=[str(p) for p in v.kernel_spec.include_dirs],
                 build_directory=str(bdir),
                 verbose=True,
             )

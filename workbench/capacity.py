@@ -10,52 +10,56 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench.errors import BadArgument
+from workbench.layouts import RECORD_BYTES, record_bytes
 from workbench.shapes import KERNELS, Shape
 
-RECORD_BYTES = {"b4": 4, "b3": 3}
 MIB = 1 << 20
 
 
 @dataclass(frozen=True)
 class Footprint:
-    """Bytes of int4 weights and of metadata in each layout, for some set of expert matrices."""
+    """Bytes of int4 weights and the number of metadata records, for some set of expert matrices;
+    a layout's metadata bytes come from the layout registry (workbench/layouts.py)."""
 
     weights: int
-    meta_b4: int
-    meta_b3: int
+    records: int
+
+    def meta(self, layout: str) -> int:
+        return self.records * record_bytes(layout)  # an unknown layout raises, never guessed
+
+    @property
+    def meta_b4(self) -> int:
+        return self.meta("b4")
+
+    @property
+    def meta_b3(self) -> int:
+        return self.meta("b3")
 
     @property
     def saving(self) -> int:
+        """What the b3 layout saves against b4 (the comparison this workbench was opened for)."""
         return self.meta_b4 - self.meta_b3
 
     def total(self, layout: str) -> int:
-        return self.weights + (self.meta_b4 if layout == "b4" else self.meta_b3)
+        return self.weights + self.meta(layout)
 
     def scaled(self, factor: int) -> Footprint:
-        return Footprint(self.weights * factor, self.meta_b4 * factor, self.meta_b3 * factor)
+        return Footprint(self.weights * factor, self.records * factor)
 
     def __add__(self, other: Footprint) -> Footprint:
-        return Footprint(
-            self.weights + other.weights,
-            self.meta_b4 + other.meta_b4,
-            self.meta_b3 + other.meta_b3,
-        )
+        return Footprint(self.weights + other.weights, self.records + other.records)
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "weights": self.weights,
-            "meta_b4": self.meta_b4,
-            "meta_b3": self.meta_b3,
-            "saving": self.saving,
-            "total_b4": self.total("b4"),
-            "total_b3": self.total("b3"),
-        }
+        d = {"weights": self.weights}
+        d.update({f"meta_{lay}": self.meta(lay) for lay in RECORD_BYTES})
+        d["saving"] = self.saving
+        d.update({f"total_{lay}": self.total(lay) for lay in RECORD_BYTES})
+        return d
 
 
 def expert_footprint(k: int, n: int, group: int = 32) -> Footprint:
-    """Bytes of one expert's ``[K, N]`` int4 matrix (two weights per byte) and its metadata."""
-    records = (k // group) * n
-    return Footprint(k * n // 2, records * RECORD_BYTES["b4"], records * RECORD_BYTES["b3"])
+    """Bytes of one expert's ``[K, N]`` int4 matrix (two weights per byte) and its records."""
+    return Footprint(k * n // 2, (k // group) * n)
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class Capacity:
     per_rank: Footprint = field(init=False)
 
     def __post_init__(self) -> None:
-        per_expert = Footprint(0, 0, 0)
+        per_expert = Footprint(0, 0)
         for kernel in KERNELS:
             per_expert = per_expert + self.per_kernel[kernel]
         # frozen dataclass: derived fields are set once, here

@@ -1,4 +1,4 @@
-"""A real AWQ checkpoint as the source of a run's banks (docs/DESIGN.md §3.7).
+"""A real AWQ checkpoint as the source of a run's banks (docs/DESIGN.md §3.8).
 
 ``Checkpoint(folder, tp, rank)`` reads ``config.json`` (the shape), finds the expert tensors
 (``EXPERT_KEY``) of every MoE layer in ``model.safetensors`` or the shards that
@@ -242,7 +242,7 @@ SHAPE_OPTIONS = ("preset", "hidden", "inter", "experts", "top_k", "layers")
 
 def add_checkpoint_arguments(p: argparse.ArgumentParser) -> None:
     """``--checkpoint DIR`` and ``--rank`` (for `workbench ab` and `workbench check`)."""
-    g = p.add_argument_group("real weights (docs/DESIGN.md §3.7)")
+    g = p.add_argument_group("real weights (docs/DESIGN.md §3.8)")
     g.add_argument(
         "--checkpoint",
         metavar="DIR",

@@ -1,5 +1,5 @@
 """Write a test checkpoint: random AWQ experts in AutoAWQ packing, the form real ones have
-(docs/DESIGN.md §3.7). For device runs of `workbench ab --checkpoint` without downloading a
+(docs/DESIGN.md §3.8). For device runs of `workbench ab --checkpoint` without downloading a
 model, and for tests. The weights are random (q and zeros uniform 0..15, scales log-uniform in
 synthetic.SCALE_RANGE); config.json says so under "workbench_test_checkpoint".
 

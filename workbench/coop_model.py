@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from workbench.errors import BadArgument
+from workbench.layouts import record_bytes
 
 WARP = 32
 B3 = 3
@@ -155,9 +156,7 @@ def split_b4(records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def tile_offset(group: int, tile: int, n: int, layout: str) -> int:
     """Byte offset of tile ``tile`` (columns 32*tile..32*tile+31) of ``group`` in one expert's
     metadata ``[K/32, n*R]``; a multiple of 4 whenever n % 32 == 0."""
-    r = {"b4": 4, "b3": 3}.get(layout)
-    if r is None:
-        raise BadArgument(f"layout={layout!r} is not one of b4, b3")
+    r = record_bytes(layout)  # the layout registry; an unknown layout raises BadArgument
     if n % WARP:
         raise BadArgument(f"n={n} is not a multiple of {WARP}: tiles would not be aligned")
     return group * n * r + tile * WARP * r

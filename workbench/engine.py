@@ -93,7 +93,7 @@ def _gate_summary(gates: list[dict[str, Any]]) -> dict[str, Any]:
 class BankStore:
     """Banks per (kernel, layout), grown on demand; each batch writes a ``memory`` record.
     Bank i comes from the run's bank source (workbench.banks): synthetic from bank_seed(seed, i),
-    or the experts of a checkpoint layer (docs/DESIGN.md §3.7)."""
+    or the experts of a checkpoint layer (docs/DESIGN.md §3.8)."""
 
     def __init__(self, engine: Engine) -> None:
         from workbench.banks import source_for
@@ -138,7 +138,7 @@ class BankStore:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()  # drop temporaries of the generation, keep the banks
         after = mon.memory_used()
-        meta = fp.meta_b4 if layout == "b4" else fp.meta_b3
+        meta = fp.meta(layout)
         rec = {
             "kernel": kernel,
             "layout": layout,
@@ -261,6 +261,10 @@ class Engine:
         prov = provenance.collect(files=[REPO / p for p in source_hashes()])
         prov["builds"] = {b.variant.name: b.lib_sha256 for b in builds}
         prov["banks"] = self.store.source.describe(self.planned_banks())
+        # every spec built, with a user kernel's sources and their sha256 (docs/DESIGN.md §4.1)
+        prov["specs"] = {
+            b.variant.name: b.variant.kernel_spec.to_record(dict(b.variant.params)) for b in builds
+        }
         return prov
 
     def planned_banks(self) -> dict[str, int]:
@@ -468,7 +472,7 @@ class Engine:
         try:
             arm_a = self._block_arm(s, "a", cycle)
             arm_b = self._block_arm(s, "b", cycle)
-            s.gates.append(self.gate(c, arm_a, arm_b, block))
+            s.gates.append(self.gate(c, arm_a, arm_b, block, s.geom))
             window = r.monitor.window if r.monitor.available else None
             out = run_abba(
                 c.id, arm_a, arm_b, cfg.protocol.for_block(), record=r.session.record,
@@ -488,11 +492,18 @@ class Engine:
         return self.make_arm(getattr(s.spec, side), s.spec, s.geom, cycle)
 
     def gate(
-        self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm, block: int | None = None
+        self,
+        c: ComparisonSpec,
+        arm_a: GraphArm,
+        arm_b: GraphArm,
+        block: int | None = None,
+        geom: Geometry | None = None,
     ) -> dict[str, Any]:
         """Run both arms once on the measured inputs and compare every call's output."""
         arm_a.run_once()
         arm_b.run_once()
+        if c.gated and not c.bit_identical and geom is not None:
+            return self._tolerance_gate(c, arm_a, arm_b, block, geom)
         if c.a.peer or c.b.peer:
             ref, peer = (arm_b, arm_a) if c.a.peer else (arm_a, arm_b)
             tol, gated, what = PEER_GATES[peer.variant]
@@ -523,6 +534,59 @@ class Engine:
                 f"(0x{d['a_bits'] & 0xFFFF:04x}), B={d['b']!r} (0x{d['b_bits'] & 0xFFFF:04x}); "
                 f"{d['differing']} of {d['elements']} elements differ in that output. "
                 "Nothing was timed."
+            )
+        return rec
+
+    def _tolerance_gate(
+        self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm, block: int | None, geom: Geometry
+    ) -> dict[str, Any]:
+        """Arms of different identities (docs/DESIGN.md §4.1): every output of every call written
+        (no NaN left from the poison), and each arm's outputs of the first call of graph 0
+        against the float64 reference, within the arm's promised tolerance."""
+        from workbench.check import reference_output
+        from workbench.reference import rel_l2
+
+        work = self.workload(c.kernel, c.set, geom)
+        bank_index, _ = geom.slot(0, 0)
+        inp, ids = work["inputs"][0], work["ids"][0][0]
+        got: dict[str, float] = {}
+        limit: dict[str, float] = {}
+        for arm, graph_arm in ((c.a, arm_a), (c.b, arm_b)):
+            outs = dict(graph_arm.outputs[0])
+            errs = []
+            for k in kernels_of(c.kernel):
+                name = "call0.inter" if k == "w13" else "call0.y"
+                inputs = {"ids": ids, "x": inp.get("x"), "rw": inp.get("rw")}
+                # W2 of a step reads this arm's own W13 output, as the timed graph does
+                inputs["inter"] = outs["call0.inter"] if c.kernel == "step" else inp.get("inter")
+                want = reference_output(k, self._bank(arm, k, bank_index), inputs)
+                errs.append(rel_l2(outs[name].float().cpu().numpy().reshape(want.shape), want))
+            unwritten = sum(
+                bool(torch.isnan(t).any()) for outs_g in graph_arm.outputs for _, t in outs_g
+            )
+            got[arm.name] = float("nan") if unwritten else max(errs)
+            limit[arm.name] = min(v.tolerance for v in arm.variants)
+        bad = [n for n in got if not got[n] <= limit[n]]  # NaN fails too
+        worst = max(got.values(), key=lambda x: x if x == x else float("inf"))
+        rec = {
+            "cmp": c.id, "block": block, "ok": not bad, "gated": True,
+            "kind": "rel_l2 vs the float64 reference (each arm within its promised tolerance)",
+            "rel_l2": worst if worst == worst else None,
+            "arms": {n: {"rel_l2": got[n], "tolerance": limit[n]} for n in got},
+            "a_vs_b": loose_difference(arm_a, arm_b),  # recorded: how far apart the two arms are
+        }  # fmt: skip
+        self.r.session.record("gate", **rec)
+        self.r.emit("gate", rec)
+        if bad:
+            n = bad[0]
+            what = (
+                "left outputs unwritten (NaN)"
+                if got[n] != got[n]
+                else f"has relative L2 {got[n]:.3g} against the float64 reference on call 0 of "
+                f"graph 0, above its tolerance {limit[n]:g}"
+            )
+            raise NumericsError(
+                f"{c.id}: {n} misses its numerics promise: it {what}. Timing stopped."
             )
         return rec
 

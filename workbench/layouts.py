@@ -15,6 +15,8 @@ dimensions (e.g. experts ``[E, ...]``) in front of the documented 2-D shapes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
 
 GROUP = 32
 TILE = 32  # columns per metadata tile and per packed weight tile (one warp)
-LAYOUTS = {"b4": 4, "b3": 3}  # layout name -> bytes per record
+READERS = {"scalar": "WB_READER_SCALAR", "coop": "WB_READER_COOP"}  # reader -> its -D macro
 # Nibble that holds element e (0..7) of a packed 32-bit word: pairs (2p, 2p+1) sit at nibbles
 # (p, p+4), so the kernel's one mask 0x000F000F after a shift by 4p yields a half2 of the pair.
 NIBBLE_OF_ELEMENT = tuple((e // 2) + 4 * (e % 2) for e in range(8))
@@ -57,9 +59,7 @@ def to_tensor(a: np.ndarray) -> torch.Tensor:
 
 
 def _check_layout(layout: object) -> int:
-    if layout not in LAYOUTS:
-        raise BadArgument(f"layout={layout!r} is not one of {', '.join(LAYOUTS)}")
-    return LAYOUTS[layout]
+    return layout_info(layout).record_bytes
 
 
 def _check_q(q: np.ndarray) -> None:
@@ -106,20 +106,33 @@ def encode_metadata(scales: torch.Tensor, zeros: torch.Tensor, layout: str) -> t
     scales: torch.float16 ``[..., K/32, N]`` (finite); zeros: torch.uint8 ``[..., K/32, N]``.
     Returns torch.uint8 ``[..., K/32, N*4]`` (b4) or ``[..., K/32, N*3]`` (b3).
     """
-    r = _check_layout(layout)
+    lay = layout_info(layout)
     s = as_array("scales", scales, "float16")
     z = as_array("zeros", zeros, "uint8")
     _check_meta_pair(s, z)
-    scale_bits = s.view(np.uint16)
-    if r == 4:
-        bias_bits = bias_of(s, z).view(np.uint16)
-        words = scale_bits.astype("<u4") | (bias_bits.astype("<u4") << 16)
-        out = words.view(np.uint8)  # little-endian u32 -> 4 bytes, low byte first
-    else:
-        out = np.stack(
-            [(scale_bits & 0xFF).astype(np.uint8), (scale_bits >> 8).astype(np.uint8), z], axis=-1
-        )
-    return to_tensor(out.reshape(*s.shape[:-1], s.shape[-1] * r))
+    out = lay.encode(s, z)  # [..., G, N, R]
+    return to_tensor(out.reshape(*s.shape[:-1], s.shape[-1] * lay.record_bytes))
+
+
+def _encode_b4(s: np.ndarray, z: np.ndarray) -> np.ndarray:
+    bias_bits = bias_of(s, z).view(np.uint16)
+    words = s.view(np.uint16).astype("<u4") | (bias_bits.astype("<u4") << 16)
+    return words.view(np.uint8).reshape(*s.shape, 4)  # little-endian u32: low byte first
+
+
+def _decode_b4(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scales = (rec[..., 0] | (rec[..., 1] << 8)).astype(np.uint16).view(np.float16)
+    return scales, (rec[..., 2] | (rec[..., 3] << 8)).astype(np.uint16).view(np.float16)
+
+
+def _encode_b3(s: np.ndarray, z: np.ndarray) -> np.ndarray:
+    bits = s.view(np.uint16)
+    return np.stack([(bits & 0xFF).astype(np.uint8), (bits >> 8).astype(np.uint8), z], axis=-1)
+
+
+def _decode_b3(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scales = (rec[..., 0] | (rec[..., 1] << 8)).astype(np.uint16).view(np.float16)
+    return scales, bias_of(scales, rec[..., 2].astype(np.uint8))
 
 
 def decode_metadata(meta: torch.Tensor, layout: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,12 +150,7 @@ def decode_metadata(meta: torch.Tensor, layout: str, n: int) -> tuple[torch.Tens
             f"meta last dim {m.shape[-1]} != n*{r} = {n * r} for layout {layout} and n={n}"
         )
     rec = m.reshape(*m.shape[:-1], n, r).astype(np.uint32)
-    scale_bits = (rec[..., 0] | (rec[..., 1] << 8)).astype(np.uint16)
-    scales = scale_bits.view(np.float16)
-    if r == 4:
-        biases = (rec[..., 2] | (rec[..., 3] << 8)).astype(np.uint16).view(np.float16)
-    else:
-        biases = bias_of(scales, rec[..., 2].astype(np.uint8))
+    scales, biases = layout_info(layout).decode(rec)
     return to_tensor(scales), to_tensor(biases)
 
 
@@ -250,3 +258,54 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     inverse = tuple(PACK_AXES.index(a) for a in range(7))
     elems = elems.transpose(*range(nl), *(nl + a for a in inverse))  # [.., g, t, p, e, T, qd, c]
     return to_tensor(elems.reshape(*lead, g * GROUP, n).astype(np.uint8))
+
+
+# ---------------------------------------------------------------- the layout registry
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One metadata layout: everything the package needs to know about it, in one place
+    (docs/DESIGN.md §3.7). Adding a layout = one entry here, its encoder/decoder above, and the
+    CUDA reader behind ``define`` (csrc/kernels/awq_meta.cuh)."""
+
+    name: str
+    record_bytes: int
+    readers: tuple[str, ...]  # readers a kernel may build with for this layout
+    define: str  # the -D macro that selects it in csrc/
+    encode: Callable[[np.ndarray, np.ndarray], np.ndarray]  # (scales, zeros) -> [..., G, N, R]
+    decode: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]  # records -> (scales, biases)
+    summary: str
+
+
+LAYOUTS: dict[str, Layout] = {
+    lay.name: lay
+    for lay in (
+        Layout("b4", 4, ("scalar",), "WB_LAYOUT_B4", _encode_b4, _decode_b4,
+               "u32 scale_bits | bias_bits << 16 (bias precomputed)"),
+        Layout("b3", 3, ("scalar", "coop"), "WB_LAYOUT_B3", _encode_b3, _decode_b3,
+               "bytes [scale_lo, scale_hi, zero] (bias rebuilt in the reader)"),
+    )
+}  # fmt: skip
+RECORD_BYTES = {name: lay.record_bytes for name, lay in LAYOUTS.items()}
+
+
+def layout_info(layout: object, what: str = "layout") -> Layout:
+    """The registry entry of ``layout``; BadArgument names it and the known layouts."""
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise BadArgument(f"{what}={layout!r} is not one of {', '.join(LAYOUTS)}")
+    return LAYOUTS[layout]
+
+
+def record_bytes(layout: object) -> int:
+    return layout_info(layout).record_bytes
+
+
+def reader_define(reader: object, layout: str) -> str:
+    """The -D macro of ``reader`` for ``layout``; BadArgument if the layout does not support it."""
+    lay = layout_info(layout)
+    if reader not in lay.readers:
+        raise BadArgument(
+            f"reader={reader!r} is not supported by layout {layout} (it has {', '.join(lay.readers)})"
+        )
+    return READERS[reader]

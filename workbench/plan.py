@@ -1,8 +1,9 @@
 """What a run will measure, decided before any GPU work (torch-free, so bad input fails fast).
 
 * ``ArmSpec``: one side of a comparison, parsed from a command-line arm name: ``b3-coop``,
-  ``tinygemm`` or ``triton-moe`` (peers), ``w13=b3-coop,w2=b3-scalar`` (per kernel, as ``step``
-  needs) or a calibration arm ``b3-scalar+spin=2000``.
+  ``tinygemm`` or ``triton-moe`` (peers), a user's kernel spec file ``path/to/variant.toml`` (docs/DESIGN.md
+  §4.1), ``w13=b3-coop,w2=b3-scalar`` (per kernel, as ``step`` needs) or a calibration arm
+  ``b3-scalar+spin=2000``.
 * ``ComparisonSpec``: id, kernel (w13, w2, step), expert set, role, arms A and B.
 * ``Geometry``: which banks and experts each call of each captured graph touches. Hot set: one
   bank, the same ``top_k`` experts every call. Rotating set: call ``l`` uses bank ``l`` and its own
@@ -14,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -22,6 +24,7 @@ import numpy as np
 from workbench.capacity import expert_footprint
 from workbench.errors import BadArgument
 from workbench.shapes import Shape
+from workbench.specs import is_spec_path, load_spec
 from workbench.variants import ARMS, PEER_ARMS, Variant, parse_arm
 
 KERNEL_CHOICES = ("w13", "w2", "step")
@@ -107,18 +110,33 @@ def parse_arm_spec(kernel: str, text: str, option: str = "--a", calib: bool = Fa
             )
         return ArmSpec(peers[0], (), peer=peers[0])
     try:
-        variants = tuple((k, parse_arm(k, names[k], calib=calib)) for k in kernels)
+        variants = tuple((k, _variant(k, names[k], calib)) for k in kernels)
     except BadArgument as e:
         raise BadArgument(f"{option} {text!r}: {e}") from None
     name = ",".join(f"{k}={v.arm}" for k, v in variants) if kernel == "step" else variants[0][1].arm
     return ArmSpec(name, variants)
 
 
+def _variant(kernel: str, name: str, calib: bool) -> Variant:
+    """A built-in arm name, or a spec file (.toml) whose op contract must be ``kernel``."""
+    if not is_spec_path(name):
+        return parse_arm(kernel, name, calib=calib)
+    spec = load_spec(name.strip())
+    if spec.name in PEER_ARMS:
+        raise BadArgument(f"{spec.origin}: name: {spec.name!r} is a peer's name: choose another")
+    if spec.kernel != kernel:
+        raise BadArgument(
+            f"spec {spec.name} ({spec.origin}) implements {spec.kernel}, not {kernel}: "
+            f"use --kernel {spec.kernel}"
+        )
+    return Variant.of_spec(spec, calib=calib)
+
+
 def with_spin(arm: ArmSpec, spin: int) -> ArmSpec:
     """The calibration build of ``arm`` spinning ``spin`` SM cycles per CTA (named '+spin=N')."""
     if isinstance(spin, bool) or not isinstance(spin, int) or spin < 0:
         raise BadArgument(f"spin={spin!r} must be an integer number of cycles >= 0")
-    parts = tuple((k, Variant(v.kernel, v.layout, v.reader, calib=True)) for k, v in arm.parts)
+    parts = tuple((k, dataclasses.replace(v, calib=True)) for k, v in arm.parts)
     return ArmSpec(f"{arm.name}+spin={spin}", parts, spin=spin)
 
 
@@ -138,6 +156,16 @@ class ComparisonSpec:
     def gated(self) -> bool:
         """Bit-identical outputs are required (not for peers or calibration arms)."""
         return self.role != "calibration" and self.a.peer is None and self.b.peer is None
+
+    @property
+    def bit_identical(self) -> bool:
+        """Gated by bit identity: both arms share one identity for every kernel (their specs
+        promise the same arm's bits, docs/DESIGN.md §4.1); else each arm is gated by its
+        tolerance against the float64 reference."""
+        return self.gated and all(
+            self.a.variant(k).identity() == self.b.variant(k).identity()
+            for k in kernels_of(self.kernel)
+        )
 
 
 def kernels_of(kernel: str) -> tuple[str, ...]:
@@ -186,6 +214,8 @@ def is_reader_comparison(a: ArmSpec, b: ArmSpec) -> bool:
     if a.peer or b.peer or len(a.parts) != 1 or len(b.parts) != 1:
         return False
     va, vb = a.parts[0][1], b.parts[0][1]
+    if va.user or vb.user or va.params or vb.params:
+        return False  # readers are compared between the built-ins as shipped
     return va.layout == vb.layout and va.reader == "scalar" and vb.reader == "coop"
 
 

@@ -9,6 +9,8 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include "layout.h"
+
 #if defined(WB_LAYOUT_B4) == defined(WB_LAYOUT_B3)
 #error "define exactly one of WB_LAYOUT_B4, WB_LAYOUT_B3"
 #endif
@@ -21,11 +23,6 @@
 
 namespace wb {
 
-#ifdef WB_LAYOUT_B3
-constexpr int kRecordBytes = 3;
-#else
-constexpr int kRecordBytes = 4;
-#endif
 constexpr int kGroup = 32;        // AWQ group size: one record per 32 weights of a column
 constexpr int kTileCols = 32;     // one record tile = 32 consecutive columns = one warp, lane = column
 constexpr unsigned kFullMask = 0xffffffffu;

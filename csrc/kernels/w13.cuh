@@ -11,8 +11,16 @@
 
 namespace wb {
 
-constexpr int kUnroll = 5;     // groups whose loads a warp issues before it computes: bytes in flight
-constexpr int kMaxWarps = 16;  // the launcher picks ceil(groups / kUnroll) warps, at most this many
+// Spec parameters (workbench/specs.py BUILTIN_PARAMS): a build may set them with -D; the
+// defaults here must equal the spec's (a CPU test holds them together).
+#ifndef WB_W13_UNROLL
+#define WB_W13_UNROLL 5
+#endif
+#ifndef WB_W13_MAX_WARPS
+#define WB_W13_MAX_WARPS 16
+#endif
+constexpr int kUnroll = WB_W13_UNROLL;       // groups whose loads a warp issues before it computes: bytes in flight
+constexpr int kMaxWarps = WB_W13_MAX_WARPS;  // the launcher picks ceil(groups / kUnroll) warps, at most this many
 
 struct W13Params {
   const __half* x;                 // [K] activations

@@ -10,8 +10,16 @@
 
 namespace wb {
 
-constexpr int kUnroll = 2;     // units whose loads a warp issues before it computes: bytes in flight
-constexpr int kMaxWarps = 32;  // the launcher picks ceil(units / kUnroll) warps, at most this many
+// Spec parameters (workbench/specs.py BUILTIN_PARAMS): a build may set them with -D; the
+// defaults here must equal the spec's (a CPU test holds them together).
+#ifndef WB_W2_UNROLL
+#define WB_W2_UNROLL 2
+#endif
+#ifndef WB_W2_MAX_WARPS
+#define WB_W2_MAX_WARPS 32
+#endif
+constexpr int kUnroll = WB_W2_UNROLL;       // units whose loads a warp issues before it computes: bytes in flight
+constexpr int kMaxWarps = WB_W2_MAX_WARPS;  // the launcher picks ceil(units / kUnroll) warps, at most this many
 
 struct W2Params {
   const __half* inter;             // [top_k][K] SwiGLU outputs

@@ -49,10 +49,10 @@ def event_line(kind: str, data: Any) -> str | None:
         return f"{data['id']}: A={data['a']} B={data['b']} ({data['role']}{ws})"
     if kind == "gate":
         if "rel_l2" in data:
-            state = ("gated" if data.get("gated") else "not gated") + (
-                "" if data["ok"] else ", OUTSIDE"
-            )
-            return f"  gate: {state} ({data['kind']}): rel_l2 {data['rel_l2']:.2e}"
+            how = "gated" if data.get("gated") else "not gated"
+            state = "" if data.get("ok", True) else "OUTSIDE TOLERANCE "
+            err = "n/a" if data["rel_l2"] is None else f"{data['rel_l2']:.2e}"
+            return f"  gate: {state}{how} ({data['kind']}): rel_l2 {err}"
         state = "bit-identical" if data["ok"] else "DIFFER"
         gated = "" if data.get("gated", True) else " (recorded, not gated)"
         return f"  gate: {state} over {data.get('outputs', '?')} outputs{gated}"

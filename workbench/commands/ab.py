@@ -29,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--a",
         default="b3-scalar",
-        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm, triton-moe; for step also "
-        "w13=ARM,w2=ARM (default b3-scalar)",
+        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm, triton-moe, or a kernel spec file "
+        "(path/to/variant.toml); for step also w13=ARM,w2=ARM (default b3-scalar)",
     )
     g.add_argument("--b", default="b3-coop", help="arm B (default b3-coop); B = A is an A/A run")
     g.add_argument(
@@ -74,7 +74,7 @@ def config_from_args(args: argparse.Namespace):
         slug=args.slug,
         extra=None if ckpt is None else {"checkpoint": ckpt.summary()},
     )
-    cfg.checkpoint = ckpt  # banks from its experts (docs/DESIGN.md §3.7)
+    cfg.checkpoint = ckpt  # banks from its experts (docs/DESIGN.md §3.8)
     return cfg
 
 

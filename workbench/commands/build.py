@@ -7,7 +7,10 @@ import json
 import sys
 import threading
 
-HELP = "build every kernel variant (cached, parallel) and list build time, cache state and ptxas report"
+HELP = (
+    "build every kernel variant, or the given spec files (cached, parallel), and list build time, "
+    "cache state and ptxas report"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,6 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also compile for sm_70 with NVRTC 12 + ptxas 12 (dev extra)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable list on stdout")
+    p.add_argument(
+        "specs",
+        nargs="*",
+        metavar="SPEC",
+        help="build these kernel spec files (.toml) instead of the built-ins (docs/DESIGN.md §4.1)",
+    )
 
 
 class BuildProgress:
@@ -88,10 +97,17 @@ class BuildProgress:
 
 
 def _variants(args: argparse.Namespace):
+    from workbench.errors import BadArgument
     from workbench.plan import parse_list
-    from workbench.variants import all_variants
+    from workbench.specs import is_spec_path, load_spec
+    from workbench.variants import Variant, all_variants
 
     kernels = parse_list(args.kernel, ("w13", "w2"), "--kernel")
+    if args.specs:
+        bad = [s for s in args.specs if not is_spec_path(s)]
+        if bad:
+            raise BadArgument(f"SPEC {bad[0]!r} is not a kernel spec file (.toml)")
+        return [Variant.of_spec(load_spec(s)) for s in args.specs]
     return [v for v in all_variants(calib=not args.no_calib) if v.kernel in kernels]
 
 

@@ -28,6 +28,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-args", action="store_true", help="skip the invalid-argument rejections")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
     add_checkpoint_arguments(p)
+    p.add_argument(
+        "specs",
+        nargs="*",
+        metavar="SPEC",
+        help="users' kernel spec files (.toml) checked beside the built-ins, each against its "
+        "promise (docs/DESIGN.md §4.1)",
+    )
+
+
+def _specs(args: argparse.Namespace) -> tuple:
+    from workbench.specs import is_spec_path, load_spec
+
+    for s in args.specs:
+        if not is_spec_path(s):
+            raise BadArgument(f"SPEC {s!r} is not a kernel spec file (.toml)")
+    return tuple(load_spec(s) for s in args.specs)
 
 
 def _validated(args: argparse.Namespace) -> tuple[tuple[str, ...], list]:
@@ -35,6 +51,12 @@ def _validated(args: argparse.Namespace) -> tuple[tuple[str, ...], list]:
     from workbench.plan import parse_list
 
     kernels = parse_list(args.kernel, KERNELS, "--kernel")
+    args.loaded_specs = _specs(args)
+    for s in args.loaded_specs:
+        if s.kernel not in kernels:
+            raise BadArgument(
+                f"SPEC {s.origin} implements {s.kernel}, not in --kernel {args.kernel}"
+            )
     if args.banks < 1:
         raise BadArgument(f"--banks {args.banks} must be >= 1")
     check_max("--banks", args.banks, MAX_BANKS, "MAX_BANKS")
@@ -87,7 +109,15 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for shape in shapes:
         for kernel in kernels:
-            for r in check_kernel(shape, kernel, seed=args.seed, banks=args.banks, source=source):
+            rows_of = check_kernel(
+                shape,
+                kernel,
+                seed=args.seed,
+                banks=args.banks,
+                specs=args.loaded_specs,
+                source=source,
+            )
+            for r in rows_of:
                 rows.append({**r.to_dict(), "tp": shape.tp})
                 if not args.json:
                     print(

@@ -1,5 +1,5 @@
 """`workbench checkpoint make DIR | show DIR`: write a random AWQ test checkpoint, or show what
-`ab --checkpoint` / `check --checkpoint` would read from one (docs/DESIGN.md §3.7).
+`ab --checkpoint` / `check --checkpoint` would read from one (docs/DESIGN.md §3.8).
 
 Exit codes: 0 done; 2 bad arguments (also an unreadable or inconsistent checkpoint).
 """

@@ -108,8 +108,11 @@ class RunConfig:
             if s not in SETS:
                 raise BadArgument(f"sets={s!r} is not one of {', '.join(SETS)}")
         for side in ("a", "b"):
-            if getattr(self, side) not in ARMS:
-                raise BadArgument(f"{side}={getattr(self, side)!r} is not one of {', '.join(ARMS)}")
+            arm = getattr(self, side)
+            if arm not in ARMS and not str(arm).endswith(".toml"):  # a user's spec file
+                raise BadArgument(
+                    f"{side}={arm!r} is not one of {', '.join(ARMS)} or a spec file (.toml)"
+                )
         for name, low in (("pairs", 1), ("blocks", 1), ("calls", 1), ("replays", 1)):
             value = getattr(self, name)
             if value < low:

@@ -118,7 +118,7 @@ class EngineBackend:
     def variants(self) -> list[VariantRow]:
         variants, build = _engine("variants"), _engine("build")
         rows = []
-        for v in variants.all_variants():
+        for v in variants.all_variants(user=True):
             try:
                 cached = build.cached_build(v)
             except Exception:  # no torch here: the cache key needs its version
@@ -133,7 +133,7 @@ class EngineBackend:
         cancelled: Callable[[], bool],
     ) -> list[VariantRow]:
         variants, build = _engine("variants"), _engine("build")
-        todo = [v for v in variants.all_variants() if not names or v.name in names]
+        todo = [v for v in variants.all_variants(user=True) if not names or v.name in names]
         rows = []
         # One at a time so that cancel takes effect between variants (a compile in flight
         # finishes: killing nvcc midway would leave nothing worth keeping).
