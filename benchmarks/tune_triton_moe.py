@@ -6,13 +6,15 @@ run never autotunes.
         [--kernel w13,w2] [--report FILE.json] [--top 6] [--calls 48] [--replays 100]
 
 Two stages per kernel (W13, W2) of the shape:
-1. triton.autotune over the wide config space (triton_moe_kernels.config_space(wide=True)), keyed
-   on (N, K): triton's do_bench times single launches after flushing the L2, so it ranks configs
-   on weights read from DRAM;
-2. the ``--top`` best of those, re-timed the way `workbench ab` and bench_kernels time a call: a
-   CUDA Graph of ``--calls`` calls, hot (the same routed experts every call) and rotating (each
-   call its own disjoint experts of the bank: >= 4x the H200's L2 at the default shape). The
-   winner has the lowest geometric mean of the hot and rotating µs per call.
+1. triton.autotune over the wide config space (triton_moe_kernels.config_space(wide=True,
+   kernel)), keyed on (N, K), K tiles past K pruned: triton's do_bench times single calls after
+   flushing the L2, so it ranks configs on weights read from DRAM; a call of W2's split form is
+   both its launches (the partials and their sum, launched by the autotuner's post_hook);
+2. the ``--top`` best of each form (W13: its one form; W2: the slot loop and the split form),
+   re-timed the way `workbench ab` and bench_kernels time a call: a CUDA Graph of ``--calls``
+   calls, hot (the same routed experts every call) and rotating (each call its own disjoint
+   experts of the bank: >= 4x the H200's L2 at the default shape). The winner has the lowest
+   geometric mean of the hot and rotating µs per call; its table entry names its form.
 
 ``--out`` writes the table (the committed file's other entries kept, this GPU's entries for this
 shape replaced, marked measured); the lead copies it to workbench/triton_moe_configs.json.
@@ -32,7 +34,7 @@ import torch
 from workbench.graphs import capture
 from workbench.ops import make_bank, make_inputs
 from workbench.shapes import PRESETS
-from workbench.triton_moe import CONFIG_KEYS, TABLE, Launch, TritonMoePeer, load_table, table_key
+from workbench.triton_moe import TABLE, Launch, TritonMoePeer, load_table, table_key
 
 
 def graph_us(peer, bank, inputs, id_rows, replays: int) -> float:
@@ -75,10 +77,13 @@ def tune(kernel: str, shape, top: int, calls: int, replays: int) -> dict:
     if not ranked:  # a triton without configs_timings: re-time every config in graphs
         ranked, top = [(c, float("nan")) for c in tuner.configs], len(tuner.configs)
     print(f"{kernel} K={K} N={N}: triton.autotune, {len(ranked)} configs (cold L2, µs):")
-    for cfg, t in ranked[: max(top, 10)]:
-        print(
-            f"  {Launch.from_triton(cfg, source='autotune')}  {first_ms(t) * 1000:8.2f}", flush=True
-        )
+    chosen = []  # the best `top` of each form: one form must not crowd the other out
+    for form in ("loop", "split") if kernel == "w2" else ("loop",):
+        of_form = [(c, t) for c, t in ranked if Launch.from_triton(c).form == form]
+        for cfg, t in of_form[: max(top, 10)]:
+            print(f"  {Launch.from_triton(cfg, source='autotune')}  {first_ms(t) * 1000:8.2f}",
+                  flush=True)  # fmt: skip
+        chosen += of_form[:top]
     gen = torch.Generator(device="cpu").manual_seed(3)
     perm = torch.randperm(shape.experts, generator=gen)
     k = shape.top_k
@@ -86,17 +91,24 @@ def tune(kernel: str, shape, top: int, calls: int, replays: int) -> dict:
     hot = [slices[0].to(torch.int32).cuda()] * calls
     rotating = [slices[i % len(slices)].to(torch.int32).cuda() for i in range(calls)]
     rows = []
-    for cfg, t in ranked[:top]:
+    for cfg, t in chosen:
         peer.config = Launch.from_triton(cfg, source="table")
         h = graph_us(peer, bank, inputs, hot, replays)
         r = graph_us(peer, bank, inputs, rotating, replays)
-        rows.append({**peer.config.meta(), "autotune_us": first_ms(t) * 1000,
-                     "hot_us": h, "rotating_us": r, "score_us": math.sqrt(h * r)})  # fmt: skip
+        rows.append({**peer.config.meta(kernel), "form": peer.config.form,
+                     "autotune_us": first_ms(t) * 1000, "hot_us": h, "rotating_us": r,
+                     "score_us": math.sqrt(h * r)})  # fmt: skip
         print(f"  graph: {peer.config}  hot {h:6.2f}  rotating {r:6.2f} µs/call",
               flush=True)  # fmt: skip
     best = min(rows, key=lambda x: x["score_us"])
-    return {"kernel": kernel, "K": K, "N": N, "best": best, "candidates": rows,
-            "rotating_distinct_calls": min(calls, len(slices))}  # fmt: skip
+    per_form = {f: min((x for x in rows if x["form"] == f), key=lambda x: x["score_us"])
+                for f in {x["form"] for x in rows}}  # fmt: skip
+    return {"kernel": kernel, "K": K, "N": N, "best": best, "best_per_form": per_form,
+            "candidates": rows, "rotating_distinct_calls": min(calls, len(slices))}  # fmt: skip
+
+
+def launch_of(row: dict, source: str) -> Launch:
+    return Launch(**{k: row[k] for k in Launch.__dataclass_fields__ if k in row}, source=source)
 
 
 def main() -> int:
@@ -126,14 +138,19 @@ def main() -> int:
     for r in results:
         b = r["best"]
         entries[table_key(r["kernel"], r["K"], r["N"])] = {
-            **{key: b[key] for key in CONFIG_KEYS},
+            **launch_of(b, "graphs").meta(r["kernel"]),
+            **({"form": b["form"]} if r["kernel"] == "w2" else {}),  # W13 has one form
             "measured": True,
             "hot_us": round(b["hot_us"], 3),
             "rotating_us": round(b["rotating_us"], 3),
             "triton": triton.__version__,
         }
-        print(f"best {r['kernel']}: {Launch(**{k: b[k] for k in CONFIG_KEYS}, source='graphs')}  hot "
-              f"{b['hot_us']:.2f}  rotating {b['rotating_us']:.2f} µs/call")  # fmt: skip
+        for form, f in sorted(r["best_per_form"].items()):
+            label = f"{r['kernel']} {form}" if r["kernel"] == "w2" else r["kernel"]
+            print(f"best {label}: {launch_of(f, 'graphs')}  hot {f['hot_us']:.2f}  "
+                  f"rotating {f['rotating_us']:.2f} µs/call")  # fmt: skip
+        if r["kernel"] == "w2":
+            print(f"best w2: the {b['form']} form")
     text = json.dumps(table, indent=1) + "\n"
     print(text)
     if a.out:

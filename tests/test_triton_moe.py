@@ -66,8 +66,10 @@ def test_conversion_matches_layouts(layout):
 # ------------------------------------------------------------------ interpreter numerics
 
 
-def _case(kernel, shape, block_n, block_k, dot, **extra):
-    cfg = {"BLOCK_N": block_n, "BLOCK_K": block_k, "DOT": dot, "num_warps": 4, "num_stages": 2}
+def _case(kernel, shape, block_n, block_k, dot, slots=0, **extra):
+    """``slots`` > 0: W2's split form with that many slots per program."""
+    cfg = {"BLOCK_N": block_n, "BLOCK_K": block_k, "DOT": dot, "num_warps": 4, "num_stages": 2,
+           "SPLIT": slots > 0, "SLOTS": max(slots, 1)}  # fmt: skip
     shp = {f: getattr(shape, f) for f in ("hidden", "inter", "experts", "top_k", "layers", "tp")}
     return {"kernel": kernel, "shape": shp, "seed": _seed(), "config": cfg, **extra}
 
@@ -82,6 +84,15 @@ CASES |= {f"{k}-ragged-{'dot' if d else 'fma'}": _case(k, RAGGED, 128, 128, d)
           for k in ("w13", "w2") for d in (False, True)}  # fmt: skip
 CASES |= {f"{k}-bad-ids": _case(k, SMALL, 16, 32, False, bad_ids={"0": SMALL.experts, "2": -1})
           for k in ("w13", "w2")}  # fmt: skip
+# W2's split form: one slot per program, and two (top_k 1 and 3 leave a padding slot in the last
+# group); tl.dot; ragged N and K; invalid ids in a group with a valid one
+CASES |= {f"w2-split{s}-top{t}-fma": _case("w2", Shape(128, 256, 6, t, 2, tp=4), 32, 64, False, s)
+          for t in (1, 3, 6) for s in (1, 2)}  # fmt: skip
+CASES |= {"w2-split2-top3-dot": _case("w2", Shape(128, 256, 6, 3, 2, tp=4), 32, 64, True, 2)}
+CASES |= {f"w2-split2-ragged-{'dot' if d else 'fma'}": _case("w2", RAGGED, 128, 128, d, 2)
+          for d in (False, True)}  # fmt: skip
+CASES |= {"w2-split2-bad-ids": _case("w2", SMALL, 16, 32, False, 2,
+                                     bad_ids={"0": SMALL.experts, "2": -1})}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +113,14 @@ def test_interpreter_numerics_match_the_float64_reference(interpreted, name):
     r, case = interpreted[name], CASES[name]
     assert r["want_norm"] > 0, "reference is all zeros: the case tests nothing"
     assert r["nan"] == 0, f"unwritten outputs (seed {case['seed']})"
+    assert r["scratch_nan"] == 0, f"unwritten partial rows (seed {case['seed']})"
     assert r["rel_l2"] <= REL_L2_MAX, f"{name} seed {case['seed']}: {r}"
     if "bad_ids" in case and case["kernel"] == "w13":
         assert r["zero_rows"] == [0, 2]  # the invalid slots' rows, and only those
+    if "bad_ids" in case and case["config"]["SPLIT"]:
+        assert r["zero_scratch_rows"] == [0, 2]  # their partials are written, as zeros
+    elif case["config"]["SPLIT"]:
+        assert r["zero_scratch_rows"] == []  # every slot's partial row was written
 
 
 # ------------------------------------------------------------------ argument checks, table
@@ -152,13 +168,15 @@ def test_relocate_copies_the_converted_experts():
     assert peer.qweight.data_ptr() != before.data_ptr() and torch.equal(peer.qweight, before)
 
 
-def test_table_covers_the_default_shape_with_configs_of_the_tuning_space():
-    pytest.importorskip("triton")
+def _space(kernel, wide):
     from workbench.triton_moe_kernels import config_space
 
+    return [Launch.from_triton(c, source="space") for c in config_space(wide, kernel)]
+
+
+def test_table_covers_the_default_shape_with_configs_of_the_tuning_space():
+    pytest.importorskip("triton")
     shape = PRESETS["qwen3.8-flash-next"]
-    space = {(c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.kwargs["DOT"], c.num_warps,
-              c.num_stages) for c in config_space(wide=True)}  # fmt: skip
     table = load_table()
     assert "NVIDIA H200" in table
     for kernel in ("w13", "w2"):
@@ -166,9 +184,61 @@ def test_table_covers_the_default_shape_with_configs_of_the_tuning_space():
         entry = table["NVIDIA H200"][table_key(kernel, K, N)]
         assert isinstance(entry["measured"], bool)
         cfg = table_config("NVIDIA H200", kernel, K, N)
-        assert (cfg.BLOCK_N, cfg.BLOCK_K, cfg.DOT, cfg.num_warps, cfg.num_stages) in space
+        assert cfg.meta(kernel) in [c.meta(kernel) for c in _space(kernel, wide=True)]
         assert cfg.source == ("table" if entry["measured"] else "table (not yet measured)")
     assert table_config("Some other GPU", "w13", 2560, 320) is None
+
+
+def test_the_w2_space_holds_both_slot_forms_and_w13_none():
+    pytest.importorskip("triton")
+    for wide in (False, True):
+        w2 = _space("w2", wide)
+        assert len({str(c) for c in w2}) == len(w2)  # no config twice
+        forms = {c.form for c in w2}
+        assert forms == {"loop", "split"}, forms
+        assert {c.DOT for c in w2 if c.SPLIT} == ({False, True} if wide else {False})
+        assert all(not c.SPLIT and "SPLIT" not in c.meta("w13") for c in _space("w13", wide))
+    assert {c.SLOTS for c in _space("w2", True) if c.SPLIT} == {1, 2}
+
+
+def test_k_tiles_past_k_are_pruned():
+    pytest.importorskip("triton")
+    from workbench.triton_moe_kernels import _drop_oversized_k, config_space
+
+    space = config_space(True, "w2")
+    kept = _drop_oversized_k(space, {"K": 160, "N": 2560})
+    assert {c.kwargs["BLOCK_K"] for c in kept} == {32, 64, 128, 256}
+    assert {c.kwargs["SPLIT"] for c in kept} == {False, True}
+    assert _drop_oversized_k(space, {"K": 2560}) == space  # W13's K keeps every tile
+
+
+def test_table_entries_name_their_slot_form(tmp_path):
+    base = {"BLOCK_N": 16, "BLOCK_K": 256, "DOT": False, "num_warps": 4, "num_stages": 2}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"G": {
+        table_key("w2", 160, 2560): {**base, "measured": True},  # a table from before the form
+        table_key("w2", 160, 96): {**base, "SPLIT": True, "SLOTS": 2, "measured": False},
+    }}))  # fmt: skip
+    old = table_config("G", "w2", 160, 2560, path)
+    assert (old.SPLIT, old.SLOTS, old.form, old.source) == (False, 1, "loop", "table")
+    new = table_config("G", "w2", 160, 96, path)
+    assert (new.SPLIT, new.SLOTS, new.form) == (True, 2, "split") and "split slots=2" in str(new)
+    assert new.meta("w2")["SLOTS"] == 2 and set(new.meta("w13")) == set(base)
+
+
+def test_the_split_form_is_w2s_and_its_scratch_is_allocated_once():
+    bank = make_bank(SMALL, "w13", "b3", seed=_seed(), device="cpu")
+    split = Launch(16, 64, False, 2, 2, "given", SPLIT=True, SLOTS=2)
+    with pytest.raises(BadArgument, match="triton-moe w13: no split form with SLOTS=2"):
+        TritonMoePeer("w13", SMALL, bank, config=split)
+    w2 = make_bank(SMALL, "w2", "b3", seed=_seed(), device="cpu")
+    with pytest.raises(BadArgument, match="no split form with SLOTS=0"):
+        TritonMoePeer("w2", SMALL, w2, config=Launch(16, 64, False, 2, 2, "given", True, 0))
+    peer = TritonMoePeer("w2", SMALL, w2, config=split)
+    assert peer.scratch.shape == (SMALL.top_k, w2.N) and peer.scratch.dtype == torch.float32
+    first = peer.scratch
+    peer.relocate()
+    assert peer.scratch.shape == first.shape and peer.scratch.data_ptr() != first.data_ptr()
 
 
 # ------------------------------------------------------------------ on the GPU
@@ -185,16 +255,27 @@ def _gpu_reference(kernel, bank, inp):
     return w2_reference(inp["inter"].cpu().numpy(), w, inp["rw"].cpu().numpy()).y[None]
 
 
+FORCED = {
+    "table": None,
+    "fma": Launch(32, 128, False, 4, 2, "given"),
+    "dot": Launch(32, 64, True, 4, 3, "given"),
+    # W2's split form: one slot per program; two per program with tl.dot (top_k 10: 5 groups);
+    # four per program (the last group of three holds two padding slots)
+    "split": Launch(16, 256, False, 2, 2, "given", SPLIT=True, SLOTS=1),
+    "split2-dot": Launch(32, 64, True, 4, 3, "given", SPLIT=True, SLOTS=2),
+    "split4": Launch(8, 64, False, 1, 2, "given", SPLIT=True, SLOTS=4),
+}
+GPU_CONFIGS = [(k, c) for k in ("w13", "w2") for c in FORCED if k == "w2" or "split" not in c]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ["w13", "w2"])
-@pytest.mark.parametrize("config", ["table", "fma", "dot"])
+@pytest.mark.parametrize(("kernel", "config"), GPU_CONFIGS)
 def test_gpu_numerics_on_the_default_shape(kernel, config):
     from workbench.reference import rel_l2
 
     seed = _seed()
     bank = make_bank(DEFAULT, kernel, "b3", seed=seed)
-    forced = {"table": None, "fma": Launch(32, 128, False, 4, 2, "given"),
-              "dot": Launch(32, 64, True, 4, 3, "given")}[config]  # fmt: skip
+    forced = FORCED[config]
     peer = TritonMoePeer(kernel, DEFAULT, bank, config=forced)
     assert peer.config.source.startswith("table") or config != "table"
     inp = make_inputs(DEFAULT, kernel, seed=seed + 1)
@@ -205,12 +286,15 @@ def test_gpu_numerics_on_the_default_shape(kernel, config):
     assert rel_l2(got, _gpu_reference(kernel, bank, inp)) <= REL_L2_MAX, seed
 
 
+FORMS = [("w13", "table"), ("w2", "table"), ("w2", "split"), ("w2", "split4")]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ["w13", "w2"])
-def test_gpu_out_of_range_ids_contribute_nothing(kernel):
+@pytest.mark.parametrize(("kernel", "config"), FORMS)
+def test_gpu_out_of_range_ids_contribute_nothing(kernel, config):
     seed = _seed()
     bank = make_bank(DEFAULT, kernel, "b3", seed=seed)
-    peer = TritonMoePeer(kernel, DEFAULT, bank)
+    peer = TritonMoePeer(kernel, DEFAULT, bank, config=FORCED[config])
     inp = make_inputs(DEFAULT, kernel, seed=seed + 1)
     act = inp["x"] if kernel == "w13" else inp["inter"]
     ids = inp["ids"].clone()
@@ -232,13 +316,13 @@ def test_gpu_out_of_range_ids_contribute_nothing(kernel):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ["w13", "w2"])
-def test_gpu_graph_capture_reads_the_ids_on_the_device(kernel):
+@pytest.mark.parametrize(("kernel", "config"), FORMS)
+def test_gpu_graph_capture_reads_the_ids_on_the_device(kernel, config):
     from workbench.graphs import capture
 
     seed = _seed()
     bank = make_bank(DEFAULT, kernel, "b3", seed=seed)
-    peer = TritonMoePeer(kernel, DEFAULT, bank)
+    peer = TritonMoePeer(kernel, DEFAULT, bank, config=FORCED[config])
     a, b = make_inputs(DEFAULT, kernel, seed=seed + 1), make_inputs(DEFAULT, kernel, seed=seed + 2)
     key = "x" if kernel == "w13" else "inter"
     ids = a["ids"].clone()
@@ -269,6 +353,29 @@ def test_gpu_autotunes_once_where_the_table_has_no_entry():
     peer(inp["inter"], bank, inp["ids"], inp["out"], rw=inp["rw"])
     got = inp["out"].cpu().double().numpy()
     assert rel_l2(got, _gpu_reference("w2", bank, inp)) <= REL_L2_MAX
+
+
+@pytest.mark.gpu
+def test_gpu_autotune_times_a_split_config_with_its_sum():
+    """autotuned("w2")'s post_hook launches the sum inside each timed call of a split config: the
+    output (written by nothing else here) is the whole call's result after autotuning."""
+    import triton
+
+    from workbench import triton_moe_kernels as k
+    from workbench.reference import rel_l2
+
+    seed = _seed()
+    bank = make_bank(DEFAULT, "w2", "b3", seed=seed)
+    peer = TritonMoePeer("w2", DEFAULT, bank, config=FORCED["split"])
+    configs = [c for c in k.config_space(False, "w2") if c.kwargs["SPLIT"]][:2]
+    tuner = triton.autotune(configs=configs, key=["N", "K"], post_hook=k._reduce_after)(k.w2_kernel)
+    inp = make_inputs(DEFAULT, "w2", seed=seed + 1)
+    peer._launch(tuner, inp["inter"], inp["ids"], inp["out"], inp["rw"], {})
+    torch.cuda.synchronize()
+    assert Launch.from_triton(tuner.best_config).SPLIT
+    assert not inp["out"].isnan().any(), "the sum never ran: autotune timed half a call"
+    got = inp["out"].cpu().double().numpy()
+    assert rel_l2(got, _gpu_reference("w2", bank, inp)) <= REL_L2_MAX, seed
 
 
 @pytest.mark.gpu

@@ -35,6 +35,9 @@ def run_case(case: dict) -> dict:
     peer = TritonMoePeer(kernel, shape, bank, config=cfg, kernels=KERNELS)
     act = inp["x"] if kernel == "w13" else inp["inter"]
     out = inp["out"]  # NaN-poisoned by make_inputs
+    split = peer.scratch is not None and cfg.SPLIT
+    if split:
+        peer.scratch.fill_(float("nan"))  # a partial row left unwritten shows
     peer(act, bank, ids, out, rw=inp["rw"])
     got = out.numpy().astype(np.float64)
     valid = [j for j, e in enumerate(ids.tolist()) if 0 <= e < shape.experts]
@@ -47,6 +50,9 @@ def run_case(case: dict) -> dict:
         want = reference.w2_reference(act.numpy()[valid], w, rw).y[None]
     worst = reference.worst_element(got, want)
     return {
+        "scratch_nan": int(peer.scratch.isnan().sum()) if split else 0,
+        # the split form's per-slot partial rows that are all zeros (an invalid id's row)
+        "zero_scratch_rows": [j for j in range(shape.top_k) if split and not peer.scratch[j].any()],
         "rel_l2": reference.rel_l2(got, want),
         "nan": int(np.isnan(got).sum()),
         "worst": [list(worst.index), worst.got, worst.want],

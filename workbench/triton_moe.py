@@ -1,7 +1,9 @@
 """The ``triton-moe`` peer: a fused-MoE W4A16 Triton kernel of the kind inference engines run
 where no Marlin MoE kernel applies (docs/DESIGN.md §4.7). One launch per call over (routed slot,
-N tile) for W13 and over N tiles for W2; the routed ids are read on the device, so one peer
-serves every routing of its bank and the call is CUDA-Graph capturable once compiled.
+N tile) for W13; for W2 either one launch over N tiles looping over the slots, or (the split form)
+one over (N tile, slot group) writing FP32 partials to a scratch buffer allocated here, plus a
+launch summing them. The routed ids are read on the device, so one peer serves every routing of
+its bank and the call is CUDA-Graph capturable once compiled.
 
 The peer converts a bank of ours into its own format at construction (``convert_bank``, on the
 bank's device) and picks its block sizes from the committed table ``triton_moe_configs.json``
@@ -28,13 +30,15 @@ if TYPE_CHECKING:
     from workbench.shapes import Shape
 
 TABLE = Path(__file__).with_name("triton_moe_configs.json")
-CONFIG_KEYS = ("BLOCK_N", "BLOCK_K", "DOT", "num_warps", "num_stages")
+CONFIG_KEYS = ("BLOCK_N", "BLOCK_K", "DOT", "num_warps", "num_stages", "SPLIT", "SLOTS")
+FORM_KEYS = {"SPLIT": False, "SLOTS": 1}  # W2's slot form; absent (W13, older tables): the loop
 _CHUNK = 64  # experts converted at a time: bounds the [chunk, K, N] temporaries
 
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel configuration: block sizes, dot form, warps, pipeline stages."""
+    """One kernel configuration: block sizes, dot form, warps, pipeline stages, and for W2 the
+    slot form (``SPLIT``: a launch per (N tile, group of ``SLOTS`` slots) plus a sum launch)."""
 
     BLOCK_N: int
     BLOCK_K: int
@@ -42,21 +46,30 @@ class Launch:
     num_warps: int
     num_stages: int
     source: str = "table"  # "table", "table (not yet measured)", "autotuned" or "given"
+    SPLIT: bool = False
+    SLOTS: int = 1
 
     def __str__(self) -> str:
         form = "tl.dot" if self.DOT else "fma"
-        return (f"BLOCK_N={self.BLOCK_N} BLOCK_K={self.BLOCK_K} {form} warps={self.num_warps} "
-                f"stages={self.num_stages} ({self.source})")  # fmt: skip
+        slots = f" split slots={self.SLOTS}" if self.SPLIT else ""
+        return (f"BLOCK_N={self.BLOCK_N} BLOCK_K={self.BLOCK_K} {form}{slots} "
+                f"warps={self.num_warps} stages={self.num_stages} ({self.source})")  # fmt: skip
 
-    def meta(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in CONFIG_KEYS}
+    @property
+    def form(self) -> str:
+        return "split" if self.SPLIT else "loop"
+
+    def meta(self, kernel: str = "w2") -> dict[str, Any]:
+        """The launch's keyword arguments; W13's kernel has no slot form."""
+        keys = [k for k in CONFIG_KEYS if kernel == "w2" or k not in FORM_KEYS]
+        return {k: getattr(self, k) for k in keys}
 
     @classmethod
     def from_triton(cls, cfg: Any, source: str = "autotuned") -> Launch:
         """From a ``triton.Config`` of triton_moe_kernels.config_space."""
         kw = cfg.kwargs
         return cls(kw["BLOCK_N"], kw["BLOCK_K"], bool(kw["DOT"]), cfg.num_warps, cfg.num_stages,
-                   source)  # fmt: skip
+                   source, bool(kw.get("SPLIT", False)), int(kw.get("SLOTS", 1)))  # fmt: skip
 
 
 # Configurations autotuned in this process, per (gpu, kernel, K, N): every bank's peer reuses them.
@@ -79,7 +92,8 @@ def table_config(gpu: str, kernel: str, K: int, N: int, path: Path = TABLE) -> L
     if entry is None:
         return None
     measured = entry.get("measured", False)
-    return Launch(**{k: entry[k] for k in CONFIG_KEYS},
+    return Launch(**{k: entry.get(k, FORM_KEYS[k]) if k in FORM_KEYS else entry[k]
+                     for k in CONFIG_KEYS},
                   source="table" if measured else "table (not yet measured)")  # fmt: skip
 
 
@@ -171,7 +185,17 @@ class TritonMoePeer:
         self.top_k = shape.top_k
         self.k = kernels if kernels is not None else kernels_module()
         self.qweight, self.scales, self.biases = convert_bank(bank)
+        # the split form's per-slot partials: allocated once here, never inside a capture; every
+        # call rewrites every row before its sum reads them, so nothing needs zeroing. One call
+        # at a time per peer (calls on one stream are ordered)
+        self.scratch = None
+        if kernel == "w2":
+            dev = bank.weights.device
+            self.scratch = torch.empty((self.top_k, self.N), dtype=torch.float32, device=dev)
         self.config = config or self._pick_config(bank)
+        if self.config.SPLIT and (kernel != "w2" or self.config.SLOTS < 1):
+            raise BadArgument(f"triton-moe {kernel}: no split form with SLOTS={self.config.SLOTS} "
+                              "(the split form is W2's, SLOTS >= 1)")  # fmt: skip
 
     def _pick_config(self, bank: Bank) -> Launch:
         gpu = torch.cuda.get_device_name(bank.weights.device)
@@ -207,6 +231,8 @@ class TritonMoePeer:
         self.qweight, self.scales, self.biases = (
             self.qweight.clone(), self.scales.clone(), self.biases.clone()
         )  # fmt: skip
+        if self.scratch is not None:  # read and written every call: part of the placement too
+            self.scratch = torch.empty_like(self.scratch)
 
     @staticmethod
     def supported() -> bool:
@@ -253,7 +279,9 @@ class TritonMoePeer:
     def __call__(self, inp, bank: Bank, ids, out, rw=None) -> None:
         self._check(inp, bank, ids, out, rw)
         fn = self.k.w13_kernel if self.kernel == "w13" else self.k.w2_kernel
-        self._launch(fn, inp, ids, out, rw, self.config.meta())
+        self._launch(fn, inp, ids, out, rw, self.config.meta(self.kernel))
+        if self.kernel == "w2" and self.config.SPLIT:
+            self.k.launch_reduce(self.scratch, out, self.N, self.top_k)
 
     def _launch(self, fn, inp, ids, out, rw, meta: dict[str, Any]) -> None:
         common = (self.qweight, self.scales, self.biases, ids)
@@ -266,7 +294,8 @@ class TritonMoePeer:
         else:
 
             def grid(m):
-                return (-(-self.N // m["BLOCK_N"]),)
+                tiles = -(-self.N // m["BLOCK_N"])
+                return (tiles, -(-self.top_k // m["SLOTS"])) if m["SPLIT"] else (tiles,)
 
-            fn[grid](inp, *common, rw, out, self.K, self.N, self.E, self.top_k,
+            fn[grid](inp, *common, rw, out, self.scratch, self.K, self.N, self.E, self.top_k,
                      GROUP=GROUP, **meta)  # fmt: skip
