@@ -31,6 +31,9 @@ COST_US = {
     ("w2", "b3", "coop"): 1.65,  # 10 % slower
     ("w2", "b4", "scalar"): 1.48,
 }
+# Tune candidates (workbench.tune.space.ParamVariant): a factor on the cost per (kernel, params),
+# so a test knows which candidate must win; parameters not listed cost as the default does.
+PARAM_FACTOR: dict = {}
 PEER_US = 12.0
 SM_MHZ = 1980.0
 NOISE = 0.003  # multiplicative, per call
@@ -145,8 +148,10 @@ class FakeKernelOp:
 
     def __init__(self, variant, shape, device="cuda", spin_cycles=0) -> None:
         self.variant, self.shape, self.spin = variant, shape, spin_cycles
+        factor = PARAM_FACTOR.get((variant.kernel, tuple(getattr(variant, "params", ()))), 1.0)
         self.cost_ms = (
-            COST_US[(variant.kernel, variant.layout, variant.reader)] + spin_cycles / SM_MHZ
+            COST_US[(variant.kernel, variant.layout, variant.reader)] * factor
+            + spin_cycles / SM_MHZ
         ) / 1000
 
     def __call__(self, inp, bank, ids, out, rw=None) -> None:
@@ -237,6 +242,7 @@ def install(monkeypatch):
         "memory_allocated": lambda *a: 0,
         "mem_get_info": lambda *a: (100 << 30, 140 << 30),
         "current_device": lambda: 0,
+        "device_count": lambda: 1,
         "get_device_properties": lambda *a: props,
         "Event": FakeEvent,
         "_sleep": lambda cycles: None,
@@ -246,6 +252,7 @@ def install(monkeypatch):
     monkeypatch.setattr(engine, "l2_bytes", lambda d=0: props.L2_cache_size)
     monkeypatch.setattr(graphs, "capture", fake_capture)
     FakeKernelOp.broken = set()
+    PARAM_FACTOR.clear()
     _MEMO.clear()
     FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
     FakePeer.made = []
@@ -254,3 +261,14 @@ def install(monkeypatch):
     global PLACEMENT_RNG
     PLACEMENT_RNG = np.random.default_rng(np.random.SeedSequence().entropy)
     return built
+
+
+def install_in_worker(param_factor: dict | None = None, broken: tuple = ()) -> None:
+    """The simulated GPU inside a spawned tune worker (kept for the process's life), with the
+    parent test's parameter costs and broken variants."""
+    import pytest
+
+    install(pytest.MonkeyPatch())
+    PARAM_FACTOR.clear()
+    PARAM_FACTOR.update(param_factor or {})
+    FakeKernelOp.broken = set(broken)

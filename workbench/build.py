@@ -36,7 +36,7 @@ from filelock import FileLock, Timeout
 
 from workbench.compiler_log import error_excerpt, kernel_ptxas, parse_ptxas
 from workbench.errors import BuildError
-from workbench.variants import Variant, parse_arm
+from workbench.variants import Variant
 
 REPO = Path(__file__).resolve().parent.parent
 CSRC = REPO / "csrc"
@@ -372,9 +372,9 @@ def _child_main(argv: list[str]) -> int:
     ap.add_argument("--arch", required=True)
     ap.add_argument("--out", required=True, help="empty folder to build in (the parent renames it)")
     a = ap.parse_args(argv)
-    kernel, rest = a.variant.split(":")
-    calib = rest.endswith("+calib")
-    v = parse_arm(kernel, rest.removesuffix("+calib"), calib=calib)
+    from workbench.tune.space import variant_from_name  # names with tune parameters too
+
+    v = variant_from_name(a.variant)
 
     from torch.utils.cpp_extension import load
 
