@@ -117,6 +117,7 @@ class TuneRunner(Runner):
         self.best: dict[str, Any] | None = None
         self.screen_seconds: float | None = None
         self.workers_used = 1
+        self.worker_errors = 0
         self.gpu_name = ""
 
     def make_engine(self) -> Any:
@@ -162,6 +163,12 @@ class TuneRunner(Runner):
         elif todo:
             Pool(self.cfg, self._screen_protocol(), self.cfg.sets, self.workers_used,
                  self.tcfg.setup).run(todo, self._message, self.cancel)  # fmt: skip
+            left = [t for t in todo if t.candidate.name not in self.screened]
+            if left and self.worker_errors >= self.workers_used and not self.cancel.is_set():
+                raise WorkbenchError(
+                    f"every screening worker stopped ({len(left)} candidate(s) not screened): "
+                    "see the session's notes"
+                )
         self.screen_seconds = time.monotonic() - t0
         if self.cancel.is_set():
             return
@@ -218,6 +225,7 @@ class TuneRunner(Runner):
         elif kind == "result":
             self._screened(data)
         elif kind == "error":
+            self.worker_errors += 1
             self.note(f"screening worker on GPU {gpu} stopped: {data}")
         elif kind == "ready":
             self.emit("worker", {"gpu": gpu, **data})
