@@ -304,3 +304,45 @@ class TuneRunner(Runner):
         from workbench.runner import json_safe
 
         return json_safe(out)
+
+
+def run_tune_session(
+    config: dict[str, Any],
+    root: str,
+    events: Any = None,
+    cancelled: Any = None,
+) -> Any:
+    """Entry point for the TUI: run a tune from a plain dict (kernel, arm, params {name:
+    [values]}, top, screen_pairs, workers, preset, tp, pairs, blocks) and return the session
+    path. ``events(kind, data)`` gets the run's events (from this thread); ``cancelled()`` is
+    polled five times a second (a cancelled tune keeps its session, status "interrupted")."""
+    import threading
+
+    from workbench.shapes import resolve_shape
+    from workbench.tune import space
+
+    c = dict(config)
+    kernel, arm = c.get("kernel", "w13"), c.get("arm", "b3-scalar")
+    shape = resolve_shape(preset=c.get("preset"), tp=c.get("tp"))
+    overrides = {k: tuple(v) for k, v in (c.get("params") or {}).items()}
+    space.parse_overrides(kernel, [f"{k}={','.join(map(str, v))}" for k, v in overrides.items()])
+    cands = space.candidates(kernel, arm, overrides, shape.validate())
+    tcfg = TuneConfig(kernel, arm, cands, screen_pairs=int(c.get("screen_pairs", 3)),
+                      top=int(c.get("top", 3)), workers=c.get("workers"))  # fmt: skip
+    proto = ProtocolConfig(pairs=int(c.get("pairs", 2)), blocks=int(c.get("blocks", 6)))
+    cfg = make_run_config(shape, tcfg, protocol=proto, sessions_dir=str(root),
+                          extra={"source": "tui"})  # fmt: skip
+    cancel, done = threading.Event(), threading.Event()
+
+    def poll() -> None:
+        while not done.wait(0.2):
+            if cancelled is not None and cancelled():
+                cancel.set()
+
+    watcher = threading.Thread(target=poll, name="tune-cancel", daemon=True)
+    watcher.start()
+    try:
+        result = TuneRunner(cfg, tcfg, events=events, cancel=cancel).run()
+    finally:
+        done.set()
+    return result.session_path
