@@ -143,6 +143,7 @@ def _compute_now(kernel, inp, weights, out, rw, dtype):
 
 class FakeKernelOp:
     broken: set[str] = set()  # variant names whose outputs get one flipped bit
+    perturbed: dict[str, float] = {}  # variant name -> relative error of all its outputs
     rng = np.random.default_rng(0)
     calls = 0
 
@@ -169,6 +170,8 @@ class FakeKernelOp:
         )
         if self.variant.name in self.broken:
             out.view(torch.int16).view(-1)[3] ^= 1
+        if self.variant.name in self.perturbed:  # a reordered (or wrong) sum: relative error
+            out.mul_(1 + self.perturbed[self.variant.name])
         FakeKernelOp.calls += 1
         place = bank.effect.get(self.variant.reader, 1.0)
         Clock.t += self.cost_ms * place * (1 + NOISE * self.rng.standard_normal())
@@ -252,6 +255,7 @@ def install(monkeypatch):
     monkeypatch.setattr(engine, "l2_bytes", lambda d=0: props.L2_cache_size)
     monkeypatch.setattr(graphs, "capture", fake_capture)
     FakeKernelOp.broken = set()
+    FakeKernelOp.perturbed = {}
     PARAM_FACTOR.clear()
     _MEMO.clear()
     FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
@@ -263,7 +267,9 @@ def install(monkeypatch):
     return built
 
 
-def install_in_worker(param_factor: dict | None = None, broken: tuple = ()) -> None:
+def install_in_worker(
+    param_factor: dict | None = None, broken: tuple = (), perturbed: dict | None = None
+) -> None:
     """The simulated GPU inside a spawned tune worker (kept for the process's life), with the
     parent test's parameter costs and broken variants."""
     import pytest
@@ -272,3 +278,4 @@ def install_in_worker(param_factor: dict | None = None, broken: tuple = ()) -> N
     PARAM_FACTOR.clear()
     PARAM_FACTOR.update(param_factor or {})
     FakeKernelOp.broken = set(broken)
+    FakeKernelOp.perturbed = dict(perturbed or {})

@@ -32,16 +32,24 @@ SLOW = (("unroll", 3), ("max_warps", 16))  # 5 % slower
 def device(monkeypatch, tmp_path):
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
     built = sim_device.install(monkeypatch)
-    sim_device.PARAM_FACTOR.update({("w13", FASTEST): 0.9, ("w13", SLOW): 1.05})
+    sim_device.PARAM_FACTOR.update({("w13", key(FASTEST)): 0.9, ("w13", key(SLOW)): 1.05})
     return built
 
 
-def run_tune(tmp_path, unroll=(3, 4, 5, 6), top=2, workers=1, cancel=None, events=None):
+def key(params):
+    """What a variant keeps of ``params``: the values other than the defaults."""
+    return space.non_default("w13", dict(params))
+
+
+def run_tune(tmp_path, unroll=(3, 4, 5, 6), top=2, workers=1, cancel=None, events=None,
+             kernel="w13", overrides=None):  # fmt: skip
     shape = resolve_shape(**SHAPE)
-    cands = space.candidates("w13", "b3-scalar", {"unroll": unroll, "max_warps": (16,)}, shape)
+    overrides = overrides or {"unroll": unroll, "max_warps": (16,)}
+    cands = space.candidates(kernel, "b3-scalar", overrides, shape)
     setup = ("sim_device:install_in_worker",
-             {"param_factor": dict(sim_device.PARAM_FACTOR), "broken": tuple(FakeKernelOp.broken)})  # fmt: skip
-    tc = tuner.TuneConfig("w13", "b3-scalar", cands, screen_pairs=2, top=top, workers=workers,
+             {"param_factor": dict(sim_device.PARAM_FACTOR), "broken": tuple(FakeKernelOp.broken),
+              "perturbed": dict(FakeKernelOp.perturbed)})  # fmt: skip
+    tc = tuner.TuneConfig(kernel, "b3-scalar", cands, screen_pairs=2, top=top, workers=workers,
                           setup=setup)  # fmt: skip
     cfg = tuner.make_run_config(shape, tc, calls=4, replays=5,
                                 protocol=ProtocolConfig(pairs=2, blocks=3),
@@ -83,7 +91,7 @@ def test_screen_and_confirm_find_the_fastest_and_read_the_equal_one_same(device,
 
 
 def test_a_candidate_failing_its_gate_is_excluded_with_a_reason(device, tmp_path):
-    FakeKernelOp.broken = {f"w13:b3-scalar@{name(FASTEST)}"}  # one flipped bit in its outputs
+    FakeKernelOp.broken = {"w13:b3-scalar[unroll=4]"}  # one flipped bit in its outputs
     res = run_tune(tmp_path)
     t = res.summary["tune"]
     bad = screened(res.summary)[name(FASTEST)]
@@ -226,14 +234,17 @@ def test_bad_arguments_exit_2_with_one_line(monkeypatch, capsys, argv, names):
 def test_param_variants_build_under_their_own_names():
     from workbench.build import build_name
 
-    v = space.variant_from_name(f"w13:b3-coop@{name(FASTEST)}")
-    assert v.params == FASTEST and v.reader == "coop"
-    assert "-DWB_UNROLL=4" in v.defines() and "-DWB_MAX_WARPS=16" in v.defines()
+    v = space.variant_from_name("w13:b3-coop[unroll=4]")
+    assert v.params == (("unroll", 4),) and v.reader == "coop"  # only what differs is kept
+    assert "-DWB_W13_UNROLL=4" in v.defines()
+    assert not any("MAX_WARPS" in f for f in v.defines())  # the header's default stays
+    cand = space.Candidate("w13", "b3-coop", FASTEST, False)
+    assert cand.variant == v and cand.variant.name == "w13:b3-coop[unroll=4]"
     base = space.variant_from_name("w13:b3-coop")
     assert build_name(v, "9.0") != build_name(base, "9.0")  # the parameters are hashed
     assert space.variant_from_name(v.name) == v
     with pytest.raises(Exception, match="unroll=7"):
-        space.variant_from_name("w13:b3-coop@unroll=7")
+        space.variant_from_name("w13:b3-coop[unroll=7]")
 
 
 def test_two_workers_share_the_screen_and_record_their_gpu(device, tmp_path):
@@ -247,3 +258,20 @@ def test_two_workers_share_the_screen_and_record_their_gpu(device, tmp_path):
     assert {s["gpu"] for s in screen} == {0, 1}
     assert {s["gpu"] for s in sess.samples if s["cmp"].startswith("tune/")} == {0}
     assert {c["gpu"] for c in sess.candidates} <= {0, 1}
+
+
+@pytest.mark.parametrize("error, status", [(3e-4, "screened"), (1e-2, "excluded")])
+def test_a_reordering_candidate_is_held_to_its_tolerance(device, tmp_path, error, status):
+    """W2 of the small shape: unroll 1 splits the sum otherwise than the default (2), so the
+    candidate promises rel L2 <= 1e-3 against the default, not bit-identity."""
+    cand = space.Candidate("w2", "b3-scalar", (("unroll", 1), ("max_warps", 32)), False)
+    FakeKernelOp.perturbed = {cand.variant.name: error}
+    res = run_tune(tmp_path, kernel="w2", overrides={"unroll": (1, 2), "max_warps": (32,)}, top=1)
+    rec = screened(res.summary)[cand.name]
+    assert rec["gate"] == "rel_l2" and rec["status"] == status
+    gate = load_session(res.session_path).gates_for(f"screen/{cand.name}/hot")[0]
+    assert gate["kind"].startswith("rel_l2 vs A")
+    # fp16 outputs: an error below an ulp rounds away in part, one above it stays
+    assert (gate["rel_l2"] <= space.REORDER_REL_L2) == (status == "screened")
+    if status == "excluded":
+        assert "relative L2" in rec["reason"] and res.summary["tune"]["confirmed"] == []

@@ -34,23 +34,26 @@ MAX_CANDIDATES = 256  # a sweep beyond this is a typo in --param, not a plan
 
 @dataclass(frozen=True)
 class Param:
+    """As workbench/specs.py's Param on the specs branch (issue 12): ``-D<macro>=<value>``."""
+
     name: str
     macro: str  # the -D macro the kernel header reads (#ifndef ... #define ... default)
     values: tuple[int, ...]
     default: int
-    why: str
+    help: str = ""
 
 
 # The parameters that move the built-in kernels' speed (csrc/kernels/w13.cuh, w2.cuh): how many
-# loads a warp keeps in flight, and the cap on warps per CTA (at most 32: 1024 threads).
+# loads a warp keeps in flight, and the cap on warps per CTA (at most 32: 1024 threads). Names,
+# macros, values and defaults as the specs branch declares them (specs.BUILTIN_PARAMS).
 PARAMS: dict[str, tuple[Param, ...]] = {
     "w13": (
-        Param("unroll", "WB_UNROLL", (2, 3, 4, 5, 6, 8), 5, "groups in flight per warp"),
-        Param("max_warps", "WB_MAX_WARPS", (8, 16, 32), 16, "cap on warps per CTA"),
+        Param("unroll", "WB_W13_UNROLL", (1, 2, 3, 4, 5, 6, 8), 5, "groups in flight per warp"),
+        Param("max_warps", "WB_W13_MAX_WARPS", (4, 8, 16, 32), 16, "cap on warps per CTA"),
     ),
     "w2": (
-        Param("unroll", "WB_UNROLL", (1, 2, 3, 4), 2, "units in flight per warp"),
-        Param("max_warps", "WB_MAX_WARPS", (8, 16, 32), 32, "cap on warps per CTA"),
+        Param("unroll", "WB_W2_UNROLL", (1, 2, 3, 4, 6, 8), 2, "units in flight per warp"),
+        Param("max_warps", "WB_W2_MAX_WARPS", (8, 16, 32), 32, "cap on warps per CTA"),
     ),
 }
 
@@ -61,9 +64,16 @@ def params_of(kernel: str) -> tuple[Param, ...]:
     return PARAMS[kernel]
 
 
+def non_default(kernel: str, values: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """The values that differ from the defaults, in declaration order (as a variant keeps them)."""
+    return tuple((p.name, values[p.name]) for p in params_of(kernel)
+                 if p.name in values and values[p.name] != p.default)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class ParamVariant(Variant):
-    """A variant built with parameter values other than the header's defaults."""
+    """A variant built with parameter values other than the header's defaults; ``params`` holds
+    only those (as the specs' Variant does), so its name is ``w13:b3-scalar[unroll=4]``."""
 
     params: tuple[tuple[str, int], ...] = ()
 
@@ -72,8 +82,8 @@ class ParamVariant(Variant):
         return super().defines() + [f"-D{macros[k]}={v}" for k, v in self.params]
 
     @property
-    def name(self) -> str:
-        return f"{super().name}@{label(self.params)}"
+    def arm(self) -> str:
+        return f"{super().arm}[{label(self.params)}]"
 
 
 def label(params: tuple[tuple[str, int], ...]) -> str:
@@ -81,15 +91,17 @@ def label(params: tuple[tuple[str, int], ...]) -> str:
 
 
 def variant_from_name(text: str) -> Variant:
-    """'w13:b3-coop', 'w2:b3-scalar+calib' or 'w13:b3-scalar@unroll=4,max_warps=16' -> the
-    variant (what a build child process receives)."""
-    head, _, tail = text.partition("@")
-    kernel, _, rest = head.partition(":")
+    """'w13:b3-coop', 'w2:b3-scalar+calib' or 'w13:b3-scalar[unroll=4]' -> the variant (what a
+    build child process receives)."""
+    kernel, _, rest = text.partition(":")
     calib = rest.endswith("+calib")
-    v = parse_arm(kernel, rest.removesuffix("+calib"), calib=calib)
+    rest = rest.removesuffix("+calib")
+    arm, _, tail = rest.partition("[")
+    v = parse_arm(kernel, arm, calib=calib)
     if not tail:
         return v
-    return ParamVariant(v.kernel, v.layout, v.reader, calib, parse_values(kernel, tail))
+    values = dict(parse_values(kernel, tail.removesuffix("]")))
+    return ParamVariant(v.kernel, v.layout, v.reader, calib, non_default(kernel, values))
 
 
 def parse_values(kernel: str, text: str) -> tuple[tuple[str, int], ...]:
@@ -162,11 +174,13 @@ class Candidate:
 
     @property
     def variant(self) -> Variant:
-        """The default is the plain variant: the very build `workbench ab` times."""
+        """The default is the plain variant: the very build `workbench ab` times. (With the
+        kernel specs merged: ``Variant.of_spec(builtin_spec(kernel, arm), params=...)``.)"""
         base = parse_arm(self.kernel, self.arm)
-        if self.is_default:
+        changed = non_default(self.kernel, dict(self.params))
+        if not changed:
             return base
-        return ParamVariant(base.kernel, base.layout, base.reader, False, self.params)
+        return ParamVariant(base.kernel, base.layout, base.reader, False, changed)
 
     def arm_spec(self) -> ArmSpec:
         name = self.arm if self.is_default else f"{self.arm}@{self.name}"
