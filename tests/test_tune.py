@@ -212,7 +212,7 @@ def test_cli_end_to_end_with_json_and_sweep_plot(device, capsys, tmp_path):
         (["--kernel", "w13", "--param", "unroll=4", "--param", "unroll=5"], "given twice"),
         (["--kernel", "w13", "--param", "unroll=5", "--param", "max_warps=16"], "only the default"),
         (["--kernel", "w13", "--arm", "b4-coop"], "--arm 'b4-coop'"),
-        (["--kernel", "w13", "--top", "0"], "--top 0"),
+        (["--kernel", "w13", "--top", "-1"], "--top -1"),
         (["--kernel", "w13", "--screen-pairs", "0"], "--screen-pairs 0"),
         (["--kernel", "w13", "--workers", "0"], "--workers 0"),
         (["--kernel", "w13", "--set", "cold"], "--set 'cold'"),
@@ -247,8 +247,9 @@ def test_param_variants_build_under_their_own_names():
         space.variant_from_name("w13:b3-coop[unroll=7]")
 
 
-def test_two_workers_share_the_screen_and_record_their_gpu(device, tmp_path):
+def test_two_workers_share_the_screen_and_record_their_gpu(device, tmp_path, monkeypatch):
     """One spawned worker process per (simulated) GPU; the confirmation stays in the parent."""
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)  # two simulated GPUs
     res = run_tune(tmp_path, workers=2)
     t = res.summary["tune"]
     assert res.status == "complete" and t["workers"] == 2
@@ -275,3 +276,11 @@ def test_a_reordering_candidate_is_held_to_its_tolerance(device, tmp_path, error
     assert (gate["rel_l2"] <= space.REORDER_REL_L2) == (status == "screened")
     if status == "excluded":
         assert "relative L2" in rec["reason"] and res.summary["tune"]["confirmed"] == []
+
+
+def test_top_zero_screens_only_and_workers_are_capped_by_the_gpus(device, tmp_path):
+    res = run_tune(tmp_path, top=0, workers=4)  # one simulated GPU: one worker, said so
+    t = res.summary["tune"]
+    assert res.status == "complete" and t["workers"] == 1
+    assert t["ranked"][0] == name(FASTEST) and t["confirmed"] == [] and t["best"] is None
+    assert any("--workers 4: only 1 GPU(s) visible" in n for n in res.summary["notes"])

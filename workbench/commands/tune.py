@@ -35,7 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     g.add_argument("--set", default="hot,rotating", help="comma list of hot, rotating (both)")
     g.add_argument(
-        "--top", type=int, default=3, help="candidates confirmed with the full protocol (3)"
+        "--top",
+        type=int,
+        default=3,
+        help="candidates confirmed with the full protocol (3; 0: screen only)",
     )
     g.add_argument(
         "--screen-pairs", type=int, default=3, help="ABBA pairs per set when screening (3)"

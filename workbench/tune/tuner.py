@@ -42,9 +42,10 @@ class TuneConfig:
     setup: tuple[str, dict[str, Any]] | None = None  # tests: installs the simulated device
 
     def validate(self) -> TuneConfig:
-        for name, v, hi in (("--screen-pairs", self.screen_pairs, 1000), ("--top", self.top, 64)):
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
-                raise BadArgument(f"{name} {v!r} must be an integer in 1..{hi}")
+        for name, v, lo, hi in (("--screen-pairs", self.screen_pairs, 1, 1000),
+                                ("--top", self.top, 0, 64)):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise BadArgument(f"{name} {v!r} must be an integer in {lo}..{hi}")
         w = self.workers
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 64):
             raise BadArgument(f"--workers {w!r} must be an integer in 1..64")
@@ -140,7 +141,12 @@ class TuneRunner(Runner):
 
         self.session = _Tagged(self.session, 0)
         self.gpu_name = torch.cuda.get_device_properties(torch.cuda.current_device()).name
-        workers = self.tcfg.workers or max(1, torch.cuda.device_count())
+        visible = max(1, torch.cuda.device_count())
+        workers = min(self.tcfg.workers or visible, visible)
+        if self.tcfg.workers and self.tcfg.workers > visible:
+            self.note(
+                f"--workers {self.tcfg.workers}: only {visible} GPU(s) visible, using {visible}"
+            )
         default, rest = self.tcfg.candidates[0], self.tcfg.candidates[1:]
         keys = {c.name: self._key(c, default) for c in rest}
         todo = []
@@ -170,7 +176,7 @@ class TuneRunner(Runner):
                     "see the session's notes"
                 )
         self.screen_seconds = time.monotonic() - t0
-        if self.cancel.is_set():
+        if self.cancel.is_set() or self.tcfg.top == 0:  # --top 0: screen only
             return
         self.emit("phase", "confirm")
         engine.use_protocol(self.cfg.protocol)
