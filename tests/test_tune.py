@@ -122,6 +122,7 @@ def test_resume_skips_the_screened_candidates(device, tmp_path):
     second = run_tune(tmp_path)
     s2 = screened(second.summary)
     assert all(c["source"] == "cache" for c in s2.values())
+    assert {c["session"] for c in s2.values()} == {str(first.session_path)}  # where it was measured
     assert {k: v["score"] for k, v in s2.items()} == {
         k: v["score"] for k, v in screened(first.summary).items()
     }

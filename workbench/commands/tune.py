@@ -137,7 +137,14 @@ def run(args: argparse.Namespace) -> int:
     live = _Live(console, cfg.protocol.pairs, cfg.protocol.block_goal)
     cancel = threading.Event()
 
+    def drop_bars(prefixes: tuple[str, ...]) -> None:
+        """A finished candidate's bars go: a sweep of dozens would stack them otherwise."""
+        for cmp_id in [c for c in live.tasks if c.startswith(prefixes)]:
+            live.bar.remove_task(live.tasks.pop(cmp_id))
+
     def event(kind: str, data: Any) -> None:
+        if kind in ("candidate", "confirmed"):
+            drop_bars((f"screen/{data['candidate']}/", f"tune/{data['candidate']}/"))
         if kind == "candidate":
             console.print(candidate_line(data))
         elif kind == "phase":

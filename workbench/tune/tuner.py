@@ -243,7 +243,9 @@ class TuneRunner(Runner):
         self.emit("candidate", res)
         if store and res["status"] in ("screened", "excluded"):
             cand = self._candidate(res["candidate"])
-            cache.store(self._key(cand, self.tcfg.candidates[0]), res)
+            # the session that measured it: a resumed run's record points back to its samples
+            cache.store(self._key(cand, self.tcfg.candidates[0]),
+                        {**res, "session": str(self.session.path)})  # fmt: skip
 
     def ranked(self) -> list[dict[str, Any]]:
         ok = [r for r in self.screened.values() if r["status"] == "screened" and r.get("score")]
