@@ -31,8 +31,8 @@ COST_US = {
     ("w2", "b3", "coop"): 1.65,  # 10 % slower
     ("w2", "b4", "scalar"): 1.48,
 }
-# Tune candidates (workbench.tune.space.ParamVariant): a factor on the cost per (kernel, params),
-# so a test knows which candidate must win; parameters not listed cost as the default does.
+# Tune candidates (a variant's non-default parameter values): a factor on the cost per (kernel,
+# params), so a test knows which candidate must win; values not listed cost as the default.
 PARAM_FACTOR: dict = {}
 PEER_US = 12.0
 SM_MHZ = 1980.0

@@ -19,11 +19,12 @@ def test_a_parameter_variant_builds_in_its_own_cache_entry(tmp_path, monkeypatch
         pytest.skip("needs a CUDA build of torch and nvcc")
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
-    from workbench.tune.space import variant_from_name
+    from workbench.tune.space import Candidate
 
-    v = variant_from_name("w13:b3-scalar[unroll=4]")
-    res = build_variant(v, load=False)  # the child process parses the name with its parameters
-    assert res.name == build_name(v, "9.0") != build_name(variant_from_name("w13:b3-scalar"), "9.0")
+    v = Candidate("w13", "b3-scalar", (("unroll", 4), ("max_warps", 16)), False).variant
+    base = Candidate("w13", "b3-scalar", (("unroll", 5), ("max_warps", 16)), True).variant
+    res = build_variant(v, load=False)  # the child process gets the variant with its parameters
+    assert res.name == build_name(v, "9.0") != build_name(base, "9.0")
     meta = json.loads((tmp_path / "build" / res.name / "workbench_build.json").read_text())
     assert meta["variant"] == "w13:b3-scalar[unroll=4]"
     assert "-DWB_W13_UNROLL=4" in meta["log"]  # the flag reached nvcc

@@ -62,8 +62,7 @@ def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from workbench.shapes import shape_from_args
     from workbench.tune import space, tuner
 
-    if args.kernel not in space.PARAMS:
-        raise BadArgument(f"--kernel {args.kernel!r} is not one of {', '.join(space.PARAMS)}")
+    space.params_of(args.kernel)  # an unknown kernel: BadArgument naming --kernel
     shape = shape_from_args(args)
     protocol = protocol_from_args(args)
     overrides = space.parse_overrides(args.kernel, args.param)
