@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from workbench import stats
 from workbench.abba import ProtocolConfig
 from workbench.errors import BadArgument, NumericsError, WorkbenchError
 from workbench.runner import RunConfig, Runner
@@ -197,7 +198,13 @@ class TuneRunner(Runner):
         cmps = reader_comparisons(best, self.cfg.sets)
         engine._prepare_banks(cmps)
         engine.run_group(len(rest) + self.tcfg.top, cmps)
-        for rec in self.recommend().values():
+        # The reader rule (docs/DESIGN.md §7.5) on these comparisons, whatever the parameters:
+        # the runner's own recommend() looks at the default builds' reader comparisons only.
+        done = [r for r in self.results if r.spec.id in {c.id for c in cmps} and r.outcome.complete]
+        if done:
+            rec = stats.recommend(best.kernel, {r.spec.set: r.verdict for r in done},
+                                  a=done[0].spec.a.name, b=done[0].spec.b.name)  # fmt: skip
+            self.recommendations = {best.kernel: rec}
             self.emit("recommendation", rec)
 
     def _screen_protocol(self) -> ProtocolConfig:
