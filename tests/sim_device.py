@@ -31,6 +31,9 @@ COST_US = {
     ("w2", "b3", "coop"): 1.65,  # 10 % slower
     ("w2", "b4", "scalar"): 1.48,
 }
+# Tune candidates (a variant's non-default parameter values): a factor on the cost per (kernel,
+# params), so a test knows which candidate must win; values not listed cost as the default.
+PARAM_FACTOR: dict = {}
 PEER_US = 12.0
 FUSED_PEER_US = 3.0  # the triton-moe peer: a fused launch, slower than the kernels
 SM_MHZ = 1980.0
@@ -157,13 +160,16 @@ def _compute_now(kernel, inp, weights, out, rw, dtype):
 
 class FakeKernelOp:
     broken: set[str] = set()  # variant names whose outputs get one flipped bit
+    perturbed: dict[str, float] = {}  # variant name -> relative error of all its outputs
     rng = np.random.default_rng(0)
     calls = 0
 
     def __init__(self, variant, shape, device="cuda", spin_cycles=0) -> None:
         self.variant, self.shape, self.spin = variant, shape, spin_cycles
+        factor = PARAM_FACTOR.get((variant.kernel, tuple(getattr(variant, "params", ()))), 1.0)
         self.cost_ms = (
-            COST_US[(variant.kernel, variant.layout, variant.reader)] + spin_cycles / SM_MHZ
+            COST_US[(variant.kernel, variant.layout, variant.reader)] * factor
+            + spin_cycles / SM_MHZ
         ) / 1000
 
     def __call__(self, inp, bank, ids, out, rw=None) -> None:
@@ -181,6 +187,8 @@ class FakeKernelOp:
         )
         if self.variant.name in self.broken:
             out.view(torch.int16).view(-1)[3] ^= 1
+        if self.variant.name in self.perturbed:  # a reordered (or wrong) sum: relative error
+            out.mul_(1 + self.perturbed[self.variant.name])
         FakeKernelOp.calls += 1
         place = bank.effect.get(self.variant.reader, 1.0)
         Clock.t += self.cost_ms * place * (1 + NOISE * self.rng.standard_normal())
@@ -290,6 +298,7 @@ def install(monkeypatch):
         "memory_allocated": lambda *a: 0,
         "mem_get_info": lambda *a: (100 << 30, 140 << 30),
         "current_device": lambda: 0,
+        "device_count": lambda: 1,
         "get_device_properties": lambda *a: props,
         "Event": FakeEvent,
         "_sleep": lambda cycles: None,
@@ -299,6 +308,8 @@ def install(monkeypatch):
     monkeypatch.setattr(engine, "l2_bytes", lambda d=0: props.L2_cache_size)
     monkeypatch.setattr(graphs, "capture", fake_capture)
     FakeKernelOp.broken = set()
+    FakeKernelOp.perturbed = {}
+    PARAM_FACTOR.clear()
     _MEMO.clear()
     FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
     FakePeer.made = []
@@ -311,3 +322,17 @@ def install(monkeypatch):
     global PLACEMENT_RNG
     PLACEMENT_RNG = np.random.default_rng(np.random.SeedSequence().entropy)
     return built
+
+
+def install_in_worker(
+    param_factor: dict | None = None, broken: tuple = (), perturbed: dict | None = None
+) -> None:
+    """The simulated GPU inside a spawned tune worker (kept for the process's life), with the
+    parent test's parameter costs and broken variants."""
+    import pytest
+
+    install(pytest.MonkeyPatch())
+    PARAM_FACTOR.clear()
+    PARAM_FACTOR.update(param_factor or {})
+    FakeKernelOp.broken = set(broken)
+    FakeKernelOp.perturbed = dict(perturbed or {})

@@ -60,10 +60,10 @@ def test_citation_parser_reads_sections_ranges_and_subsections():
     assert citations("no section sign, 5.3") == []
 
 
-def test_design_has_sections_1_to_10_each_once():
+def test_design_has_sections_1_to_n_each_once():
     hs = headings()
     top = [h for h in hs if "." not in h]
-    assert top == [str(n) for n in range(1, 11)], top
+    assert len(top) >= 10 and top == [str(n) for n in range(1, len(top) + 1)], top
     dupes = sorted({h for h in hs if hs.count(h) > 1})
     assert not dupes, f"headings used twice in docs/DESIGN.md: {dupes}"
 

@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "build": "workbench.commands.build",
     "check": "workbench.commands.check",
     "calibrate": "workbench.commands.calibrate",
+    "tune": "workbench.commands.tune",
     "capacity": "workbench.commands.capacity",
     "checkpoint": "workbench.commands.checkpoint",
     "sessions": "workbench.commands.sessions",

@@ -148,7 +148,6 @@ class Runner:
     def run(self) -> RunResult:
         """Measure the plan. Raises NoGPUError, BuildError, NumericsError (the session, when one
         exists, is marked failed first); KeyboardInterrupt keeps the session as interrupted."""
-        from workbench.engine import Engine
         from workbench.monitor import Monitor
         from workbench.session import SessionWriter
 
@@ -159,7 +158,7 @@ class Runner:
             self.cfg.protocol = dataclasses.replace(
                 self.cfg.protocol, placement_seed=secrets.randbits(62)
             )
-        engine = Engine(self)
+        engine = self.make_engine()
         builds = engine.build()
         self.monitor = Monitor()
         env = engine.environment(builds)
@@ -191,6 +190,12 @@ class Runner:
             engine.release()
         self._finish(status, error)
         return RunResult(status, writer.path, self.summary(status))
+
+    def make_engine(self) -> Any:
+        """The device side of the run (`workbench tune` runs its own plan on a subclass)."""
+        from workbench.engine import Engine
+
+        return Engine(self)
 
     def _finish(self, status: str, error: str | None) -> None:
         if self.session is not None and not self.session.finished:

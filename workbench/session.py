@@ -45,6 +45,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "memory": (),
     "note": ("text",),
     "block": ("block", "status"),  # a block's placement (docs/DESIGN.md §5.5)
+    "candidate": ("candidate", "status"),  # a screened tune candidate (docs/DESIGN.md §11)
 }
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 _NVML_FSYNC_S = 1.0  # the sampler writes 20 lines/s; one fsync a second bounds the loss to ~1 s
@@ -276,6 +277,7 @@ class Session:
     memory: list[dict[str, Any]] = field(default_factory=list)
     notes: list[dict[str, Any]] = field(default_factory=list)
     blocks: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # tune sessions
     nvml: list[dict[str, Any]] = field(default_factory=list)
     other: list[dict[str, Any]] = field(default_factory=list)  # unknown record types, kept
     warnings: list[str] = field(default_factory=list)
@@ -409,6 +411,7 @@ def _load_journal(s: Session, journal: Path) -> None:
         "memory": s.memory,
         "note": s.notes,
         "block": s.blocks,
+        "candidate": s.candidates,
     }
     for lineno, rec in _read_jsonl(journal, s.warnings, "journal"):
         if not isinstance(rec, dict):

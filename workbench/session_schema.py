@@ -158,6 +158,7 @@ MS = real(*MS_RANGE)
 MHZ = nullable(real(0, 1e5))
 THROTTLE = nullable(integer(0, 2**64 - 1))
 DIAG = nullable(real(0, DIAG_MAX))  # a gate's rel_l2 / max_abs_diff (normalised first)
+GPU = nullable(integer(0, 1023))  # index among the run's visible GPUs (tune workers)
 
 RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
     "comparison": {
@@ -190,6 +191,7 @@ RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
         "sm_mhz_max": (OPT, MHZ),
         "throttle": (OPT, THROTTLE),
         "block": (OPT, nullable(integer(0, MAX_COUNT))),
+        "gpu": (OPT, GPU),
     },
     "gate": {
         "t": (REQ, _t),
@@ -222,6 +224,17 @@ RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
         "cmp": (OPT, nullable(text)),
         "error": (OPT, nullable(any_text)),
     },
+}
+
+# A screened candidate of `workbench tune` (docs/DESIGN.md §11): its result as the screen saw it.
+RECORDS["candidate"] = {
+    "t": (REQ, _t),
+    "candidate": (REQ, text),
+    "status": (REQ, one_of("screened", "excluded", "failed", "cancelled")),
+    "gpu": (OPT, GPU),
+    "source": (OPT, nullable(one_of("measured", "cache"))),
+    "score": (OPT, nullable(real(0, 1e6, open_lo=True))),
+    "reason": (OPT, nullable(any_text)),
 }
 
 NVML_READING: dict[str, tuple[bool, Check]] = {

@@ -87,6 +87,7 @@ class WorkbenchApp(App[None]):
         Binding("x", "compare", "Compare"),
         Binding("e", "export", "Export"),
         Binding("s", "rescan", "Rescan", show=False),
+        Binding("t", "tune", "Tune", show=False),
         Binding("1", "tab('run')", "Build & run", show=False),
         Binding("2", "tab('results')", "Results", show=False),
         Binding("3", "tab('sessions')", "Sessions", show=False),
@@ -284,6 +285,16 @@ class WorkbenchApp(App[None]):
 
     def leave(self) -> None:
         self.exit(return_code=EXIT_INTERRUPTED if self.interrupted else 0)
+
+    def action_tune(self) -> None:
+        """Open the tune screen (docs/DESIGN.md §11); it starts the backend's tune, if any."""
+        from workbench.tui.screens.tune import TuneScreen
+
+        start = getattr(self.backend, "tune", None)
+        why = "" if start is not None else "this backend cannot tune"
+        if self.gpu is not None and not self.gpu.available:
+            start, why = None, f"browse mode: {self.gpu.reason}"
+        self.push_screen(TuneScreen(start, why))
 
     def action_compiler_log(self) -> None:
         row = self.query_one(VariantMatrix).selected()

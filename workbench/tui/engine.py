@@ -173,6 +173,17 @@ class EngineBackend:
             )
         )
 
+    def tune(
+        self,
+        config: dict,
+        events: Callable[[str, object], None],
+        cancelled: Callable[[], bool],
+    ) -> Path:
+        """A `workbench tune` from the TUI's tune screen; returns its session folder."""
+        from workbench.tune.tuner import run_tune_session
+
+        return Path(run_tune_session(config, str(self.sessions_root), events, cancelled))
+
     # ---- NVML ---------------------------------------------------------------------------
 
     def monitor_reading(self) -> dict | None:

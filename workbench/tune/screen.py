@@ -1,0 +1,232 @@
+"""Screening: every candidate against the default, a few ABBA pairs on one placement per expert
+set, its numerics gated first (docs/DESIGN.md §11.2, §11.4).
+
+One GPU screens in the run's own process. Several GPUs screen in one spawned worker process per
+GPU, each with ``CUDA_VISIBLE_DEVICES`` set to its GPU before torch loads, its own engine and
+banks, and one shared queue of candidates; every journal record a worker makes travels back to
+the parent, which writes it into the session with the worker's GPU index. Torch-free at module
+level: the worker imports torch only after its environment is set.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.errors import NumericsError, WorkbenchError
+from workbench.tune.space import Candidate, comparisons
+
+
+@dataclass(frozen=True)
+class Task:
+    """One candidate to screen; ``group`` numbers its placements (distinct per candidate)."""
+
+    candidate: Candidate
+    default: Candidate
+    group: int
+
+
+def score(sets: dict[str, dict[str, Any]]) -> float | None:
+    """Geometric mean over the expert sets of the candidate/default ratio (< 1: faster)."""
+    ratios = [s["ratio"] for s in sets.values() if s.get("ratio")]
+    if not ratios or len(ratios) < len(sets):
+        return None
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
+def screen_one(engine: Any, task: Task, sets: tuple[str, ...], gpu: int) -> dict[str, Any]:
+    """Screen ``task`` on ``engine`` (its protocol already the screening one). Returns the
+    result record: status "screened", "excluded" (gate failed), "failed" (every block failed)
+    or "cancelled"; a numerics failure never stops the sweep."""
+    r, cand = engine.r, task.candidate
+    cmps = comparisons("screen", task.default, cand, sets, f"screen/{cand.name}")
+    out: dict[str, Any] = {
+        "candidate": cand.name, "params": dict(cand.params), "arm": cand.arm, "gpu": gpu,
+        "gate": "rel_l2" if cand.tolerance is not None else "bit-identical", "sets": {},
+    }  # fmt: skip
+    before = len(r.results)
+    t0 = time.monotonic()
+    try:
+        engine._prepare_banks(cmps)
+        engine.run_group(task.group, cmps)
+    except NumericsError as e:
+        return {**out, "status": "excluded", "reason": f"numerics: {e}"}
+    except (WorkbenchError, RuntimeError) as e:
+        return {**out, "status": "failed", "reason": f"{type(e).__name__}: {e}"}
+    finally:
+        done = r.results[before:]
+        del r.results[before:]  # screening results live in candidate records, not the summary
+    calls = engine.cfg.calls
+    for res in done:
+        s = res.summary(calls)
+        v = res.verdict
+        out["sets"][res.spec.set] = {
+            "cmp": res.spec.id, "ratio": v.median if res.outcome.complete else None,
+            "ci": [v.ci_low, v.ci_high], "pairs": res.outcome.complete,
+            "a_us": s["a_us_per_call"], "b_us": s["b_us_per_call"],
+        }  # fmt: skip
+    out["seconds"] = time.monotonic() - t0
+    complete = len(out["sets"]) == len(sets) and all(x["pairs"] for x in out["sets"].values())
+    if r.cancel.is_set() and not complete:
+        return {**out, "status": "cancelled", "reason": "interrupted while screening"}
+    out["score"] = score(out["sets"])
+    return {**out, "status": "screened", "reason": None}
+
+
+# ------------------------------------------------------------------------ several GPUs
+
+
+class _QueueSession:
+    """What a worker's engine records into: each record goes to the parent, tagged with the GPU."""
+
+    def __init__(self, out: Any, gpu: int) -> None:
+        self.out, self.gpu = out, gpu
+
+    def record(self, type: str, **fields: Any) -> dict[str, Any]:
+        rec = {"type": type, "t": fields.pop("t", time.time()), "gpu": self.gpu, **fields}
+        self.out.put(("record", self.gpu, rec))
+        return rec
+
+
+class _WorkerRunner:
+    """The part of workbench.runner.Runner an engine talks to, inside a screening worker."""
+
+    def __init__(self, cfg: Any, gpu: int, out: Any, stop: Any, monitor: Any) -> None:
+        self.cfg, self.gpu, self.out, self.cancel = cfg, gpu, out, stop
+        self.session = _QueueSession(out, gpu)
+        self.monitor = monitor
+        self.results: list[Any] = []
+        self.memory: list[dict[str, Any]] = []
+        self.progress = None
+
+    def emit(self, kind: str, data: Any) -> None:
+        pass  # the parent reports from the records it receives
+
+    def note(self, text: str) -> None:
+        self.session.record("note", text=text)
+
+    def add_result(self, res: Any) -> None:
+        self.results.append(res)
+
+
+def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
+    """Run ``("module:function", kwargs)`` first thing in a worker (tests install the simulated
+    device this way; a real run passes None)."""
+    if setup is not None:
+        mod, _, fn = setup[0].partition(":")
+        getattr(importlib.import_module(mod), fn)(**setup[1])
+
+
+def worker_main(
+    gpu: int, nvml_index: int, cfg: Any, protocol: Any, sets: tuple[str, ...],
+    tasks: Any, out: Any, stop: Any, setup: tuple[str, dict[str, Any]] | None,
+) -> None:  # fmt: skip
+    """One screening worker: its GPU only (CUDA_VISIBLE_DEVICES was set before it started)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C reaches the group
+    try:
+        call_setup(setup)
+        from workbench.monitor import Monitor
+        from workbench.tune.device import TuneEngine
+
+        monitor = Monitor(device_index=nvml_index)
+        monitor.start()
+        runner = _WorkerRunner(cfg, gpu, out, stop, monitor)
+        engine = TuneEngine(runner)
+        engine.use_protocol(protocol)
+        out.put(("ready", gpu, {"nvml": monitor.reason or "available"}))
+        try:
+            while not stop.is_set():
+                task = tasks.get()
+                if task is None:
+                    break
+                out.put(("result", gpu, screen_one(engine, task, sets, gpu)))
+        finally:
+            monitor.stop()
+            engine.release()
+    except BaseException as e:  # reported to the parent, which names the GPU
+        out.put(("error", gpu, f"{type(e).__name__}: {e}"))
+    out.put(("exit", gpu, None))
+
+
+def visible_gpus(count: int) -> list[str]:
+    """The device ids the workers get: the entries of $CUDA_VISIBLE_DEVICES, else 0..count-1."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [x.strip() for x in env.split(",") if x.strip()] if env else []
+    return ids[:count] if ids else [str(i) for i in range(count)]
+
+
+@dataclass
+class Pool:
+    """Screen ``tasks`` on ``workers`` spawned processes; ``on_message(kind, gpu, data)`` gets
+    every record and result in the parent's thread. ``cancel`` stops after the samples in
+    flight; the candidates not started stay unscreened."""
+
+    cfg: Any
+    protocol: Any
+    sets: tuple[str, ...]
+    workers: int
+    setup: tuple[str, dict[str, Any]] | None = None
+    procs: list[Any] = field(default_factory=list)
+
+    def run(
+        self,
+        tasks: list[Task],
+        on_message: Callable[[str, int, Any], None],
+        cancel: threading.Event,
+    ) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")  # a forked CUDA context is unusable in the child
+        todo, out, stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+        for t in tasks:
+            todo.put(t)
+        ids = visible_gpus(self.workers)
+        for _ in ids:
+            todo.put(None)
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        try:
+            for gpu, dev in enumerate(ids):
+                os.environ["CUDA_VISIBLE_DEVICES"] = dev  # inherited by the spawned worker
+                nvml = int(dev) if dev.isdigit() else gpu
+                args = (gpu, nvml, self.cfg, self.protocol, self.sets, todo, out, stop, self.setup)
+                p = ctx.Process(target=worker_main, args=args, name=f"workbench-screen-{gpu}")
+                p.start()
+                self.procs.append(p)
+        finally:
+            if saved is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = saved
+        try:
+            self._drain(out, stop, on_message, cancel)
+        finally:
+            stop.set()
+            for p in self.procs:
+                p.join(timeout=30)
+                if p.is_alive():
+                    p.terminate()
+                    p.join(timeout=5)
+
+    def _drain(self, out: Any, stop: Any, on_message: Callable[..., None], cancel: Any) -> None:
+        running = len(self.procs)
+        while running:
+            if cancel.is_set():
+                stop.set()
+            try:
+                kind, gpu, data = out.get(timeout=0.2)
+            except queue.Empty:
+                if not any(p.is_alive() for p in self.procs) and out.empty():
+                    return  # every worker died without saying so (killed): nothing more comes
+                continue
+            if kind == "exit":
+                running -= 1
+                continue
+            on_message(kind, gpu, data)

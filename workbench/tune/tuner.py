@@ -1,0 +1,363 @@
+"""A tune run (docs/DESIGN.md §11): screen every candidate, confirm the best few against the
+default with the full block protocol, then time the readers at the best parameters. One
+session holds it all; the runner's session, monitor, Ctrl-C and failure handling are reused.
+
+Torch-free at module level (the device modules load inside the run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from workbench import stats
+from workbench.abba import ProtocolConfig
+from workbench.errors import BadArgument, NumericsError, WorkbenchError
+from workbench.runner import RunConfig, Runner
+from workbench.shapes import Shape
+from workbench.tune import cache
+from workbench.tune.screen import Pool, Task, screen_one
+from workbench.tune.space import Candidate, comparisons, reader_comparisons
+
+DEFAULT_SCREEN_PAIRS = 3  # a screen ranks candidates; the confirmation decides
+DEFAULT_TOP = 3
+BEST_RULE = (
+    "screen: every candidate against the default, one placement, a few ABBA pairs per set, "
+    "ranked by the geometric mean of its B/A ratios; confirm: the best --top against the default "
+    "with the full block protocol; a candidate is FASTER if FASTER in one set and SLOWER in "
+    "none; the best configuration is the FASTER one with the lowest estimate, else the default"
+)
+
+
+@dataclass
+class TuneConfig:
+    kernel: str
+    arm: str
+    candidates: list[Candidate]  # the default first (space.candidates)
+    screen_pairs: int = DEFAULT_SCREEN_PAIRS
+    top: int = DEFAULT_TOP
+    workers: int | None = None  # None: one per visible GPU
+    resume: bool = True
+    setup: tuple[str, dict[str, Any]] | None = None  # tests: installs the simulated device
+
+    def validate(self) -> TuneConfig:
+        for name, v, lo, hi in (("--screen-pairs", self.screen_pairs, 1, 1000),
+                                ("--top", self.top, 0, 64)):  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise BadArgument(f"{name} {v!r} must be an integer in {lo}..{hi}")
+        w = self.workers
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 64):
+            raise BadArgument(f"--workers {w!r} must be an integer in 1..64")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel, "arm": self.arm, "screen_pairs": self.screen_pairs,
+            "top": self.top, "workers": self.workers, "resume": self.resume,
+            "candidates": [dict(c.params) for c in self.candidates],
+            "default": dict(self.candidates[0].params),
+        }  # fmt: skip
+
+
+def make_run_config(
+    shape: Shape, tcfg: TuneConfig, base: RunConfig | None = None, **kw: Any
+) -> RunConfig:
+    """The RunConfig of a tune run: its comparisons are the screening plan (so the engine
+    builds every candidate, in parallel, before anything is timed)."""
+    tcfg.validate()
+    sets = kw.pop("sets", ("hot", "rotating"))
+    default = tcfg.candidates[0]
+    plan = [
+        c
+        for cand in tcfg.candidates[1:]
+        for c in comparisons("screen", default, cand, sets, f"screen/{cand.name}")
+    ]
+    extra = {"tune": tcfg.to_dict(), **kw.pop("extra", {})}
+    cfg = RunConfig(shape=shape.validate(), comparisons=plan, sets=tuple(sets), confirm=False,
+                    mode="tune", slug=kw.pop("slug", None) or f"tune-{tcfg.kernel}",
+                    extra=extra, **kw)  # fmt: skip
+    cfg.protocol = cfg.protocol.validate()
+    return cfg
+
+
+class _Tagged:
+    """The session writer, with every record tagged with the GPU it was measured on."""
+
+    def __init__(self, inner: Any, gpu: int) -> None:
+        self.inner, self.gpu = inner, gpu
+
+    def record(self, type: str, **fields: Any) -> dict[str, Any]:
+        fields.setdefault("gpu", self.gpu)
+        return self.inner.record(type, **fields)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _overall(verdicts: dict[str, str]) -> str:
+    """One verdict of a candidate over the sets, by the reader rule's logic (§7.5)."""
+    vs = set(verdicts.values())
+    if "SLOWER" in vs:
+        return "SLOWER"
+    if "FASTER" in vs:
+        return "FASTER"
+    if vs == {"SAME"}:
+        return "SAME"
+    return "AMBIGUOUS"
+
+
+class TuneRunner(Runner):
+    """Runner whose plan is a tune: see the module docstring."""
+
+    def __init__(self, cfg: RunConfig, tcfg: TuneConfig, **kw: Any) -> None:
+        super().__init__(cfg, **kw)
+        self.tcfg = tcfg.validate()
+        self.screened: dict[str, dict[str, Any]] = {}
+        self.confirmed: dict[str, dict[str, Any]] = {}
+        self.best: dict[str, Any] | None = None
+        self.screen_seconds: float | None = None
+        self.workers_used = 1
+        self.worker_errors = 0
+        self.gpu_name = ""
+
+    def make_engine(self) -> Any:
+        from workbench.tune.device import TuneEngine
+
+        runner = self
+
+        class _Engine(TuneEngine):
+            def run_plan(self) -> None:
+                runner.tune(self)
+
+        return _Engine(self)
+
+    # ------------------------------------------------------------------ phases
+
+    def tune(self, engine: Any) -> None:
+        import time
+
+        import torch
+
+        self.session = _Tagged(self.session, 0)
+        self.gpu_name = torch.cuda.get_device_properties(torch.cuda.current_device()).name
+        visible = max(1, torch.cuda.device_count())
+        workers = min(self.tcfg.workers or visible, visible)
+        if self.tcfg.workers and self.tcfg.workers > visible:
+            self.note(
+                f"--workers {self.tcfg.workers}: only {visible} GPU(s) visible, using {visible}"
+            )
+        default, rest = self.tcfg.candidates[0], self.tcfg.candidates[1:]
+        keys = {c.name: self._key(c, default) for c in rest}
+        todo = []
+        for i, c in enumerate(rest):
+            hit = cache.load(keys[c.name]) if self.tcfg.resume else None
+            if hit is not None:
+                self._screened({**hit, "source": "cache"}, store=False)
+            else:
+                todo.append(Task(c, default, i))
+        if len(rest) - len(todo):
+            self.note(f"resumed: {len(rest) - len(todo)} candidate(s) screened before (cache)")
+        t0 = time.monotonic()
+        self.workers_used = min(workers, max(1, len(todo)))
+        if self.workers_used <= 1:
+            engine.use_protocol(self._screen_protocol())
+            for task in todo:
+                if self.cancel.is_set():
+                    break
+                self._screened(screen_one(engine, task, self.cfg.sets, 0))
+        elif todo:
+            Pool(self.cfg, self._screen_protocol(), self.cfg.sets, self.workers_used,
+                 self.tcfg.setup).run(todo, self._message, self.cancel)  # fmt: skip
+            left = [t for t in todo if t.candidate.name not in self.screened]
+            if left and self.worker_errors >= self.workers_used and not self.cancel.is_set():
+                raise WorkbenchError(
+                    f"every screening worker stopped ({len(left)} candidate(s) not screened): "
+                    "see the session's notes"
+                )
+        self.screen_seconds = time.monotonic() - t0
+        if self.cancel.is_set() or self.tcfg.top == 0:  # --top 0: screen only
+            return
+        self.emit("phase", "confirm")
+        engine.use_protocol(self.cfg.protocol)
+        engine.store.release(set())  # screening banks may be anywhere: place anew
+        for j, res in enumerate(self.ranked()[: self.tcfg.top]):
+            if self.cancel.is_set():
+                return
+            self._confirm(engine, default, self._candidate(res["candidate"]), len(rest) + j)
+        self.best = self._choose(default)
+        self.emit("best", self.best)
+        if self.cancel.is_set():
+            return
+        best = self._candidate(self.best["candidate"])
+        if not best.arm.startswith("b3-"):
+            self.note(f"reader verdict skipped: {best.arm} has one reader only")
+            return
+        self.emit("phase", "reader")
+        cmps = reader_comparisons(best, self.cfg.sets)
+        engine._prepare_banks(cmps)
+        engine.run_group(len(rest) + self.tcfg.top, cmps)
+        # The reader rule (docs/DESIGN.md §7.5) on these comparisons, whatever the parameters:
+        # the runner's own recommend() looks at the default builds' reader comparisons only.
+        done = [r for r in self.results if r.spec.id in {c.id for c in cmps} and r.outcome.complete]
+        if done:
+            rec = stats.recommend(best.kernel, {r.spec.set: r.verdict for r in done},
+                                  a=done[0].spec.a.name, b=done[0].spec.b.name)  # fmt: skip
+            self.recommendations = {best.kernel: rec}
+            self.emit("recommendation", rec)
+
+    def _screen_protocol(self) -> ProtocolConfig:
+        return dataclasses.replace(
+            self.cfg.protocol, blocks=1, pairs=self.tcfg.screen_pairs, adaptive=False,
+            budget_s=None,
+        )  # fmt: skip
+
+    def _key(self, c: Candidate, default: Candidate) -> dict[str, Any]:
+        import torch
+
+        from workbench.build import build_name
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        arch = f"{props.major}.{props.minor}"
+        p = self._screen_protocol()
+        proto = {"pairs": p.pairs, "blocks": 1, "warmup": p.warmup, "calls": self.cfg.calls,
+                 "replays": self.cfg.replays, "seed": self.cfg.seed, "sets": list(self.cfg.sets),
+                 "gate": c.tolerance}  # fmt: skip
+        return cache.screen_key(
+            build_name(c.variant, arch), build_name(default.variant, arch),
+            self.cfg.shape.to_dict(), props.name, proto,
+        )  # fmt: skip
+
+    def _message(self, kind: str, gpu: int, data: Any) -> None:
+        """A worker's record, result or error, in the parent's thread."""
+        if kind == "record":
+            rec = dict(data)
+            rtype = rec.pop("type")
+            self.session.inner.record(rtype, **rec)
+        elif kind == "result":
+            self._screened(data)
+        elif kind == "error":
+            self.worker_errors += 1
+            self.note(f"screening worker on GPU {gpu} stopped: {data}")
+        elif kind == "ready":
+            self.emit("worker", {"gpu": gpu, **data})
+
+    def _screened(self, res: dict[str, Any], store: bool = True) -> None:
+        res = {**res, "source": res.get("source", "measured")}
+        self.screened[res["candidate"]] = res
+        self.session.record("candidate", **{k: v for k, v in res.items() if k != "t"})
+        self.emit("candidate", res)
+        if store and res["status"] in ("screened", "excluded"):
+            cand = self._candidate(res["candidate"])
+            # the session that measured it: a resumed run's record points back to its samples
+            cache.store(self._key(cand, self.tcfg.candidates[0]),
+                        {**res, "session": str(self.session.path)})  # fmt: skip
+
+    def ranked(self) -> list[dict[str, Any]]:
+        ok = [r for r in self.screened.values() if r["status"] == "screened" and r.get("score")]
+        return sorted(ok, key=lambda r: r["score"])
+
+    def _candidate(self, name: str) -> Candidate:
+        for c in self.tcfg.candidates:
+            if c.name == name:
+                return c
+        raise WorkbenchError(f"no candidate named {name!r} in this sweep")
+
+    def _confirm(self, engine: Any, default: Candidate, cand: Candidate, group: int) -> None:
+        cmps = comparisons("tune", default, cand, self.cfg.sets, f"tune/{cand.name}")
+        ids = {c.id for c in cmps}
+        try:
+            engine._prepare_banks(cmps)
+            engine.run_group(group, cmps)
+        except NumericsError as e:  # passed its screening gate, failed on a later placement
+            self.confirmed[cand.name] = {"candidate": cand.name, "verdict": "EXCLUDED",
+                                         "reason": f"numerics: {e}", "sets": {}}  # fmt: skip
+            self.note(f"{cand.name}: excluded at confirmation: {e}")
+            return
+        sets = {}
+        for r in self.results:
+            if r.spec.id in ids:
+                v = r.verdict
+                sets[r.spec.set] = {"cmp": r.spec.id, "verdict": v.verdict, "estimate": v.median,
+                                    "ci": [v.ci_low, v.ci_high], "blocks": v.blocks,
+                                    "reason": v.reason}  # fmt: skip
+        overall = _overall({s: x["verdict"] for s, x in sets.items()})
+        est = [x["estimate"] for x in sets.values() if x["estimate"]]
+        gm = math.exp(sum(map(math.log, est)) / len(est)) if est else None
+        self.confirmed[cand.name] = {"candidate": cand.name, "params": dict(cand.params),
+                                     "verdict": overall, "estimate": gm, "sets": sets}  # fmt: skip
+        self.emit("confirmed", self.confirmed[cand.name])
+
+    def _choose(self, default: Candidate) -> dict[str, Any]:
+        """The best configuration: the FASTER confirmed candidate with the lowest estimate,
+        else the default (nothing beat it with evidence)."""
+        faster = [c for c in self.confirmed.values() if c["verdict"] == "FASTER"]
+        if faster:
+            b = min(faster, key=lambda c: c["estimate"])
+            return {**b, "is_default": False,
+                    "why": f"confirmed FASTER than the default {default.name}"}  # fmt: skip
+        return {"candidate": default.name, "params": dict(default.params), "is_default": True,
+                "verdict": "DEFAULT",
+                "why": "no confirmed candidate was FASTER than the default"}  # fmt: skip
+
+    # ------------------------------------------------------------------ summary
+
+    def summary(self, status: str) -> dict[str, Any]:
+        out = super().summary(status)
+        ranked = [r["candidate"] for r in self.ranked()]
+        out["tune"] = {
+            "kernel": self.tcfg.kernel, "arm": self.tcfg.arm, "gpu": self.gpu_name,
+            "default": self.tcfg.candidates[0].name, "workers": self.workers_used,
+            "screen_seconds": self.screen_seconds, "screened": list(self.screened.values()),
+            "ranked": ranked, "confirmed": list(self.confirmed.values()), "best": self.best,
+            "reader": {k: r.to_dict() for k, r in self.recommendations.items()},
+            "unscreened": [c.name for c in self.tcfg.candidates[1:]
+                           if c.name not in self.screened],
+            "m": self.cfg.m, "rule": BEST_RULE,
+        }  # fmt: skip
+        from workbench.runner import json_safe
+
+        return json_safe(out)
+
+
+def run_tune_session(
+    config: dict[str, Any],
+    root: str,
+    events: Any = None,
+    cancelled: Any = None,
+) -> Any:
+    """Entry point for the TUI: run a tune from a plain dict (kernel, arm, params {name:
+    [values]}, top, screen_pairs, workers, preset, tp, pairs, blocks) and return the session
+    path. ``events(kind, data)`` gets the run's events (from this thread); ``cancelled()`` is
+    polled five times a second (a cancelled tune keeps its session, status "interrupted")."""
+    import threading
+
+    from workbench.shapes import resolve_shape
+    from workbench.tune import space
+
+    c = dict(config)
+    kernel, arm = c.get("kernel", "w13"), c.get("arm", "b3-scalar")
+    shape = resolve_shape(preset=c.get("preset"), tp=c.get("tp"))
+    overrides = {k: tuple(v) for k, v in (c.get("params") or {}).items()}
+    space.parse_overrides(kernel, [f"{k}={','.join(map(str, v))}" for k, v in overrides.items()])
+    cands = space.candidates(kernel, arm, overrides, shape.validate())
+    tcfg = TuneConfig(kernel, arm, cands, screen_pairs=int(c.get("screen_pairs", 3)),
+                      top=int(c.get("top", 3)), workers=c.get("workers"))  # fmt: skip
+    proto = ProtocolConfig(pairs=int(c.get("pairs", 2)), blocks=int(c.get("blocks", 6)))
+    cfg = make_run_config(shape, tcfg, protocol=proto, sessions_dir=str(root),
+                          extra={"source": "tui"})  # fmt: skip
+    cancel, done = threading.Event(), threading.Event()
+
+    def poll() -> None:
+        while not done.wait(0.2):
+            if cancelled is not None and cancelled():
+                cancel.set()
+
+    watcher = threading.Thread(target=poll, name="tune-cancel", daemon=True)
+    watcher.start()
+    try:
+        result = TuneRunner(cfg, tcfg, events=events, cancel=cancel).run()
+    finally:
+        done.set()
+    return result.session_path
