@@ -1,12 +1,10 @@
 """The parameter space of a kernel and its candidates: the one adapter between `workbench tune`
 and the kernel specs (docs/DESIGN.md §11.1).
 
-Until the kernel specs of issue 12 declare their parameters, this module declares them for the
-built-in kernels (``PARAMS``: each a ``-D`` macro with its allowed values and the default that
-csrc/kernels/*.cuh hard-code today) and turns a choice of values into a build the engine can
-time: a ``ParamVariant`` (a ``Variant`` whose ``defines()`` add the macros, so its build name
-hashes them). Wiring tune to the merged specs means replacing ``PARAMS`` and ``ParamVariant``
-with the specs' own declarations here; nothing else in workbench/tune reads them.
+The parameters are the kernel specs' (workbench/specs.py, docs/DESIGN.md §4.1): each a ``-D``
+macro with its allowed values and default. A candidate is one choice of values; its variant is
+the spec's with those values (``Variant.of_spec``), so its build name hashes them. Nothing else
+in workbench/tune reads the specs.
 
 Numerics: a parameter that changes how a kernel splits its sum over warps changes the FP32
 summation order, so such a candidate cannot promise bit-identity with the default; it promises a
@@ -22,7 +20,8 @@ from dataclasses import dataclass
 from workbench.errors import BadArgument
 from workbench.plan import ArmSpec, ComparisonSpec
 from workbench.shapes import Shape
-from workbench.variants import ARMS, Variant, parse_arm
+from workbench.specs import ARMS, KERNELS, Param, builtin_spec
+from workbench.variants import Variant
 
 # Relative L2 of a candidate's outputs against the default's when its parameters reorder the
 # FP32 sums: a reordering moves an output by at most one FP16 ulp (~5e-4 relative), so 1e-3
@@ -32,36 +31,11 @@ REORDER_REL_L2 = 1e-3
 MAX_CANDIDATES = 256  # a sweep beyond this is a typo in --param, not a plan
 
 
-@dataclass(frozen=True)
-class Param:
-    """As workbench/specs.py's Param on the specs branch (issue 12): ``-D<macro>=<value>``."""
-
-    name: str
-    macro: str  # the -D macro the kernel header reads (#ifndef ... #define ... default)
-    values: tuple[int, ...]
-    default: int
-    help: str = ""
-
-
-# The parameters that move the built-in kernels' speed (csrc/kernels/w13.cuh, w2.cuh): how many
-# loads a warp keeps in flight, and the cap on warps per CTA (at most 32: 1024 threads). Names,
-# macros, values and defaults as the specs branch declares them (specs.BUILTIN_PARAMS).
-PARAMS: dict[str, tuple[Param, ...]] = {
-    "w13": (
-        Param("unroll", "WB_W13_UNROLL", (1, 2, 3, 4, 5, 6, 8), 5, "groups in flight per warp"),
-        Param("max_warps", "WB_W13_MAX_WARPS", (4, 8, 16, 32), 16, "cap on warps per CTA"),
-    ),
-    "w2": (
-        Param("unroll", "WB_W2_UNROLL", (1, 2, 3, 4, 6, 8), 2, "units in flight per warp"),
-        Param("max_warps", "WB_W2_MAX_WARPS", (8, 16, 32), 32, "cap on warps per CTA"),
-    ),
-}
-
-
-def params_of(kernel: str) -> tuple[Param, ...]:
-    if kernel not in PARAMS:
-        raise BadArgument(f"--kernel {kernel!r}: tune knows {', '.join(PARAMS)}")
-    return PARAMS[kernel]
+def params_of(kernel: str, arm: str = "b3-scalar") -> tuple[Param, ...]:
+    """The tunable parameters of a built-in kernel: its spec's (docs/DESIGN.md §4.1)."""
+    if kernel not in KERNELS:
+        raise BadArgument(f"--kernel {kernel!r}: tune knows {', '.join(KERNELS)}")
+    return builtin_spec(kernel, arm).params
 
 
 def non_default(kernel: str, values: dict[str, int]) -> tuple[tuple[str, int], ...]:
@@ -70,52 +44,8 @@ def non_default(kernel: str, values: dict[str, int]) -> tuple[tuple[str, int], .
                  if p.name in values and values[p.name] != p.default)  # fmt: skip
 
 
-@dataclass(frozen=True)
-class ParamVariant(Variant):
-    """A variant built with parameter values other than the header's defaults; ``params`` holds
-    only those (as the specs' Variant does), so its name is ``w13:b3-scalar[unroll=4]``."""
-
-    params: tuple[tuple[str, int], ...] = ()
-
-    def defines(self) -> list[str]:
-        macros = {p.name: p.macro for p in params_of(self.kernel)}
-        return super().defines() + [f"-D{macros[k]}={v}" for k, v in self.params]
-
-    @property
-    def arm(self) -> str:
-        return f"{super().arm}[{label(self.params)}]"
-
-
 def label(params: tuple[tuple[str, int], ...]) -> str:
     return ",".join(f"{k}={v}" for k, v in params)
-
-
-def variant_from_name(text: str) -> Variant:
-    """'w13:b3-coop', 'w2:b3-scalar+calib' or 'w13:b3-scalar[unroll=4]' -> the variant (what a
-    build child process receives)."""
-    kernel, _, rest = text.partition(":")
-    calib = rest.endswith("+calib")
-    rest = rest.removesuffix("+calib")
-    arm, _, tail = rest.partition("[")
-    v = parse_arm(kernel, arm, calib=calib)
-    if not tail:
-        return v
-    values = dict(parse_values(kernel, tail.removesuffix("]")))
-    return ParamVariant(v.kernel, v.layout, v.reader, calib, non_default(kernel, values))
-
-
-def parse_values(kernel: str, text: str) -> tuple[tuple[str, int], ...]:
-    """'unroll=4,max_warps=16' -> (('unroll', 4), ('max_warps', 16)); each value allowed."""
-    known = {p.name: p for p in params_of(kernel)}
-    out = []
-    for item in text.split(","):
-        k, _, v = item.partition("=")
-        if k not in known or not v.lstrip("-").isdigit() or int(v) not in known[k].values:
-            raise BadArgument(
-                f"parameter {item!r} of {kernel} is not NAME=VALUE with an allowed value"
-            )
-        out.append((k, int(v)))
-    return tuple(out)
 
 
 def parse_overrides(kernel: str, items: list[str] | None) -> dict[str, tuple[int, ...]]:
@@ -174,13 +104,9 @@ class Candidate:
 
     @property
     def variant(self) -> Variant:
-        """The default is the plain variant: the very build `workbench ab` times. (With the
-        kernel specs merged: ``Variant.of_spec(builtin_spec(kernel, arm), params=...)``.)"""
-        base = parse_arm(self.kernel, self.arm)
-        changed = non_default(self.kernel, dict(self.params))
-        if not changed:
-            return base
-        return ParamVariant(base.kernel, base.layout, base.reader, False, changed)
+        """The default is the plain variant: the very build `workbench ab` times (a variant
+        keeps only the values that differ from its spec's defaults)."""
+        return Variant.of_spec(builtin_spec(self.kernel, self.arm), params=dict(self.params))
 
     def arm_spec(self) -> ArmSpec:
         name = self.arm if self.is_default else f"{self.arm}@{self.name}"
