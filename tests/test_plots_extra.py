@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from fixtures_sessions import REPO, real_sessions, write_session
 
+from workbench.analysis import analyse
 from workbench.cli import main
 from workbench.errors import BadArgument
 from workbench.plots import parse_floor, plot_replicates, plot_session, read_floor_file
-from workbench.report import analyse
 from workbench.session import load_session
 
 MAX_SVG = 500 * 1024

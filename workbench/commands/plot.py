@@ -94,8 +94,8 @@ def _sessions(args: argparse.Namespace) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.analysis import analyse
     from workbench.plots import floor_keys_missing, iter_plots, iter_replicates
-    from workbench.report import analyse
 
     formats = parse_formats(args.format)
     not_a_file(args.out, "--out")
