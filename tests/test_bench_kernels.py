@@ -108,3 +108,28 @@ def test_loads_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT)  # fmt: skip
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.gpu
+def test_runs_on_the_gpu_in_the_committed_format(tmp_path):
+    """`python3 benchmarks/bench_kernels.py` with PYTHONPATH=. as the lead runs it: the output
+    lines and the JSON keys of benchmarks/results/h200_bench_kernels.* come back."""
+    import json
+    import os
+
+    out = tmp_path / "bench.json"
+    args = ["--kernel", "w13,w2", "--arms", "b4-scalar,b3-scalar,b3-coop", "--replays", "20"]
+    proc = subprocess.run(
+        [sys.executable, str(BENCH), *args, "--out", str(out)], cwd=ROOT, capture_output=True,
+        text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [x for x in proc.stdout.splitlines() if "us/call  rotating" in x]
+    assert len(lines) == 6 and all("graph sets)" in x and "GB/s" in x for x in lines)
+    res = json.loads(out.read_text())
+    assert set(res) >= {"gpu", "shape", "calls", "replays", "rows", "floor_us_per_call"}
+    for row in res["rows"]:
+        assert set(row) == {"kernel", "arm", "sets", "hot", "rotating"}
+        for st in ("hot", "rotating"):
+            assert set(row[st]) == {"ms_per_replay", "us_per_call", "GB_s"}
+            assert 0 < row[st]["us_per_call"] < 1000

@@ -88,3 +88,12 @@ def test_engine_and_runner_do_not_import_each_other():
     graph = import_graph(REPO / "workbench")
     assert "workbench.runner" not in graph["workbench.engine"]
     assert "workbench.engine" in graph["workbench.runner"]  # the runner drives the engine
+
+
+def test_runner_imports_no_front_end():
+    """The runner keeps orchestration: the TUI imports the runner's types, never the reverse."""
+    graph = import_graph(REPO / "workbench")
+    front = {m for m in graph if m.startswith(("workbench.tui", "workbench.commands"))}
+    assert not graph["workbench.runner"] & front, sorted(graph["workbench.runner"] & front)
+    assert "workbench.progress" in graph["workbench.runner"]
+    assert "workbench.progress" in graph["workbench.tui.backend"]
