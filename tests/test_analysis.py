@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sim_device
+from fixtures_sessions import real_sessions
 
 from workbench import cli
 from workbench.analysis import analyse, combine, reader_comparison, recommendations
@@ -159,6 +160,26 @@ def test_runner_records_the_reports_recommendation(device, capsys, tmp_path, arm
         assert "No reader comparison in this session" in section
         assert "`b4-scalar` vs `b3-coop` is not the scalar (A) against the cooperative" in section
         assert "→" not in section  # no decision line
+
+
+@pytest.mark.parametrize("path", real_sessions(), ids=lambda p: p.name)
+def test_committed_h200_sessions_recompute_what_they_recorded(path):
+    """Every committed H200 session: the recommendation and the calibration resolution its runner
+    stored equal what the analysis model recomputes from its journal."""
+    s = load_session(path)
+    an = analyse(s)
+    stored = (s.summary or {}).get("recommendations") or {}
+    assert {k: r["decision"] for k, r in stored.items()} == {
+        k: r.decision for k, r in an.recommendations.items()
+    }
+    assert {k: r["arm"] for k, r in stored.items()} == {
+        k: r.arm for k, r in an.recommendations.items()
+    }
+    cal, kept = an.calibration(), (s.summary or {}).get("calibration")
+    assert (cal is None) == (kept is None)
+    if cal is not None:
+        ids = lambda c: {g: (x["resolution"] or {}).get("id") for g, x in c["groups"].items()}  # noqa: E731
+        assert ids(cal) == ids(kept)
 
 
 # ------------------------------------------------------------ one implementation of the rule
