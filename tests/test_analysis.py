@@ -160,6 +160,13 @@ def test_runner_records_the_reports_recommendation(device, capsys, tmp_path, arm
         assert "No reader comparison in this session" in section
         assert "`b4-scalar` vs `b3-coop` is not the scalar (A) against the cooperative" in section
         assert "→" not in section  # no decision line
+    # the TUI's view reads the same model: the same decisions, and why there is none
+    from workbench.tui.analysis import view_from_session
+
+    view = view_from_session(session)
+    assert {r.kernel for r in view.recommendations if r.kernel != "step"} == set(decisions)
+    if not decisions:
+        assert any("b4-scalar vs b3-coop is not the scalar (A)" in n for n in view.notes)
 
 
 @pytest.mark.parametrize("path", real_sessions(), ids=lambda p: p.name)

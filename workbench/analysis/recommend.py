@@ -85,7 +85,8 @@ def reader_comparison(cmp: Mapping[str, Any]) -> bool:
 
 
 def not_counted(results: Iterable[Judged]) -> list[str]:
-    """Why each main comparison of a reader kernel yields no recommendation (for the report)."""
+    """Why each main comparison of a reader kernel whose arms are not a reader pair yields no
+    recommendation (for the report and the TUI; one without pairs shows as not measured)."""
     out = []
     for r in results:
         c = r.cmp
@@ -97,8 +98,6 @@ def not_counted(results: Iterable[Judged]) -> list[str]:
                 "cooperative (B) reader of one layout: its verdict stands, but it says nothing "
                 "about which reader to use"
             )
-        elif r.verdict.n == 0:
-            out.append(f"`{c['id']}`: no complete pair, no evidence")
     return out
 
 

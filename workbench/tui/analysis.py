@@ -115,6 +115,7 @@ def view_from_session(s: Any) -> SessionView:
     an = analysis.analyse(s)
     results = an.results
     notes = list(s.warnings)
+    notes += [why.replace("`", "") for why in an.not_counted()]  # no recommendation, and why
     rows, chart = [], []
     for r in results:
         if r.verdict.n == 0:
