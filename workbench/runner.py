@@ -1,6 +1,8 @@
-"""The measurement engine (docs/DESIGN.md §5-§7): builds, banks, graphs, gate, ABBA pairs, session.
+"""Orchestration of a run (docs/DESIGN.md §5-§8): engine, monitor, session, and the order of work.
 
-``Runner(cfg).run()`` measures the comparisons of a plan (workbench.plan) on the GPU and keeps
+The device work is the engine's (workbench.engine); what the results mean (the recommendation,
+the calibration resolution) is the analysis model's (workbench.analysis, §7.7), the same rule
+the report applies to the journal. ``Runner(cfg).run()`` measures the comparisons of a plan (workbench.plan) on the GPU and keeps
 everything in a session folder as it goes. The CLI (`workbench ab`, `workbench calibrate`) and the
 TUI drive the same Runner; they listen through ``progress`` (abba.Progress after every sample)
 and ``events`` (``events(kind, data)``: "builds", "session", "memory", "comparison", "gate",
