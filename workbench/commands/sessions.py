@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench import defaults
 from workbench.errors import BadArgument
 
 HELP = "list, show or compare saved sessions"
@@ -27,7 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--root", default="sessions", help="folder holding the sessions (default: ./sessions)"
+        "--root",
+        default=defaults.SESSIONS_DIR,
+        help="folder holding the sessions (default: %(default)s)",
     )
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sub.add_parser(
