@@ -1,5 +1,5 @@
 """Kernel speed on the current GPU (issue 3 item 5): µs per call of every variant, hot and rotating,
-in graphs of `calls` calls, next to the tinygemm and triton-moe peers and the bandwidth formula of docs/DESIGN.md §5.9 (a lower
+in graphs of `calls` calls, next to the tinygemm peer and the bandwidth formula of docs/DESIGN.md §5.9 (a lower
 bound no real launch reaches: benchmarks/floor_probe.cu measures what this GPU's launch and
 DRAM allow for the same bytes).
 
@@ -7,8 +7,11 @@ DRAM allow for the same bytes).
     python3 benchmarks/bench_kernels.py --kernel step     # W13 then W2 per call (a decode step)
 
 Hot: every call uses the same top_k experts of one bank. Rotating: call l uses bank l and its own
-experts; several graphs over disjoint banks alternate so that the working set is >= 5x the L2.
-This is a plain benchmark (median of CUDA-event-timed replays), not the ABBA protocol of `workbench ab`.
+experts; below 5x the L2, several graphs over disjoint experts alternate. The geometry is the run's
+own (workbench.plan.geometry, as `workbench ab` places its calls) and the timing is
+workbench.graphs' (capture on a side stream, CUDA events per replay). This is a plain benchmark
+(median of timed replays), not the ABBA protocol of `workbench ab`. torch is imported inside the
+functions that need a GPU, so the pure parts (bytes, routing) load on a CPU machine.
 """
 
 from __future__ import annotations
@@ -17,96 +20,114 @@ import argparse
 import json
 import statistics
 import sys
+from typing import Any
 
-import torch
+from workbench import defaults
+from workbench.plan import Geometry, bank_seed, expert_bytes, expert_ids, geometry
+from workbench.shapes import PRESETS, Shape
+from workbench.variants import ARMS
 
-from workbench.ops import KernelOp, TinyGemmPeer, make_bank, make_inputs
-from workbench.shapes import PRESETS
-from workbench.triton_moe import TritonMoePeer
-from workbench.variants import ARMS, RECORD_BYTES, parse_arm
-
-PEERS = ("tinygemm", "triton-moe")
-
-
-def call_bytes(shape, kernel: str, layout: str) -> int:
-    K, N = shape.dims(kernel)
-    return shape.top_k * (K * N // 2 + (K // 32) * N * RECORD_BYTES[layout])
+PEERS = ("tinygemm", "triton-moe")  # peer arms timed beside the kernels (docs/DESIGN.md §4.7)
+WARMUP_REPLAYS = 3  # untimed replays of every graph before the timed ones
 
 
-def time_graphs(graphs: list, replays: int) -> float:
-    """Median ms per replay, alternating graphs replay by replay."""
-    for g in graphs:  # warm-up
-        for _ in range(3):
-            g.replay()
-    torch.cuda.synchronize()
-    ev = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(replays)
+def call_bytes(shape: Shape, kernel: str, layout: str) -> int:
+    """Weights + metadata one call of ``kernel`` reads: its top_k experts (workbench.capacity)."""
+    return shape.top_k * expert_bytes(shape, (kernel,), layout)
+
+
+def floor_us(shape: Shape, kernel: str) -> float:
+    """The bandwidth formula of docs/DESIGN.md §5.9: one-CTA graph node + b3 bytes at 4.2 TB/s."""
+    return 0.6 + call_bytes(shape, kernel, "b3") / 4.2e12 * 1e6
+
+
+def routing(
+    shape: Shape, kernel: str, set_name: str, calls: int, l2: int | None, seed: int = 0
+) -> tuple[Geometry, list[list[tuple[int, list[int]]]]]:
+    """The run's own geometry (workbench.plan, as `workbench ab` places calls) and, per graph and
+    call, (bank index, routed experts). Computed for the b3 layout, the smaller working set, so
+    both layouts get the same graphs and routing."""
+    geom = geometry(shape, kernel, set_name, calls, {"b4", "b3"}, l2)
+    hot = set_name == "hot"
+    slots = [
+        [
+            (geom.slot(g, c)[0], expert_ids(shape, seed, *geom.slot(g, c), hot=hot))
+            for c in range(calls)
+        ]
+        for g in range(geom.graphs)
     ]
-    for i, (a, b) in enumerate(ev):
-        a.record()
-        graphs[i % len(graphs)].replay()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev)
+    return geom, slots
 
 
-def capture(fns: list, calls: list[tuple]) -> torch.cuda.CUDAGraph:
-    """One graph of len(calls) calls; call i runs fns[i] (a KernelOp or a tinygemm peer)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for fn, c in zip(fns, calls, strict=True):  # eager warm-up on the side stream
-            fn(*c[:4], rw=c[4])
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for fn, c in zip(fns, calls, strict=True):
-            fn(*c[:4], rw=c[4])
-    return g
+def time_issues(name: str, issues: list, replays: int) -> float:
+    """Median ms per replay of graphs captured from ``issues``, alternating replay by replay:
+    workbench.graphs' capture and timed replays (one GraphArm), after a few untimed ones."""
+    from workbench.graphs import Cycle, GraphArm
+
+    arm = GraphArm(name, issues, [[] for _ in issues], replays, Cycle(len(issues)))
+    try:
+        for _ in range(WARMUP_REPLAYS):
+            arm.run_once(poison=False)
+        return statistics.median(arm.measure())
+    finally:
+        arm.close()
 
 
-def bench_arm(kernel, arm, shape, banks, inputs, n_sets, n_calls, replays) -> dict | None:
-    """Median µs per call of one arm on the hot set and on the rotating sets."""
+def _ids(experts: list[int]) -> Any:
+    import torch
+
+    return torch.tensor(experts, dtype=torch.int32, device="cuda")
+
+
+def bench_arm(kernel, arm, shape, banks, inputs, slots, n_calls, replays) -> dict | None:
+    """Median µs per call of one arm on the hot set and on the rotating set; ``slots`` maps each
+    set to its graphs' (bank, experts) per call, ``inputs[c]`` are call c's activations."""
+    import functools
+
+    from workbench.ops import KernelOp, TinyGemmPeer
+    from workbench.triton_moe import TritonMoePeer
+    from workbench.variants import parse_arm
+
     if arm == "tinygemm":
         if not TinyGemmPeer.supported():
             return None
-        peers: dict[int, TinyGemmPeer] = {}
+        peers: dict[tuple, TinyGemmPeer] = {}
 
-        def fn_for(i: int):
-            if i not in peers:  # experts are fixed per peer, as in a per-expert loop
-                peers[i] = TinyGemmPeer(kernel, shape, banks[i], inputs[i]["ids"].tolist())
-            return peers[i]
+        def fn_for(bank: int, experts: list[int]):
+            key = (bank, tuple(experts))
+            if key not in peers:  # experts are fixed per peer, as in a per-expert loop
+                peers[key] = TinyGemmPeer(kernel, shape, banks[bank], experts)
+            return peers[key]
     elif arm == "triton-moe":
         if not TritonMoePeer.supported():
             return None
         fused: dict[int, TritonMoePeer] = {}
 
-        def fn_for(i: int):
-            if id(banks[i]) not in fused:  # ids are read on the device: one peer per bank
-                fused[id(banks[i])] = TritonMoePeer(kernel, shape, banks[i])
-            return fused[id(banks[i])]
+        def fn_for(bank: int, experts: list[int]):
+            if bank not in fused:  # ids are read on the device: one peer per bank
+                fused[bank] = TritonMoePeer(kernel, shape, banks[bank])
+            return fused[bank]
     else:
         op = KernelOp(parse_arm(kernel, arm), shape)
 
-        def fn_for(i: int):
+        def fn_for(bank: int, experts: list[int]):
             return op
 
-    row = {"kernel": kernel, "arm": arm, "sets": n_sets}
+    row: dict[str, Any] = {"kernel": kernel, "arm": arm, "sets": len(slots["rotating"])}
+    # triton-moe reads 4 bytes per (group, column) record (fp16 scale and bias), as b4 does
+    layout = "b4" if arm.startswith("b4") or arm == "triton-moe" else "b3"
     for set_name in ("hot", "rotating"):
-        graphs = []
-        for s in range(n_sets if set_name == "rotating" else 1):
-            idx = [s * n_calls + c if set_name == "rotating" else 0 for c in range(n_calls)]
-            calls = []
-            for i in idx:
-                act = inputs[i]["x"] if kernel == "w13" else inputs[i]["inter"]
-                calls.append((act, banks[i], inputs[i]["ids"], inputs[i]["out"], inputs[i]["rw"]))
-            graphs.append(capture([fn_for(i) for i in idx], calls))
-        ms = time_graphs(graphs, replays)
+        issues = []
+        for graph in slots[set_name]:
+            fns = []
+            for c, (bank, experts) in enumerate(graph):
+                x = inputs[c]["x"] if kernel == "w13" else inputs[c]["inter"]
+                fn = fn_for(bank, experts)
+                fns.append(functools.partial(fn, x, banks[bank], _ids(experts), inputs[c]["out"],
+                                             rw=inputs[c]["rw"]))  # fmt: skip
+            issues.append(lambda fns=fns: [f() for f in fns])
+        ms = time_issues(arm, issues, replays)
         us = ms * 1000 / n_calls
-        # triton-moe reads 4 bytes per (group, column) record (fp16 scale and bias), as b4 does
-        layout = "b4" if arm.startswith("b4") or arm == "triton-moe" else "b3"
         gbs = call_bytes(shape, kernel, layout) / (us * 1e-6) / 1e9
         row[set_name] = {
             "ms_per_replay": round(ms, 5),
@@ -116,38 +137,35 @@ def bench_arm(kernel, arm, shape, banks, inputs, n_sets, n_calls, replays) -> di
     return row
 
 
-def bench_step(arm, shape, n_sets, n_calls, replays) -> dict:
+def bench_step(arm, shape, l2, n_calls, replays) -> dict:
     """Median µs per call of the decode step: each call is W13 (arm) and then W2 (arm) on W13's
     output, with the same routed ids; hot and rotating as for one kernel."""
+    from workbench.ops import KernelOp, make_bank, make_inputs
+    from workbench.variants import parse_arm
+
     layout = arm.split("-")[0]
     ops = {k: KernelOp(parse_arm(k, arm), shape) for k in ("w13", "w2")}
-    n = n_calls * n_sets
-    banks = {k: [make_bank(shape, k, layout, seed=i) for i in range(n)] for k in ops}
-    ins = [make_inputs(shape, "w13", seed=100 + i) for i in range(n)]
-    outs = [make_inputs(shape, "w2", seed=300 + i) for i in range(n)]
-    row = {"kernel": "step", "arm": arm, "sets": n_sets}
+    slots = {s: routing(shape, "step", s, n_calls, l2)[1] for s in ("hot", "rotating")}
+    n_banks = 1 + max(b for graph in slots["rotating"] for b, _ in graph)
+    banks = {
+        k: [make_bank(shape, k, layout, seed=bank_seed(0, i)) for i in range(n_banks)] for k in ops
+    }
+    ins = [make_inputs(shape, "w13", seed=100 + c) for c in range(n_calls)]
+    outs = [make_inputs(shape, "w2", seed=300 + c) for c in range(n_calls)]
+    row: dict[str, Any] = {"kernel": "step", "arm": arm, "sets": len(slots["rotating"])}
     for set_name in ("hot", "rotating"):
-        graphs = []
-        for s in range(n_sets if set_name == "rotating" else 1):
-            idx = [s * n_calls + c if set_name == "rotating" else 0 for c in range(n_calls)]
+        issues = []
+        for graph in slots[set_name]:
+            calls = [(c, b, _ids(e)) for c, (b, e) in enumerate(graph)]
 
-            def issue(idx=idx):
-                for i in idx:
-                    x, ids, inter = ins[i]["x"], ins[i]["ids"], ins[i]["out"]
-                    ops["w13"](x, banks["w13"][i], ids, inter)
-                    ops["w2"](inter, banks["w2"][i], ids, outs[i]["out"], rw=outs[i]["rw"])
+            def issue(calls=calls):
+                for c, b, ids in calls:
+                    x, inter = ins[c]["x"], ins[c]["out"]
+                    ops["w13"](x, banks["w13"][b], ids, inter)
+                    ops["w2"](inter, banks["w2"][b], ids, outs[c]["out"], rw=outs[c]["rw"])
 
-            st = torch.cuda.Stream()
-            st.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(st):
-                issue()  # eager warm-up on the side stream
-            torch.cuda.current_stream().wait_stream(st)
-            torch.cuda.synchronize()
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                issue()
-            graphs.append(g)
-        ms = time_graphs(graphs, replays)
+            issues.append(issue)
+        ms = time_issues(f"step {arm}", issues, replays)
         row[set_name] = {
             "ms_per_replay": round(ms, 5),
             "us_per_call": round(ms * 1000 / n_calls, 3),
@@ -155,13 +173,44 @@ def bench_step(arm, shape, n_sets, n_calls, replays) -> dict:
     return row
 
 
+def _floor_rows(ext, shape: Shape, kernel: str, a, n_sets: int, results: dict) -> None:
+    """The floor probe streaming this kernel's b3 bytes per call, timed here beside the kernels
+    (benchmarks/floor_inproc.py), and each of the kernel's rows as a multiple of it."""
+    from floor_inproc import time_floor
+
+    fl = time_floor(
+        ext, call_bytes(shape, kernel, "b3"), a.calls, n_sets, a.replays,
+        lambda issues, replays: time_issues("floor-probe", issues, replays),
+    )  # fmt: skip
+    results.setdefault("floor_probe", {})[kernel] = fl
+    best = fl["best"]
+    print(
+        f"{kernel:>3} floor-probe hot {best['hot']:7.3f} us/call  rotating "
+        f"{best['rotating']:7.3f} us/call (same process; best of {', '.join(fl['shapes'])})",
+        flush=True,
+    )
+    for row in results["rows"]:
+        if row["kernel"] == kernel:
+            row["vs_floor"] = {s: round(row[s]["us_per_call"] / best[s], 3) for s in best}
+            print(
+                f"{kernel:>3} {row['arm']:>9}  / floor: hot {row['vs_floor']['hot']:.2f}x  "
+                f"rotating {row['vs_floor']['rotating']:.2f}x",
+                flush=True,
+            )
+
+
 def main() -> int:
+    import torch
+
+    from workbench.graphs import l2_bytes
+    from workbench.ops import make_bank, make_inputs
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="qwen3.8-flash-next")
-    ap.add_argument("--calls", type=int, default=48)
-    ap.add_argument("--replays", type=int, default=200)
+    ap.add_argument("--calls", type=int, default=defaults.CALLS)
+    ap.add_argument("--replays", type=int, default=defaults.BENCH_REPLAYS)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--kernel", default="w13,w2")
+    ap.add_argument("--kernel", default=",".join(defaults.KERNELS))
     ap.add_argument("--arms", default=",".join([*ARMS, *PEERS]))
     ap.add_argument(
         "--no-floor",
@@ -176,7 +225,7 @@ def main() -> int:
         floor_ext = load_extension()
     shape = PRESETS[a.preset]
     props = torch.cuda.get_device_properties(0)
-    l2 = getattr(props, "L2_cache_size", 60 * 2**20)
+    l2 = l2_bytes(0)
     results = {
         "gpu": props.name,
         "shape": shape.to_dict(),
@@ -186,32 +235,30 @@ def main() -> int:
     }
     for kernel in a.kernel.split(","):
         if kernel == "step":
-            per_graph = a.calls * (call_bytes(shape, "w13", "b3") + call_bytes(shape, "w2", "b3"))
-            n_sets = max(1, -(-5 * l2 // per_graph))
             for arm in [x for x in ARMS if x in a.arms.split(",")]:
-                row = bench_step(arm, shape, n_sets, a.calls, a.replays)
+                row = bench_step(arm, shape, l2, a.calls, a.replays)
                 results["rows"].append(row)
                 print(
                     f"step {arm:>9}  hot {row['hot']['us_per_call']:7.3f} us/call  rotating "
-                    f"{row['rotating']['us_per_call']:7.3f} us/call ({n_sets} graph sets)",
+                    f"{row['rotating']['us_per_call']:7.3f} us/call ({row['sets']} graph sets)",
                     flush=True,
                 )
                 torch.cuda.empty_cache()
             continue
-        K, N = shape.dims(kernel)
-        per_graph = a.calls * call_bytes(shape, kernel, "b3")
-        n_sets = max(1, -(-5 * l2 // per_graph))  # graphs over disjoint banks: >= 5x L2 in rotation
-        inputs = [make_inputs(shape, kernel, seed=100 + i) for i in range(a.calls * n_sets)]
+        slots = {s: routing(shape, kernel, s, a.calls, l2)[1] for s in ("hot", "rotating")}
+        n_banks = 1 + max(b for graph in slots["rotating"] for b, _ in graph)
+        n_sets = len(slots["rotating"])
+        inputs = [make_inputs(shape, kernel, seed=100 + c) for c in range(a.calls)]
         for layout in ("b4", "b3"):
-            banks = [make_bank(shape, kernel, layout, seed=i) for i in range(a.calls * n_sets)]
             wanted = a.arms.split(",")
             arms = [x for x in ARMS if x in wanted and x.startswith(layout)] + (
-                [p for p in PEERS if p in wanted] if layout == "b3" else []  # from the b3 banks
+                [p for p in PEERS if p in wanted] if layout == "b3" else []
             )
             if not arms:
                 continue
+            banks = [make_bank(shape, kernel, layout, seed=bank_seed(0, i)) for i in range(n_banks)]
             for arm in arms:
-                row = bench_arm(kernel, arm, shape, banks, inputs, n_sets, a.calls, a.replays)
+                row = bench_arm(kernel, arm, shape, banks, inputs, slots, a.calls, a.replays)
                 if row is None:
                     continue
                 results["rows"].append(row)
@@ -224,32 +271,11 @@ def main() -> int:
             banks.clear()
             torch.cuda.empty_cache()
         if floor_ext is not None:
-            from floor_inproc import time_floor
-
-            fl = time_floor(
-                floor_ext, call_bytes(shape, kernel, "b3"), a.calls, n_sets, a.replays, time_graphs
-            )
-            results.setdefault("floor_probe", {})[kernel] = fl
-            best = fl["best"]
-            print(
-                f"{kernel:>3} floor-probe hot {best['hot']:7.3f} us/call  rotating "
-                f"{best['rotating']:7.3f} us/call (same process; best of {', '.join(fl['shapes'])})",
-                flush=True,
-            )
-            for row in results["rows"]:
-                if row["kernel"] == kernel:
-                    row["vs_floor"] = {
-                        s: round(row[s]["us_per_call"] / best[s], 3) for s in ("hot", "rotating")
-                    }
-                    print(
-                        f"{kernel:>3} {row['arm']:>9}  / floor: hot {row['vs_floor']['hot']:.2f}x  "
-                        f"rotating {row['vs_floor']['rotating']:.2f}x",
-                        flush=True,
-                    )
-        floor_us = 0.6 + call_bytes(shape, kernel, "b3") / 4.2e12 * 1e6
-        results.setdefault("floor_us_per_call", {})[kernel] = round(floor_us, 3)
+            _floor_rows(floor_ext, shape, kernel, a, n_sets, results)
+        fl = floor_us(shape, kernel)
+        results.setdefault("floor_us_per_call", {})[kernel] = round(fl, 3)
         print(
-            f"{kernel:>3} formula floor ~{floor_us:.2f} us/call (docs/DESIGN.md §5.9: 0.6 us one-CTA graph node +"
+            f"{kernel:>3} formula floor ~{fl:.2f} us/call (docs/DESIGN.md §5.9: 0.6 us one-CTA graph node +"
             " b3 bytes at 4.2 TB/s; benchmarks/floor_probe.cu measures the real one)",
             flush=True,
         )

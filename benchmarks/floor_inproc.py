@@ -52,12 +52,14 @@ def time_floor(
     calls: int,
     n_sets: int,
     replays: int,
-    time_graphs: Callable[[list, int], float],
+    time_issues: Callable[[list, int], float],
 ) -> dict:
     """µs per call of the probe streaming ``call_bytes`` per call, hot and rotating, per shape.
 
     Hot: every call reads the same slice. Rotating: each call of each of ``n_sets`` graphs reads
-    its own slice, as the bench's rotating set reads its own banks."""
+    its own slice, as the bench's rotating set reads its own banks. ``time_issues(issues,
+    replays)`` is the bench's timer: it captures one graph per issue function and returns the
+    median ms per replay."""
     n16 = -(-call_bytes // 16)
     slices = calls * n_sets
     buf = torch.randint(0, 256, (slices, n16 * 16), dtype=torch.uint8, device="cuda")
@@ -67,20 +69,16 @@ def time_floor(
     for grid, block in SHAPES:
         row = {}
         for set_name in ("hot", "rotating"):
-            graphs = []
+            issues = []
             for s in range(n_sets if set_name == "rotating" else 1):
                 idx = [s * calls + c if set_name == "rotating" else 0 for c in range(calls)]
-                for i in idx[:1]:  # warm-up outside capture (first launch loads the module)
-                    ext.launch(buf[i], ids, out, grid, block, True)
-                torch.cuda.synchronize()
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
+
+                def issue(idx=idx, grid=grid, block=block):
                     for i in idx:
                         ext.launch(buf[i], ids, out, grid, block, True)
-                graphs.append(g)
-            row[set_name] = round(time_graphs(graphs, replays) * 1000 / calls, 3)
+
+                issues.append(issue)
+            row[set_name] = round(time_issues(issues, replays) * 1000 / calls, 3)
         rows[f"{grid}x{block}"] = row
-    del buf
-    torch.cuda.empty_cache()
     best = {s: min(r[s] for r in rows.values()) for s in ("hot", "rotating")}
     return {"shapes": rows, "best": best}

@@ -95,12 +95,6 @@ def test_no_gpu_here_exits_3_with_what_still_works(capsys, tmp_path):
     assert cli.main(["calibrate", "--sessions-dir", str(tmp_path)]) == 3
 
 
-def test_default_replays_agree():
-    from workbench.commands import ab, calibrate
-
-    assert ab.DEFAULT_REPLAYS == runner.DEFAULT_REPLAYS == calibrate.DEFAULT_REPLAYS
-
-
 @pytest.fixture
 def device(monkeypatch):
     """The simulated GPU (tests/sim_device.py): returns the list of variants that were built."""
@@ -487,7 +481,7 @@ def test_plan_roles_and_references():
 
 
 def test_calibration_summary_per_group_and_overall():
-    from workbench.runner import calibration_summary
+    from workbench.analysis import calibration_summary
 
     def cmp(kernel, spin, median, verdict, a_us=2.0, mhz=None):
         return {

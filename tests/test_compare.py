@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from workbench.compare import analyse, compare_sessions, recommendations
+from workbench.analysis import compare_sessions, comparison_results, recommendations
 from workbench.session import SessionWriter, load_session
 from workbench.stats import compare, pair_ratios
 
@@ -93,7 +93,7 @@ def test_analyse_recomputes_from_the_journal(tmp_path):
     )
     s = load_session(path)
     assert s.summary == lie  # a stored summary claiming the opposite must not matter
-    res = analyse(s)
+    res = comparison_results(s)
     assert [r.id for r in res] == ["w13/hot", "w13/rotating", "w2/hot", "w2/rotating"]
     for r in res:
         direct = compare(pair_ratios(s.samples_for(r.id)), m=0.01)
@@ -103,7 +103,7 @@ def test_analyse_recomputes_from_the_journal(tmp_path):
         assert r.us_per_call(r.a_ms) == pytest.approx(r.a_ms * 1000 / 48)
         assert r.gate is True and r.flagged == 0
     assert [r.verdict.verdict for r in res] == ["FASTER", "FASTER", "SLOWER", "SAME"]
-    recs = {x.kernel: x for x in recommendations(res)}
+    recs = recommendations(res)
     assert recs["w13"].decision == "cooperative" and recs["w13"].arm == "b3-coop"
     assert recs["w2"].decision == "scalar" and recs["w2"].arm == "b3-scalar"
 
@@ -111,8 +111,8 @@ def test_analyse_recomputes_from_the_journal(tmp_path):
 def test_analyse_uses_session_m_and_flags(tmp_path):
     path = write_session(tmp_path, "m", {"w13/hot": 0.985}, noise=0.001, config={"m": 0.02})
     s = load_session(path)
-    assert analyse(s)[0].verdict.verdict == "SAME"  # 1.5 % < m = 2 %
-    assert analyse(s, m=0.01)[0].verdict.verdict == "FASTER"
+    assert comparison_results(s)[0].verdict.verdict == "SAME"  # 1.5 % < m = 2 %
+    assert comparison_results(s, m=0.01)[0].verdict.verdict == "FASTER"
 
 
 def test_same_gpu_same_code_shift(tmp_path):

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from fixtures_sessions import REPO, real_sessions, write_session
 
+from workbench.analysis import analyse
 from workbench.cli import main
 from workbench.errors import BadArgument
 from workbench.plots import parse_floor, plot_replicates, plot_session, read_floor_file
-from workbench.report import analyse
 from workbench.session import load_session
 
 MAX_SVG = 500 * 1024
@@ -84,7 +84,7 @@ def test_calibration_dose_response_of_the_committed_session(tmp_path):
 
 
 def test_calibration_figure_reads_the_rungs(tmp_path):
-    """The left panel's points are the summary's rungs: injected µs per CTA vs measured."""
+    """The left panel's points are the analysis' rungs: injected µs per CTA vs measured."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,7 +101,9 @@ def test_calibration_figure_reads_the_rungs(tmp_path):
     assert len(want) == 16 and want <= drawn
 
 
-def test_calibration_without_summary_still_draws_the_effects(tmp_path):
+def test_calibration_without_summary_draws_both_panels_from_the_journal(tmp_path):
+    """A session stopped before its summary: the rungs come from the journal (the analysis
+    model), so the dose-response panel is drawn too, not only the effects."""
     copy = tmp_path / "s" / CALIBRATE.name
     shutil.copytree(CALIBRATE, copy)
     meta = json.loads((copy / "session.json").read_text())
@@ -109,7 +111,7 @@ def test_calibration_without_summary_still_draws_the_effects(tmp_path):
     (copy / "session.json").write_text(json.dumps(meta))
     plot_session(copy, tmp_path / "p", formats=("svg",))
     svg = (tmp_path / "p" / f"{CALIBRATE.name}_calibration.svg").read_text()
-    assert "no calibration rungs in the session summary" in svg
+    assert "no calibration rung" not in svg and "measured = injected" in svg
     assert "measured effect B/A" in svg and "INTERRUPTED" in svg
 
 

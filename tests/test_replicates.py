@@ -1,4 +1,4 @@
-"""Pooling replicate sessions: a verdict only where every session agrees (workbench/replicates.py)."""
+"""Pooling replicate sessions: a verdict only where every session agrees (workbench/analysis/pool.py)."""
 
 import json
 from pathlib import Path
@@ -7,9 +7,8 @@ import pytest
 from fixtures_sessions import write_session
 
 from workbench import cli
-from workbench.compare import analyse
+from workbench.analysis import VARIES, comparison_results, pool_sessions
 from workbench.errors import BadArgument
-from workbench.replicates import VARIES, pool_sessions
 from workbench.session import load_session
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,7 +42,7 @@ def test_agreeing_sessions_keep_their_verdict(tmp_path):
     a = load_session(write_session(tmp_path, slug="a", seed=1))
     b = load_session(write_session(tmp_path, slug="b", seed=2))
     pool = pool_sessions([a, b])
-    single = {r.id: r.verdict.verdict for r in analyse(a)}
+    single = {r.id: r.verdict.verdict for r in comparison_results(a)}
     for r in pool.rows:
         if len(set(r.verdicts)) == 1 and r.verdicts[0] != "AMBIGUOUS":
             assert r.verdict == r.verdicts[0] == single[r.id]

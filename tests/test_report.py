@@ -18,9 +18,10 @@ import pytest
 from fixtures_sessions import real_sessions, write_calibration_session, write_session
 from scipy import stats as sps
 
+from workbench.analysis import analyse
 from workbench.cli import main
 from workbench.errors import SessionError
-from workbench.report import analyse, render_report, resolve_session, variant_label
+from workbench.report import render_report, resolve_session, variant_label
 from workbench.session import SessionWriter, load_session
 from workbench.shapes import PRESETS
 

@@ -365,7 +365,7 @@ def test_provenance_hashes_and_git(tmp_path):
 
 def test_provenance_and_session_import_no_torch():
     code = (
-        "import sys, workbench.provenance, workbench.session, workbench.compare\n"
+        "import sys, workbench.provenance, workbench.session, workbench.analysis\n"
         "print([m for m in ('torch', 'textual', 'matplotlib') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

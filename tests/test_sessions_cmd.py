@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pytest
 
+from workbench.analysis import comparison_results
 from workbench.cli import main
-from workbench.compare import analyse
 from workbench.session import SessionWriter, load_session
 
 
@@ -130,7 +130,7 @@ def test_show_text(root, capsys):
     assert "(complete)" in out and "NVIDIA H200 (driver 570.1, cuda 12.8)" in out
     assert "1234567890 (dirty)" in out and 'preset="qwen3.8-flash-next"' in out
     s = load_session(next(root.glob("*_h200-ab")))
-    for r in analyse(s):
+    for r in comparison_results(s):
         row = next(ln for ln in out.splitlines() if ln.startswith(r.id + " "))
         assert (
             f"{r.verdict.median:.4f}" in row

@@ -1,4 +1,4 @@
-"""Statistics: pair ratios, the distribution-free CI, verdicts, recommendation (docs/DESIGN.md §7)."""
+"""Statistics: pair ratios, the distribution-free CI, verdicts (docs/DESIGN.md §7)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from workbench.stats import (
     median_ci,
     min_pairs,
     pair_ratios,
-    recommend,
     should_stop,
 )
 
@@ -309,47 +308,6 @@ def test_ci_half_width_and_stopping_rule():
     assert should_stop(r[:200], target=0.005)
     prs = [PairRatio(i, x, (1.0, 1.0), (x, x), "ABBA") for i, x in enumerate(r[:50])]
     assert ci_half_width(prs) == widths[1]
-
-
-# ------------------------------------------------------------------------------ recommendation
-
-
-def _v(label: str) -> Verdict:
-    ratio = {"FASTER": 0.93, "SLOWER": 1.07, "SAME": 1.0, "AMBIGUOUS": 0.99}[label]
-    noise = {"FASTER": 0.01, "SLOWER": 0.01, "SAME": 0.001, "AMBIGUOUS": 0.03}[label]
-    v = compare(ratio * np.exp(np.random.default_rng(len(label)).normal(0, noise, 12)))
-    assert v.verdict == label, v.reason
-    return v
-
-
-@pytest.mark.parametrize(
-    ("hot", "rotating", "decision"),
-    [
-        ("FASTER", "FASTER", "cooperative"),
-        ("FASTER", "SAME", "cooperative"),
-        ("FASTER", "AMBIGUOUS", "cooperative"),
-        ("FASTER", "SLOWER", "scalar"),
-        ("SLOWER", "AMBIGUOUS", "scalar"),
-        ("SAME", "SAME", "scalar"),
-        ("SAME", "AMBIGUOUS", "inconclusive"),
-        ("AMBIGUOUS", "AMBIGUOUS", "inconclusive"),
-    ],
-)
-def test_recommendation_rule(hot, rotating, decision):
-    rec = recommend("w13", {"hot": _v(hot), "rotating": _v(rotating)})
-    assert rec.decision == decision
-    assert rec.arm == ("b3-coop" if decision == "cooperative" else "b3-scalar")
-    assert rec.verdicts == {"hot": hot, "rotating": rotating}
-    assert "FASTER in at least one" in rec.rule and "1 %" in rec.rule
-    assert any(line.startswith(f"hot: {hot}") for line in rec.evidence)
-    if decision == "cooperative" and "AMBIGUOUS" in (hot, rotating):
-        assert any("caution" in line for line in rec.evidence)
-    assert type(rec).from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
-
-
-def test_recommend_rejects_empty():
-    with pytest.raises(BadArgument, match="w2"):
-        recommend("w2", {})
 
 
 def test_stats_imports_neither_torch_nor_textual():

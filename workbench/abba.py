@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from typing import Protocol as _Proto
 
+from workbench import defaults
 from workbench.errors import BadArgument
 
 ORDERS = (("A", "B", "B", "A"), ("B", "A", "A", "B"))
@@ -65,21 +66,19 @@ class FnArm:
 class ProtocolConfig:
     """Knobs of the protocol; ``validate()`` names the bad one."""
 
-    # Defaults (docs/DESIGN.md §5.5): 6 blocks x 2 pairs. Six placements give a t-interval with
-    # 5 degrees of freedom (t = 2.57) whose width is set by the between-block spread, the
-    # dominant term on the H200; 2 pairs per block keep the default run near its old length.
-    pairs: int = 2  # ABBA pairs per block
-    blocks: int = 6  # blocks per comparison, each at its own memory placement
+    # Defaults: workbench.defaults (why: docs/DESIGN.md §5.5).
+    pairs: int = defaults.PAIRS  # ABBA pairs per block
+    blocks: int = defaults.BLOCKS  # blocks per comparison, each at its own memory placement
     placement_seed: int | None = None  # None: drawn fresh per run (and journaled)
     adaptive: bool = False
-    target: float = 0.005
+    target: float = defaults.TARGET
     budget_s: float | None = None
     min_pairs: int = 6  # a distribution-free 95 % CI of a median needs at least 6 values
     max_pairs: int = 200
     min_blocks: int = 3  # adaptive mode: never stop on fewer blocks (a 2-block t has 1 dof)
-    max_blocks: int = 40  # adaptive mode: the cap on blocks
+    max_blocks: int = defaults.MAX_BLOCKS  # adaptive mode: the cap on blocks
     warmup: int = 2
-    retries: int = 2
+    retries: int = defaults.RETRIES
     keep_flagged: bool = False
     max_clock_spread: float = 0.05
     recovery_s: float = 0.05  # pause before re-measuring: lets clocks recover, as nvbench does

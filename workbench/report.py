@@ -1,8 +1,9 @@
 """Markdown report of a session, recomputed from its raw journals (docs/DESIGN.md §8).
 
-Every number here comes from the ``sample`` records through ``workbench.stats``: the summary that
-the runner stores in session.json is never read, so a report cannot disagree with the evidence
-it cites. ``analyse`` does the arithmetic (the plots use it too); ``render_report`` formats it.
+Every number here comes from ``workbench.analysis.analyse`` (the analysis model the runner, the
+plots and the TUI share): the summary that the runner stores in session.json is never read, so a
+report cannot disagree with the evidence it cites. ``render_report`` formats the analysis; the
+helpers that put numbers and sessions into words are public because the plots title with them.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import os
 import re
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workbench import stats
+from workbench.analysis import TIMING_ROLES, Analysis, analyse
 from workbench.errors import SessionError, WorkbenchError
+from workbench.plot_files import existing_plots
 from workbench.provenance import stale_sources, staleness_text
 from workbench.session import Session, list_sessions, load_session
 
@@ -26,101 +29,7 @@ PEERS = {
     "triton-moe": "peer: fused W4A16 MoE Triton kernel, fp16",
 }
 BASELINE = "b4-scalar"
-# Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
-TIMING_ROLES = ("main", "reference", "confirm", "aa")
 MIB = 1 << 20
-
-
-@dataclass
-class CmpResult:
-    """One comparison, recomputed: its pair ratios, verdict and per-arm sample medians."""
-
-    cmp: dict[str, Any]
-    ratios: stats.PairRatios
-    verdict: stats.Verdict
-    a_ms: list[float]  # sample medians (ms per replay) of A in complete pairs, pair order
-    b_ms: list[float]
-    samples: int
-    flagged: int  # samples flagged by the monitor, kept or excluded
-    excluded: int
-    gates: list[dict[str, Any]]
-
-    id = property(lambda self: self.cmp["id"])
-    kernel = property(lambda self: self.cmp["kernel"])
-    set = property(lambda self: self.cmp["set"])
-    role = property(lambda self: self.cmp["role"])
-    calls = property(lambda self: int(self.cmp["calls"]))
-
-    @property
-    def gate_ok(self) -> bool | None:
-        return None if not self.gates else all(bool(g["ok"]) for g in self.gates)
-
-
-@dataclass
-class Analysis:
-    """Everything a report or a plot states about a session, from its journals."""
-
-    session: Session
-    m: float
-    results: list[CmpResult]
-    recommendations: dict[str, stats.Recommendation] = field(default_factory=dict)
-
-    def by_role(self, *roles: str) -> list[CmpResult]:
-        return [r for r in self.results if r.role in roles]
-
-    def variant_us(self) -> dict[tuple[str, str, str], list[float]]:
-        """µs per call of each (kernel, set, variant): every kept sample in a complete pair."""
-        out: dict[tuple[str, str, str], list[float]] = {}
-        for r in self.by_role(*TIMING_ROLES):
-            for arm, ms in (("a", r.a_ms), ("b", r.b_ms)):
-                key = (r.kernel, r.set, str(r.cmp[arm]))
-                out.setdefault(key, []).extend(x * 1000.0 / r.calls for x in ms)
-        return out
-
-
-def analyse(session: Session, m: float | None = None) -> Analysis:
-    """Recompute pair ratios, verdicts and recommendations from ``session``'s samples.
-
-    ``m``: minimum effect; default the session's ``config["m"]`` (else stats.DEFAULT_M).
-    """
-    if m is None:
-        m = float(session.config.get("m", stats.DEFAULT_M))
-    results = []
-    seen: set[str] = set()
-    for c in reversed(session.comparisons):  # a re-declared id: the last declaration counts
-        if c["id"] in seen:
-            continue
-        seen.add(c["id"])
-        samples = session.samples_for(c["id"])
-        ratios = stats.pair_ratios(samples)
-        a = [x for p in ratios for x in p.a_ms]
-        b = [x for p in ratios for x in p.b_ms]
-        results.append(
-            CmpResult(
-                cmp=c,
-                ratios=ratios,
-                verdict=stats.compare(ratios, m=m),
-                a_ms=a,
-                b_ms=b,
-                samples=len(samples),
-                flagged=sum(bool(s.get("flagged")) for s in samples),
-                excluded=sum(bool(s.get("excluded")) for s in samples),
-                gates=session.gates_for(c["id"]),
-            )
-        )
-    results.reverse()
-    an = Analysis(session, m, results)
-    for kernel in ("w13", "w2"):
-        main = {r.set: r for r in an.by_role("main") if r.kernel == kernel}
-        if main:
-            first = next(iter(main.values()))
-            an.recommendations[kernel] = stats.recommend(
-                kernel,
-                {s: r.verdict for s, r in main.items()},
-                a=first.cmp["a"],
-                b=first.cmp["b"],
-            )
-    return an
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -207,7 +116,7 @@ def variant_label(v: str) -> str:
     return f"{v} ({PEERS[v]})" if v in PEERS else v
 
 
-def _variant_order(names: Iterable[str]) -> list[str]:
+def variant_order(names: Iterable[str]) -> list[str]:
     """Baseline first, then the readers with the scalar ones before the cooperative ones
     (for step mixes: fewer cooperative kernels first), peers last."""
 
@@ -252,7 +161,7 @@ def _seed_tables(an: Analysis) -> list[str]:
         header = [f"{KERNEL_TITLES.get(kernel, kernel)}, ms per {calls} calls (median)"]
         header += [_set_title(s, top_k, calls) for s in sets] + [f"µs/call {s}" for s in sets]
         body = []
-        for v in _variant_order(k[2] for k in us if k[0] == kernel):
+        for v in variant_order(k[2] for k in us if k[0] == kernel):
             vals = [us.get((kernel, s, v)) for s in sets]
             med = [statistics.median(x) if x else None for x in vals]
             cells = [fmt(None if u is None else u * calls / 1000.0) for u in med]
@@ -319,9 +228,12 @@ def _verdict_table(an: Analysis) -> list[str]:
 
 
 def _recommendations(an: Analysis) -> list[str]:
+    why_not = [f"- {line}." for line in an.not_counted()]
     if not an.recommendations:
         if an.by_role("calibration"):
             return []  # a calibration session: nothing to recommend, by design
+        if why_not:
+            return ["No reader comparison in this session: no recommendation.", "", *why_not]
         return ["No main comparison (b3-scalar vs b3-coop) in this session: no recommendation."]
     out = []
     for kernel, rec in an.recommendations.items():
@@ -335,7 +247,8 @@ def _recommendations(an: Analysis) -> list[str]:
     for kernel in ("w13", "w2"):
         if kernel in planned and kernel not in an.recommendations:
             title = KERNEL_TITLES[kernel]
-            out.append(f"- **{title}: not measured** (planned, but no main comparison was run)")
+            out.append(f"- **{title}: not measured** (planned, but no reader comparison was run)")
+    out += why_not
     out += ["", f"Rule: {next(iter(an.recommendations.values())).rule}"]
     return out
 
@@ -347,8 +260,8 @@ def _confirmation(an: Analysis) -> list[str]:
     out = []
     for r in conf:
         v = r.verdict
-        us_a = statistics.median(r.a_ms) * 1000 / r.calls if r.a_ms else None
-        us_b = statistics.median(r.b_ms) * 1000 / r.calls if r.b_ms else None
+        us_a = r.us_per_call(r.a_ms) if r.a_samples_ms else None
+        us_b = r.us_per_call(r.b_ms) if r.b_samples_ms else None
         out.append(
             f"- `{r.id}`: `{r.cmp['b']}` against the all-scalar `{r.cmp['a']}`: "
             f"{fmt(us_b, 3)} vs {fmt(us_a, 3)} µs per step, ratio {fmt(v.median)} "
@@ -484,41 +397,25 @@ def _numerics(an: Analysis) -> list[str]:
     return lines[:1] + ([""] + [f"- {x}" for x in lines[1:]] if len(lines) > 1 else [])
 
 
-def _spin(r: CmpResult) -> int:
-    """Injected extra work of a calibration arm: the record's "spin", else "+spin=N" in B."""
-    if isinstance(r.cmp.get("spin"), int):
-        return r.cmp["spin"]
-    tail = str(r.cmp["b"]).rpartition("+spin=")[2]
-    return int(tail) if tail.isdigit() else 0
-
-
 def _calibration(an: Analysis) -> list[str]:
-    """Smallest injected delay detected reliably: SLOWER at that spin and every larger one."""
-    cal = an.by_role("calibration")
-    if not cal:
+    """Smallest injected delay detected reliably: SLOWER at that spin and every larger one
+    (the rule of workbench.analysis.calibration)."""
+    cal = an.calibration()
+    if cal is None:
         return []
-    groups: dict[tuple[str, str], list[CmpResult]] = {}
-    for r in sorted(cal, key=_spin):
-        groups.setdefault((r.kernel, r.set), []).append(r)
     out = []
-    for (kernel, st), rs in groups.items():
-        found = next(
-            (
-                r
-                for i, r in enumerate(rs)
-                if _spin(r) > 0 and all(x.verdict.verdict == "SLOWER" for x in rs[i:])
-            ),
-            None,
-        )
-        controls = [r.verdict.verdict for r in rs if _spin(r) == 0]
+    for group, g in cal["groups"].items():
+        found = g["resolution"]
         res = (
-            f"spin={_spin(found)}, measured {fmt_pct(found.verdict.median)}"
+            f"spin={found['spin_cycles']}, measured "
+            f"{'n/a' if found['effect_pct'] is None else format(found['effect_pct'], '+.2f')} %"
             if found
             else "none (no spin was detected SLOWER together with every larger one)"
         )
+        kernel, _, st = group.partition("/")
         out.append(
             f"- {kernel} / {st}: smallest injected delay detected reliably: {res}; "
-            f"controls (spin 0): {', '.join(controls) or 'none'}"
+            f"controls (spin 0): {', '.join(g['controls']) or 'none'}"
         )
     return out + [
         "",
@@ -553,8 +450,6 @@ def provenance_line(session: Session) -> str:
 def _plot_links(session: Session, plots_dir: Path | None, link_base: Path | None) -> list[str]:
     if plots_dir is None:
         return []
-    from workbench.plots import existing_plots
-
     found = existing_plots(session.path.name, plots_dir)
     if not found:
         return [f"No plots in `{plots_dir}`: run `workbench plot {session.path}`."]

@@ -32,6 +32,13 @@ class CmpResult:
     verdict: stats.Verdict
     gate: dict[str, Any]
 
+    @property
+    def cmp(self) -> dict[str, Any]:
+        """The comparison as the journal records it (what workbench.analysis.recommend reads)."""
+        s = self.spec
+        return {"id": s.id, "kernel": s.kernel, "set": s.set, "role": s.role,
+                "a": s.a.name, "b": s.b.name}  # fmt: skip
+
     def summary(self, calls: int) -> dict[str, Any]:
         o, v = self.outcome, self.verdict
         a_ms, b_ms = o.median_ms("A"), o.median_ms("B")

@@ -1,6 +1,8 @@
-"""The measurement engine (docs/DESIGN.md §5-§7): builds, banks, graphs, gate, ABBA pairs, session.
+"""Orchestration of a run (docs/DESIGN.md §5-§8): engine, monitor, session, and the order of work.
 
-``Runner(cfg).run()`` measures the comparisons of a plan (workbench.plan) on the GPU and keeps
+The device work is the engine's (workbench.engine); what the results mean (the recommendation,
+the calibration resolution) is the analysis model's (workbench.analysis, §7.7), the same rule
+the report applies to the journal. ``Runner(cfg).run()`` measures the comparisons of a plan (workbench.plan) on the GPU and keeps
 everything in a session folder as it goes. The CLI (`workbench ab`, `workbench calibrate`) and the
 TUI drive the same Runner; they listen through ``progress`` (abba.Progress after every sample)
 and ``events`` (``events(kind, data)``: "builds", "session", "memory", "comparison", "gate",
@@ -15,24 +17,25 @@ from __future__ import annotations
 import dataclasses
 import math
 import secrets
-import statistics
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench import stats
+from workbench import defaults
 from workbench.abba import ProtocolConfig
+from workbench.analysis.calibration import calibration_summary
+from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.errors import BadArgument, NoGPUError, WorkbenchError
 from workbench.plan import (
     KERNEL_CHOICES,
     SETS,
     ComparisonSpec,
-    is_reader_comparison,
     parse_arm_spec,
     plan_ab,
 )
+from workbench.progress import ProgressEvent
 from workbench.results import CmpResult
 from workbench.shapes import Shape
 
@@ -42,10 +45,6 @@ NO_GPU_MESSAGE = (
     "`workbench sessions` / `workbench plot` / `workbench report` on saved sessions, "
     "`workbench` (the TUI, in browse mode) and the tests (`python3 -m pytest`)."
 )
-# One replay of 48 calls takes ~0.1-0.3 ms on an H200 (~1.5 ms for the tinygemm peer): 50 timed
-# replays per sample keep the default run (both kernels, both sets, references, confirmation)
-# well inside 90 s while each sample's median still rests on 50 values.
-DEFAULT_REPLAYS = 50
 
 
 def require_gpu() -> None:
@@ -67,14 +66,14 @@ class RunConfig:
 
     shape: Shape
     comparisons: list[ComparisonSpec]
-    sets: tuple[str, ...] = ("hot", "rotating")
-    calls: int = 48
-    replays: int = DEFAULT_REPLAYS
-    seed: int = 0
-    m: float = stats.DEFAULT_M
+    sets: tuple[str, ...] = defaults.SETS
+    calls: int = defaults.CALLS
+    replays: int = defaults.REPLAYS
+    seed: int = defaults.SEED
+    m: float = defaults.M
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     confirm: bool = True  # end a run over w13 and w2 with the step confirmation
-    sessions_dir: str = "sessions"
+    sessions_dir: str = defaults.SESSIONS_DIR
     slug: str = "ab"
     mode: str = "ab"  # or "calibrate"
     extra: dict[str, Any] = field(default_factory=dict)  # more config for session.json
@@ -123,7 +122,7 @@ class Runner:
         self._events = events
         self.cancel = cancel or threading.Event()
         self.results: list[CmpResult] = []
-        self.recommendations: dict[str, stats.Recommendation] = {}
+        self.recommendations: dict[str, Recommendation] = {}
         self.memory: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.session = None
@@ -207,26 +206,11 @@ class Runner:
         self.results.append(res)
         self.emit("result", res.summary(self.cfg.calls))
 
-    def recommend(self) -> dict[str, stats.Recommendation]:
-        """Per-kernel recommendations from the main scalar-vs-coop comparisons measured so far."""
-        out: dict[str, stats.Recommendation] = {}
-        for kernel in ("w13", "w2"):
-            mains = [
-                r
-                for r in self.results
-                if r.spec.kernel == kernel
-                and r.spec.role == "main"
-                and is_reader_comparison(r.spec.a, r.spec.b)
-                and r.outcome.complete > 0
-            ]
-            if not mains:
-                continue
-            verdicts = {r.spec.set: r.verdict for r in mains}
-            out[kernel] = stats.recommend(
-                kernel, verdicts, a=mains[0].spec.a.name, b=mains[0].spec.b.name
-            )
-        self.recommendations = out
-        return out
+    def recommend(self) -> dict[str, Recommendation]:
+        """Per-kernel recommendations from the comparisons measured so far: the analysis model's
+        rule (workbench.analysis.recommend), the same one the report applies to the journal."""
+        self.recommendations = recommendations(self.results)
+        return self.recommendations
 
     def confirmation_plan(self) -> list[ComparisonSpec]:
         """The step comparisons of the recommended mix against the all-A (scalar) baseline."""
@@ -295,18 +279,18 @@ def _positive_int(value: Any, option: str, low: int = 1) -> int:
 def make_config(
     shape: Shape,
     *,
-    kernels: tuple[str, ...] = ("w13", "w2"),
-    sets: tuple[str, ...] = SETS,
-    a: str = "b3-scalar",
-    b: str = "b3-coop",
+    kernels: tuple[str, ...] = defaults.KERNELS,
+    sets: tuple[str, ...] = defaults.SETS,
+    a: str = defaults.ARM_A,
+    b: str = defaults.ARM_B,
     reference: bool = True,
     confirm: bool = True,
-    calls: int = 48,
-    replays: int = DEFAULT_REPLAYS,
-    seed: int = 0,
-    m: float = stats.DEFAULT_M,
+    calls: int = defaults.CALLS,
+    replays: int = defaults.REPLAYS,
+    seed: int = defaults.SEED,
+    m: float = defaults.M,
     protocol: ProtocolConfig | None = None,
-    sessions_dir: str = "sessions",
+    sessions_dir: str = defaults.SESSIONS_DIR,
     slug: str | None = None,
     extra: dict[str, Any] | None = None,
 ) -> RunConfig:
@@ -339,17 +323,16 @@ def make_config(
 
 def run_session(
     config: Mapping[str, Any],
-    root: str | Path = "sessions",
+    root: str | Path = defaults.SESSIONS_DIR,
     progress: Callable[[Any], Any] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Path:
     """Entry point for the TUI: run the TUI's RunConfig (as a dict) and return the session path.
 
-    ``progress`` receives workbench.tui.backend.ProgressEvent records; ``cancelled`` is polled
+    ``progress`` receives workbench.progress.ProgressEvent records; ``cancelled`` is polled
     after every sample (a cancelled run returns its session, status "interrupted").
     """
     from workbench.shapes import resolve_shape
-    from workbench.tui.backend import ProgressEvent
 
     c = dict(config)
     shape = resolve_shape(
@@ -357,15 +340,16 @@ def run_session(
         experts=c.get("experts"), top_k=c.get("top_k"), layers=c.get("layers"),
     )  # fmt: skip
     proto = ProtocolConfig(
-        pairs=int(c.get("pairs", ProtocolConfig.pairs)),
-        blocks=int(c.get("blocks", ProtocolConfig.blocks)),
+        pairs=int(c.get("pairs", defaults.PAIRS)),
+        blocks=int(c.get("blocks", defaults.BLOCKS)),
         adaptive=bool(c.get("adaptive", False)),
-        target=float(c.get("target_pct", 0.5)) / 100.0,
+        target=float(c.get("target_pct", defaults.TARGET * 100)) / 100.0,
     )  # fmt: skip
     cfg = make_config(
-        shape, kernels=tuple(c.get("kernels", ("w13", "w2"))), sets=tuple(c.get("sets", SETS)),
-        a=c.get("a", "b3-scalar"), b=c.get("b", "b3-coop"), calls=int(c.get("calls", 48)),
-        replays=int(c.get("replays", DEFAULT_REPLAYS)), seed=int(c.get("seed", 0)),
+        shape, kernels=tuple(c.get("kernels", defaults.KERNELS)),
+        sets=tuple(c.get("sets", defaults.SETS)), a=c.get("a", defaults.ARM_A),
+        b=c.get("b", defaults.ARM_B), calls=int(c.get("calls", defaults.CALLS)),
+        replays=int(c.get("replays", defaults.REPLAYS)), seed=int(c.get("seed", defaults.SEED)),
         protocol=proto, sessions_dir=str(root), extra={"source": "tui"},
     )  # fmt: skip
     cancel = threading.Event()
@@ -392,84 +376,3 @@ def run_session(
     result = Runner(cfg, progress=on_progress, cancel=cancel).run()
     assert result.session_path is not None
     return result.session_path
-
-
-def _rung(c: dict[str, Any], fallback_mhz: float | None) -> dict[str, Any]:
-    a_us, b_us = c["a_us_per_call"], c["b_us_per_call"]
-    mhz = c["sm_mhz"] or fallback_mhz
-    v = c["verdict"]
-    injected_us = c["spin"] / mhz if mhz else None  # cycles / MHz = microseconds (per CTA)
-    return {
-        "id": c["id"],
-        "group": f"{c['kernel']}/{c['set']}",  # trials of a rung share its group
-        "spin_cycles": c["spin"],
-        "sm_mhz": mhz,
-        "injected_us_per_cta": injected_us,
-        "injected_pct": None if not (injected_us and a_us) else injected_us / a_us * 100,
-        "measured_us_per_call": None if a_us is None or b_us is None else b_us - a_us,
-        "effect_pct": None if v["median"] is None else (v["median"] - 1) * 100,
-        "verdict": v["verdict"],
-        "pairs": c["pairs"],
-    }
-
-
-def _detection(rungs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per (kernel/set) and injected spin: how many trials called it SLOWER (FASTER, SAME,
-    AMBIGUOUS), with the median measured effect: the detection rate of that delay."""
-    out: dict[str, dict[str, Any]] = {}
-    for r in rungs:
-        d = out.setdefault(r["group"], {}).setdefault(
-            str(r["spin_cycles"]), {"trials": 0, "verdicts": {}, "effects_pct": []}
-        )
-        d["trials"] += 1
-        d["verdicts"][r["verdict"]] = d["verdicts"].get(r["verdict"], 0) + 1
-        if r["effect_pct"] is not None:
-            d["effects_pct"].append(r["effect_pct"])
-    for g in out.values():
-        for d in g.values():
-            d["median_effect_pct"] = (
-                statistics.median(d["effects_pct"]) if d["effects_pct"] else None
-            )
-    return out
-
-
-def calibration_summary(
-    comparisons: list[dict[str, Any]], m: float, fallback_mhz: float | None = None
-) -> dict[str, Any]:
-    """Measured vs injected delay per rung of the spin ladder, per (kernel, set), and the
-    resolution of each: the smallest injected spin detected SLOWER at that rung and at every
-    larger one. The overall resolution is the coarsest of them (torch-free).
-
-    ``fallback_mhz`` converts cycles to µs when NVML gave no SM clock."""
-    cal = [c for c in comparisons if c["role"] == "calibration"]
-    rungs = [_rung(c, fallback_mhz) for c in sorted(cal, key=lambda c: c["spin"])]
-    groups: dict[str, dict[str, Any]] = {}
-    for g in dict.fromkeys(r["group"] for r in rungs):
-        mine = [r for r in rungs if r["group"] == g]
-        res = None
-        for i, r in enumerate(mine):
-            if r["spin_cycles"] > 0 and all(x["verdict"] == "SLOWER" for x in mine[i:]):
-                res = r
-                break
-        groups[g] = {
-            "resolution": res,
-            "controls": [r["verdict"] for r in mine if r["spin_cycles"] == 0],
-        }
-    found = [g["resolution"] for g in groups.values()]
-    overall = None
-    if found and all(r is not None for r in found):
-        overall = max(found, key=lambda r: (r["effect_pct"] or 0.0, r["spin_cycles"]))
-    return {
-        "m": m,
-        "rungs": rungs,
-        "groups": groups,
-        "resolution": overall,
-        "control_verdicts": [r["verdict"] for r in rungs if r["spin_cycles"] == 0],
-        "detection": _detection(rungs),
-        "rule": (
-            "resolution = the smallest injected spin whose comparison is SLOWER and every larger "
-            "spin SLOWER too (per kernel and set; overall the coarsest); its effect_pct, the "
-            "measured median effect, is the smallest effect this GPU and protocol detect "
-            "reliably now"
-        ),
-    }

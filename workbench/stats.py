@@ -1,4 +1,5 @@
-"""Statistics of ABBA pair ratios, verdicts and the per-kernel recommendation (docs/DESIGN.md §7).
+"""Statistics of ABBA pair ratios and verdicts (docs/DESIGN.md §7); the reader recommendation
+built on them lives in workbench.analysis.recommend.
 
 NumPy and SciPy only: this module imports neither torch nor textual.
 
@@ -26,17 +27,18 @@ import functools
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
 
+from workbench import defaults
 from workbench.errors import BadArgument
 
-DEFAULT_M = 0.01
-DEFAULT_CONF = 0.95
-DEFAULT_TARGET = 0.005  # adaptive mode stops when the CI half-width is at most 0.5 % of the median
+DEFAULT_M = defaults.M
+DEFAULT_CONF = defaults.CONF
+DEFAULT_TARGET = defaults.TARGET  # adaptive stop: CI half-width at most 0.5 % of the estimate
 MAX_MORE_PAIRS = 1000  # beyond this the estimate means "not with this protocol", not a number
 VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS")
 _Z_SE_MEDIAN = math.sqrt(math.pi / 2)  # asymptotic s.e. of a normal median is 1.2533·σ/√n
@@ -466,92 +468,3 @@ def should_stop(
 ) -> bool:
     """Adaptive-mode stopping rule: the CI half-width is at most ``target`` of the median."""
     return ci_half_width(ratios, conf) <= target
-
-
-# ----------------------------------------------------------------------------- recommendation
-
-DECISIONS = ("cooperative", "scalar", "inconclusive")
-
-
-@dataclass
-class Recommendation:
-    """Per-kernel choice of reader. ``arm`` is the variant to use: B for "cooperative", A for
-    "scalar", and A for "inconclusive" too (the status quo stays until measured better)."""
-
-    kernel: str
-    decision: str
-    arm: str
-    rule: str
-    evidence: list[str] = field(default_factory=list)
-    verdicts: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Recommendation:
-        try:
-            return cls(**{f.name: d[f.name] for f in fields(cls)})
-        except KeyError as e:
-            raise BadArgument(f"recommendation dict lacks {e.args[0]!r}") from None
-
-
-def rule_text(m: float = DEFAULT_M, conf: float = DEFAULT_CONF) -> str:
-    return (
-        "Take the cooperative reader (B) only if it is FASTER in at least one expert set and "
-        "SLOWER in none; keep the scalar reader (A) if it is SLOWER in any set or SAME in every "
-        "set; otherwise inconclusive (scalar stays; measure more blocks). Per set, on the ratio "
-        f"B/A with m = {m * 100:g} %: FASTER = the {conf * 100:g} % CI lies entirely below 1 and "
-        f"the estimate is <= {1 - m:.4f}; SLOWER = the CI lies entirely above 1 and the estimate "
-        f"is >= {1 + m:.4f}; SAME = the CI lies inside [{1 - m:.4f}, {1 + m:.4f}]; AMBIGUOUS "
-        "otherwise. The CI is a t-interval over blocks (each block a fresh memory placement; "
-        "estimate = geometric mean of the block medians); sessions without blocks use the "
-        "distribution-free CI of the median pair ratio, which ignores placement."
-    )
-
-
-def recommend(
-    kernel: str, verdicts: Mapping[str, Verdict], a: str = "b3-scalar", b: str = "b3-coop"
-) -> Recommendation:
-    """Combine one kernel's verdicts per expert set (e.g. {"hot": v, "rotating": v}).
-
-    Conservative by construction: one SLOWER set vetoes the cooperative reader, and AMBIGUOUS
-    sets never count as evidence for it (they are named as a caution when B wins elsewhere).
-    """
-    if not verdicts:
-        raise BadArgument(f"verdicts for kernel {kernel!r} are empty: nothing to recommend from")
-    vs = {name: v.verdict for name, v in verdicts.items()}
-    ms = sorted({v.m for v in verdicts.values()})
-    confs = sorted({v.conf for v in verdicts.values()})
-    rule = rule_text(ms[0], confs[0])
-    if len(ms) > 1 or len(confs) > 1:
-        rule += f" (the sets used different thresholds: m in {ms}, conf in {confs})"
-    evidence = [f"{name}: {v.verdict} ({v.reason})" for name, v in verdicts.items()]
-    labels = list(vs.values())
-    if "SLOWER" in labels:
-        decision = "scalar"
-        evidence.append(
-            f"scalar: B is SLOWER in {', '.join(k for k, x in vs.items() if x == 'SLOWER')}"
-        )
-    elif "FASTER" in labels:
-        decision = "cooperative"
-        amb = [k for k, x in vs.items() if x == "AMBIGUOUS"]
-        evidence.append(
-            f"cooperative: B is FASTER in {', '.join(k for k, x in vs.items() if x == 'FASTER')} and SLOWER nowhere"
-        )
-        if amb:
-            evidence.append(
-                f"caution: {', '.join(amb)} AMBIGUOUS; a slowdown there is not ruled out"
-            )
-    elif all(x == "SAME" for x in labels):
-        decision = "scalar"
-        evidence.append("scalar: no set shows an effect of m or more (SAME everywhere)")
-    else:
-        decision = "inconclusive"
-        amb = [k for k, x in vs.items() if x == "AMBIGUOUS"]
-        evidence.append(
-            f"inconclusive: {', '.join(amb)} AMBIGUOUS and no set FASTER or SLOWER; scalar stays"
-        )
-    return Recommendation(
-        kernel, decision, b if decision == "cooperative" else a, rule, evidence, vs
-    )

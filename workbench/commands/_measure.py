@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any
 
-from workbench import limits
+from workbench import defaults, limits
 from workbench.abba import ProtocolConfig
 from workbench.commands._paths import not_a_file
 from workbench.errors import EXIT_INTERRUPTED, BuildError, NumericsError
@@ -44,7 +44,9 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
         action="store_true",
         help="add blocks until the ratio's 95%% CI half-width <= --target or --budget ends",
     )
-    g.add_argument("--target", type=float, default=0.005, help="adaptive CI half-width (0.005)")
+    g.add_argument(
+        "--target", type=float, default=d.target, help="adaptive CI half-width (%(default)s)"
+    )
     g.add_argument(
         "--budget", type=float, default=None, metavar="SECONDS", help="time budget per comparison"
     )
@@ -54,25 +56,47 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
         default=d.max_blocks,
         help=f"adaptive cap on blocks ({d.max_blocks})",
     )
-    g.add_argument("--calls", type=int, default=48, help="kernel calls per graph replay (48)")
+    g.add_argument(
+        "--calls",
+        type=int,
+        default=defaults.CALLS,
+        help="kernel calls per graph replay (%(default)s)",
+    )
     g.add_argument(
         "--replays",
         type=int,
         default=replays_default,
         help=f"timed replays per sample; a sample is their median ({replays_default})",
     )
-    g.add_argument("--retries", type=int, default=2, help="re-measures of a flagged sample (2)")
+    g.add_argument(
+        "--retries",
+        type=int,
+        default=d.retries,
+        help="re-measures of a flagged sample (%(default)s)",
+    )
     g.add_argument(
         "--keep-flagged",
         action="store_true",
         help="keep a sample still flagged after its retries (default: exclude it, lose the pair)",
     )
-    g.add_argument("--min-effect", type=float, default=0.01, help="minimum effect m (0.01 = 1%%)")
-    g.add_argument("--seed", type=int, default=0, help="seed of weights, inputs and routing (0)")
+    g.add_argument(
+        "--min-effect",
+        type=float,
+        default=defaults.M,
+        help="minimum effect m, a fraction (%(default)s)",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=defaults.SEED,
+        help="seed of weights, inputs and routing (%(default)s)",
+    )
     add_shape_arguments(p)
     o = p.add_argument_group("output")
-    o.add_argument("--sessions-dir", default="sessions", help="where sessions go (sessions)")
-    o.add_argument("--plots-dir", default="plots", help="where plots go (plots)")
+    o.add_argument(
+        "--sessions-dir", default=defaults.SESSIONS_DIR, help="where sessions go (%(default)s)"
+    )
+    o.add_argument("--plots-dir", default=defaults.PLOTS_DIR, help="where plots go (%(default)s)")
     o.add_argument("--no-plots", action="store_true", help="do not draw plots after the run")
     o.add_argument("--slug", default=None, help="session folder suffix (default: the command)")
     o.add_argument("--json", action="store_true", help="machine-readable summary on stdout")

@@ -11,28 +11,32 @@ from __future__ import annotations
 
 import argparse
 
+from workbench import defaults
 from workbench.checkpoint import add_checkpoint_arguments
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
 
 HELP = "A/B-time two reader variants (ABBA pairs of CUDA-Graph replays) and recommend per kernel"
-DEFAULT_REPLAYS = 50  # keep in step with workbench.runner.DEFAULT_REPLAYS (no torch import here)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("what to compare")
     g.add_argument(
         "--kernel",
-        default="w13,w2",
-        help="comma list of w13, w2, step (W13 then W2 per call) (default w13,w2)",
+        default=",".join(defaults.KERNELS),
+        help="comma list of w13, w2, step (W13 then W2 per call) (default %(default)s)",
     )
-    g.add_argument("--set", default="hot,rotating", help="comma list of hot, rotating (both)")
+    g.add_argument(
+        "--set", default=",".join(defaults.SETS), help="comma list of hot, rotating (%(default)s)"
+    )
     g.add_argument(
         "--a",
-        default="b3-scalar",
+        default=defaults.ARM_A,
         help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm, triton-moe, or a kernel spec file "
         "(path/to/variant.toml); for step also w13=ARM,w2=ARM (default b3-scalar)",
     )
-    g.add_argument("--b", default="b3-coop", help="arm B (default b3-coop); B = A is an A/A run")
+    g.add_argument(
+        "--b", default=defaults.ARM_B, help="arm B (default %(default)s); B = A is an A/A run"
+    )
     g.add_argument(
         "--no-reference",
         action="store_true",
@@ -43,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the step confirmation of the recommended mix after w13 and w2",
     )
-    add_protocol_arguments(p, DEFAULT_REPLAYS)
+    add_protocol_arguments(p, defaults.REPLAYS)
     add_checkpoint_arguments(p)
 
 

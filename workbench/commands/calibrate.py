@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 
+from workbench import defaults
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
 from workbench.errors import BadArgument
 from workbench.limits import MAX_SPIN_CYCLES, check_max
 
 HELP = "inject known delays with the calibration build: the smallest effect detected reliably"
-DEFAULT_REPLAYS = 50
 # At ~1.9 GHz one cycle is ~0.5 ns; a call of these kernels takes ~1-3 µs, so the rungs span
 # from well under the 1 % default minimum effect to ~30 %.
 DEFAULT_SPINS = "0,10,20,40,80,160,320,640"
@@ -28,9 +28,12 @@ DEFAULT_BASE_SPIN = 256
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("calibration")
-    g.add_argument("--kernel", default="w13", help="comma list of w13, w2 (default w13)")
-    g.add_argument("--set", default="hot", help="comma list of hot, rotating (default hot)")
-    g.add_argument("--arm", default="b3-scalar", help="arm whose calibration build is used")
+    kernels, sets = ",".join(defaults.CALIBRATE_KERNELS), ",".join(defaults.CALIBRATE_SETS)
+    g.add_argument("--kernel", default=kernels, help="comma list of w13, w2 (default %(default)s)")
+    g.add_argument("--set", default=sets, help="comma list of hot, rotating (default %(default)s)")
+    g.add_argument(
+        "--arm", default=defaults.CALIBRATE_ARM, help="arm whose calibration build is used"
+    )
     g.add_argument(
         "--spins",
         default=DEFAULT_SPINS,
@@ -49,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="repeat the ladder as independent trials, each with its own blocks and placements "
         "(ids .../trial=T); the summary counts how often each rung was called SLOWER (1)",
     )
-    add_protocol_arguments(p, DEFAULT_REPLAYS)
+    add_protocol_arguments(p, defaults.REPLAYS)
 
 
 def parse_spins(text: str) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from workbench import defaults
 from workbench.commands._paths import not_a_file, output_dir
 from workbench.errors import EXIT_INTERRUPTED, BadArgument
 
@@ -27,7 +28,9 @@ def add_session_argument(p: argparse.ArgumentParser) -> None:
         metavar="SESSION",
         help='session folder, its session.json, or "latest" (the newest under --root)',
     )
-    p.add_argument("--root", default="sessions", help='where "latest" looks (default: sessions)')
+    p.add_argument(
+        "--root", default=defaults.SESSIONS_DIR, help='where "latest" looks (default: %(default)s)'
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,8 +40,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="+",
         help='session folder, its session.json, or "latest"; several: replicates too',
     )
-    p.add_argument("--root", default="sessions", help='where "latest" looks (default: sessions)')
-    p.add_argument("--out", default="plots", metavar="DIR", help="output folder (default: plots)")
+    p.add_argument(
+        "--root", default=defaults.SESSIONS_DIR, help='where "latest" looks (default: %(default)s)'
+    )
+    p.add_argument(
+        "--out",
+        default=defaults.PLOTS_DIR,
+        metavar="DIR",
+        help="output folder (default: %(default)s)",
+    )
     p.add_argument(
         "--format",
         default="png,svg",
@@ -94,8 +104,8 @@ def _sessions(args: argparse.Namespace) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.analysis import analyse
     from workbench.plots import floor_keys_missing, iter_plots, iter_replicates
-    from workbench.report import analyse
 
     formats = parse_formats(args.format)
     not_a_file(args.out, "--out")

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from workbench import defaults
 from workbench.commands._paths import not_a_file, output_dir, output_file
 from workbench.commands.plot import add_session_argument
 from workbench.errors import BadArgument
@@ -19,9 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     p.add_argument(
         "--plots-dir",
-        default="plots",
+        default=defaults.PLOTS_DIR,
         metavar="DIR",
-        help="where the session's figures are (drawn there first if missing; default: plots)",
+        help="where the session's figures are (drawn there first if missing; default: %(default)s)",
     )
     p.add_argument("--no-plots", action="store_true", help="neither draw nor link figures")
 

@@ -1,5 +1,5 @@
 """`workbench sessions list | show SESSION | compare A B | pool S1 S2 ...`: browse, compare and
-pool saved sessions (pool: verdicts that must hold in every replicate run, workbench/replicates.py).
+pool saved sessions (pool: verdicts that must hold in every replicate run, workbench/analysis/pool.py).
 
 SESSION is a path to a session folder (or its session.json), a folder name under --root, a
 unique part of one (e.g. the slug or the timestamp), or "latest".
@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench import defaults
 from workbench.errors import BadArgument
 
 HELP = "list, show or compare saved sessions"
@@ -27,7 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--root", default="sessions", help="folder holding the sessions (default: ./sessions)"
+        "--root",
+        default=defaults.SESSIONS_DIR,
+        help="folder holding the sessions (default: %(default)s)",
     )
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     sub.add_parser(
@@ -169,13 +172,13 @@ def _gpu_line(env: dict[str, Any]) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from workbench.compare import analyse, recommendations, session_m
+    from workbench.analysis import analyse
     from workbench.provenance import source_digest, stale_sources, staleness_text
     from workbench.session import load_session
 
     s = load_session(resolve(args.session, args.root))
-    results = analyse(s, args.m)
-    recs = recommendations(results)
+    an = analyse(s, args.m)
+    results, recs = an.results, list(an.recommendations.values())
     files = s.provenance.get("files")
     stale = stale_sources(files)
     if args.json:
@@ -187,7 +190,7 @@ def _show(args: argparse.Namespace) -> int:
                 "sources": source_digest(files),
                 "stale": stale,
                 "meta": s.meta,
-                "m": session_m(s, args.m),
+                "m": an.m,
                 "comparisons": [r.to_dict() for r in results],
                 "recommendations": [r.to_dict() for r in recs],
             }
@@ -251,7 +254,7 @@ def _show(args: argparse.Namespace) -> int:
             )
         print(_table(rows))
         print(
-            f"(m = {session_m(s, args.m) * 100:g} %; ratio = B/A, below 1 favours B; "
+            f"(m = {an.m * 100:g} %; ratio = B/A, below 1 favours B; "
             "verdicts recomputed from the journal)"
         )
         for r in results:
@@ -267,7 +270,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from workbench.compare import compare_sessions
+    from workbench.analysis import compare_sessions
     from workbench.session import load_session
 
     a = load_session(resolve(args.a, args.root))
@@ -327,8 +330,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _pool(args: argparse.Namespace) -> int:
+    from workbench.analysis import pool_sessions
     from workbench.errors import SessionError
-    from workbench.replicates import pool_sessions
     from workbench.session import load_session
 
     paths = [resolve(a, args.root) for a in args.sessions]

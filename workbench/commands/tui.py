@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 
+from workbench import defaults
+
 HELP = "open the interactive workbench (the default with no command)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sessions",
-        default="sessions",
+        default=defaults.SESSIONS_DIR,
         metavar="DIR",
-        help="folder of saved sessions, where runs are saved too (default: sessions)",
+        help="folder of saved sessions, where runs are saved too (default: %(default)s)",
     )
     p.add_argument(
-        "--plots", default="plots", metavar="DIR", help="where exports go (default: plots)"
+        "--plots",
+        default=defaults.PLOTS_DIR,
+        metavar="DIR",
+        help="where exports go (default: %(default)s)",
     )
     p.add_argument(
         "--browse",

@@ -1,6 +1,6 @@
 """Figures of sessions (docs/DESIGN.md §8): matplotlib on the headless Agg backend, PNG, SVG or PDF.
 
-Every figure is drawn from the journals through ``report.analyse`` and titled with the GPU, the
+Every figure is drawn from the journals through ``workbench.analysis.analyse`` and titled with the GPU, the
 shape and the protocol (the calibration figure's left panel reads the rungs the runner stored).
 Files are named after the session folder, ``<session>_<kind>.<fmt>``:
 
@@ -22,12 +22,13 @@ inside the functions that draw, so importing this package is cheap.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from workbench.analysis import analyse
 from workbench.errors import BadArgument
+from workbench.plot_files import existing_plots, plot_name
 from workbench.plots._common import (
     COLOR_A,
     COLOR_B,
@@ -39,7 +40,6 @@ from workbench.plots._common import (
     save,
 )
 from workbench.plots.floor import floor_keys_missing, parse_floor, read_floor_file
-from workbench.report import analyse
 from workbench.session import Session, load_session
 
 __all__ = [
@@ -49,22 +49,7 @@ __all__ = [
 ]  # fmt: skip
 
 Floor = dict[tuple[str, str], float]
-KIND_ORDER = ["summary", "ratios", "distributions", "nvml", "calibration", "floor"]
 STYLE = {"font.size": 9, "axes.titlesize": 10, "svg.fonttype": "none"}
-
-
-def plot_name(session_name: str, kind: str, fmt_: str) -> str:
-    return f"{session_name}_{kind}.{fmt_}"
-
-
-def existing_plots(session_name: str, plots_dir: str | os.PathLike) -> dict[str, Path]:
-    """PNG figures of ``session_name`` already in ``plots_dir``: {kind: path}, summary first."""
-    d = Path(plots_dir)
-    if not d.is_dir():
-        return {}
-    pat = re.compile(re.escape(session_name) + r"_(.+)\.png$")
-    found = {m.group(1): p for p in sorted(d.iterdir()) if (m := pat.match(p.name))}
-    return {k: found[k] for k in sorted(found, key=lambda k: (KIND_ORDER + [k]).index(k))}
 
 
 def _check_formats(formats: Any) -> tuple[str, ...]:

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from workbench.report import Analysis, gpu_text, protocol_text, shape_text
+from workbench.analysis import Analysis
+from workbench.report import gpu_text, protocol_text, shape_text
 from workbench.session import Session
 
 FORMATS = ("png", "svg", "pdf")

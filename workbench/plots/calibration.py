@@ -1,7 +1,6 @@
 """Dose-response of a calibration session: the delay measured per call against the delay injected
-(left, from the rungs that workbench.runner.calibration_summary stored in the session summary),
-and each rung's measured effect with its 95 % CI against the ±m band (right, recomputed from the
-journal), with the resolution (the smallest spin detected SLOWER at that rung and every larger
+(left) and each rung's measured effect with its 95 % CI against the ±m band (right), both from
+the journal through workbench.analysis.calibration, with the resolution (the smallest spin detected SLOWER at that rung and every larger
 one) marked."""
 
 from __future__ import annotations
@@ -9,48 +8,39 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from workbench.analysis import Analysis, ComparisonResult
 from workbench.plots._common import PALETTE, VERDICT_COLORS, no_data, suptitle
-from workbench.report import Analysis, CmpResult
 
 
 def _finite(*xs: Any) -> bool:
     return all(isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
 
 
-def _spin(r: CmpResult) -> int | None:
+def _spin(r: ComparisonResult) -> int | None:
     """Injected cycles of a calibration comparison: its record's "spin" (what the runner wrote)."""
     spin = r.cmp.get("spin")
     return spin if isinstance(spin, int) and not isinstance(spin, bool) else None
 
 
 def calibration_rungs(an: Analysis) -> list[dict[str, Any]]:
-    """The summary's rungs with finite injected and measured delays (none when the session was
-    stopped before its summary was written)."""
-    summary = an.session.summary
-    cal = summary.get("calibration") if isinstance(summary, dict) else None
-    rungs = cal.get("rungs") if isinstance(cal, dict) else None
-    if not isinstance(rungs, list):
-        return []
-    ok = []
-    for r in rungs:
-        if isinstance(r, dict) and _finite(
-            r.get("injected_us_per_cta"), r.get("measured_us_per_call")
-        ):
-            ok.append(r)
-    return ok
+    """The rungs of the analysis' calibration (workbench.analysis.calibration) with finite
+    injected and measured delays."""
+    cal = an.calibration() or {}
+    return [
+        r
+        for r in cal.get("rungs", [])
+        if _finite(r.get("injected_us_per_cta"), r.get("measured_us_per_call"))
+    ]
 
 
 def _resolutions(an: Analysis) -> dict[str, str]:
-    """{group: id of its resolution rung} from the stored summary."""
-    summary = an.session.summary
-    cal = summary.get("calibration") if isinstance(summary, dict) else None
-    groups = cal.get("groups") if isinstance(cal, dict) else None
-    out = {}
-    for g, info in (groups or {}).items():
-        res = info.get("resolution") if isinstance(info, dict) else None
-        if isinstance(res, dict) and isinstance(res.get("id"), str):
-            out[str(g)] = res["id"]
-    return out
+    """{group: id of its resolution rung}."""
+    cal = an.calibration() or {}
+    return {
+        g: info["resolution"]["id"]
+        for g, info in cal.get("groups", {}).items()
+        if info["resolution"]
+    }
 
 
 def fig_calibration(an: Analysis) -> Any:
@@ -89,7 +79,7 @@ def fig_calibration(an: Analysis) -> Any:
         ]  # fmt: skip
         left.legend(handles=handles, loc="upper left", fontsize=8)
     else:
-        no_data(left, "no calibration rungs in the session summary\n(the session stopped early?)")
+        no_data(left, "no calibration rung with a known SM clock\n(no NVML clock, no rated clock)")
     _draw_effects(right, an, res_ids)
     return fig
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.analysis import TIMING_ROLES, Analysis
 from workbench.plots._common import OFF_SCALE, no_data, short_arm, suptitle, variant_color
-from workbench.report import TIMING_ROLES, Analysis, _variant_order
+from workbench.report import variant_order
 
 
 def fig_distributions(an: Analysis) -> Any:
@@ -41,7 +42,7 @@ def fig_distributions(an: Analysis) -> Any:
     colors: dict[str, str] = {}
     for ax, (k, st) in zip(flat, keys, strict=False):
         data = cells[k, st]
-        names = _variant_order(data)
+        names = variant_order(data)
         meds = {v: float(np.median(data[v])) for v in names}
         fastest = min(meds.values())
         shown = [v for v in names if meds[v] <= OFF_SCALE * fastest]

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from workbench.analysis import Analysis
 from workbench.errors import BadArgument
 from workbench.plots._common import (
     COLOR_FLAG,
@@ -18,7 +19,7 @@ from workbench.plots._common import (
     suptitle,
     variant_color,
 )
-from workbench.report import Analysis, _variant_order
+from workbench.report import variant_order
 
 KERNELS = ("w13", "w2", "step")
 SETS = ("hot", "rotating")
@@ -90,7 +91,7 @@ def fig_floor(an: Analysis, floor: dict[tuple[str, str], float], source: str) ->
     colors: dict[str, str] = {}
     for ax, (kernel, st) in zip(flat, keys, strict=False):
         data = {v: xs for (k, s_, v), xs in us.items() if (k, s_) == (kernel, st) and xs}
-        names = _variant_order(data)
+        names = variant_order(data)
         meds = {v: float(np.median(data[v])) for v in names}
         fastest = min(meds.values())
         shown = [v for v in names if meds[v] <= OFF_SCALE * fastest]

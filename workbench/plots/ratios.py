@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from workbench.analysis import Analysis, ComparisonResult
 from workbench.plots._common import (
     COLOR_FLAG,
     RATIO_ROLES,
@@ -14,10 +15,10 @@ from workbench.plots._common import (
     suptitle,
     unzip_xy,
 )
-from workbench.report import Analysis, CmpResult, fmt, fmt_ci, fmt_p, fmt_pct, provenance_line
+from workbench.report import fmt, fmt_ci, fmt_p, fmt_pct, provenance_line
 
 
-def draw_ratios(ax: Any, an: Analysis, rows: list[CmpResult]) -> None:
+def draw_ratios(ax: Any, an: Analysis, rows: list[ComparisonResult]) -> None:
     """Forest plot: one row per comparison, pairs as dots, CI bar, median diamond, ±m band."""
     m = an.m
     ax.axvspan(1 - m, 1 + m, color="#bbbbbb", alpha=0.35, lw=0, label=f"±m band (m = {m:.0%})")
@@ -82,7 +83,7 @@ def draw_ratios(ax: Any, an: Analysis, rows: list[CmpResult]) -> None:
     )
 
 
-def ratio_rows(an: Analysis) -> list[CmpResult]:
+def ratio_rows(an: Analysis) -> list[ComparisonResult]:
     return an.by_role(*RATIO_ROLES)
 
 

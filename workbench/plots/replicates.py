@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from workbench.analysis import Analysis
 from workbench.plots._common import RATIO_ROLES, no_data
-from workbench.report import Analysis
 
 # One colour per session (matplotlib's tab10): sessions are peers, none is "A" or "B".
 SESSION_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",

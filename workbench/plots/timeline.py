@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from workbench.analysis import Analysis, ComparisonResult
 from workbench.plots._common import (
     COLOR_A,
     COLOR_B,
@@ -16,7 +17,6 @@ from workbench.plots._common import (
     suptitle,
     unzip_xy,
 )
-from workbench.report import Analysis, CmpResult
 from workbench.session import Session
 
 
@@ -25,7 +25,7 @@ def _clock_series(s: Session, t_lo: float, t_hi: float) -> tuple[list[float], li
     return [r["t"] for r in rs], [float(r["sm_mhz"]) for r in rs]
 
 
-def fig_samples(an: Analysis, r: CmpResult) -> Any:
+def fig_samples(an: Analysis, r: ComparisonResult) -> Any:
     import matplotlib.pyplot as plt
 
     s = an.session
@@ -53,7 +53,7 @@ def fig_samples(an: Analysis, r: CmpResult) -> Any:
         pts = [(tx, x["ms"]) for tx, x in kept if x["arm"] == arm]
         variant = r.cmp[arm.lower()]
         ax.scatter(*unzip_xy(pts), color=col, marker=mk, s=28, zorder=3, label=f"{arm}: {variant}")
-        ms = r.a_ms if arm == "A" else r.b_ms
+        ms = r.a_samples_ms if arm == "A" else r.b_samples_ms
         if ms:
             med = statistics.median(ms)
             ax.axhline(med, color=col, ls=":", lw=1, label=f"{arm} median {med:.4f} ms")

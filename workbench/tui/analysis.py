@@ -1,8 +1,9 @@
 """Turn loaded sessions into the records the TUI shows, through the engine's own analysis.
 
-Verdicts and recommendations come from `workbench.compare` (which recomputes them from the raw
-journal with `workbench.stats`), the same numbers `workbench sessions show/compare` print, so
-an interrupted session shows exactly what its kept samples support. No torch, no textual.
+Verdicts and recommendations come from the analysis model (`workbench.analysis`, which
+recomputes them from the raw journal), the same numbers `workbench sessions show/compare` and
+the report print, so an interrupted session shows exactly what its kept samples support. No
+torch, no textual.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from workbench import compare, stats
+from workbench import analysis, stats
 from workbench.provenance import staleness_text
 from workbench.tui.backend import (
     RatioPoint,
@@ -66,7 +67,7 @@ def info_from_session(s: Any) -> SessionInfo:
     return info_from_listing(session_info(s))
 
 
-def _row(r: compare.ComparisonResult) -> ResultRow:
+def _row(r: analysis.ComparisonResult) -> ResultRow:
     c, v = r.cmp, r.verdict
     return ResultRow(
         cmp_id=c["id"],
@@ -98,8 +99,8 @@ def _compact(line: str) -> str:
     return f"{head} — {facts[:-1]}"
 
 
-def _recommendation(rec: stats.Recommendation) -> Recommendation:
-    # stats.recommend lists one line per set, then the decision, then any caution.
+def _recommendation(rec: analysis.Recommendation) -> Recommendation:
+    # analysis.combine lists one line per set, then the decision, then any caution.
     n = len(rec.verdicts)
     per_set, rest = rec.evidence[:n], rec.evidence[n:]
     # "hot: FASTER (why; figures)": the panel keeps the verdict and its figures (the why
@@ -111,8 +112,10 @@ def _recommendation(rec: stats.Recommendation) -> Recommendation:
 
 def view_from_session(s: Any) -> SessionView:
     """The results view of a loaded session (see the module docstring)."""
-    results = compare.analyse(s)
+    an = analysis.analyse(s)
+    results = an.results
     notes = list(s.warnings)
+    notes += [why.replace("`", "") for why in an.not_counted()]  # no recommendation, and why
     rows, chart = [], []
     for r in results:
         if r.verdict.n == 0:
@@ -129,7 +132,7 @@ def view_from_session(s: Any) -> SessionView:
         notes.insert(0, staleness_text(list(info.stale)))
     if s.status == "interrupted":
         notes.insert(0, f"interrupted: {len(s.samples)} samples kept; incomplete pairs are dropped")
-    recs = [_recommendation(rec) for rec in compare.recommendations(results)]
+    recs = [_recommendation(rec) for rec in an.recommendations.values()]
     for row in rows:
         if row.role == "confirm":
             recs.append(
@@ -144,7 +147,7 @@ def view_from_session(s: Any) -> SessionView:
         info=info,
         rows=tuple(rows),
         recommendations=tuple(recs),
-        rule=stats.rule_text(compare.session_m(s)),
+        rule=analysis.rule_text(an.m),
         notes=tuple(notes),
         config=dict(s.config),
         chart=tuple(chart),
@@ -155,8 +158,8 @@ def _fmt(x: float | None, spec: str = ".4f") -> str:
     return "n/a" if x is None or not math.isfinite(x) else format(x, spec)
 
 
-def compare_markdown(diff: compare.SessionDiff) -> str:
-    """Markdown of `compare.compare_sessions`: warnings first, then the shift per comparison."""
+def compare_markdown(diff: analysis.SessionDiff) -> str:
+    """Markdown of `analysis.compare_sessions`: warnings first, then the shift per comparison."""
     a, b = diff.a, diff.b
     lines = [
         f"- **A** `{a.path.name}` ({a.status}, {a.gpu_name or 'GPU unknown'})",

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workbench.abba import ProtocolConfig
+from workbench import defaults
 from workbench.errors import BadArgument
+from workbench.progress import ProgressEvent  # the runner's record, shown by the TUI
 from workbench.shapes import DEFAULT_PRESET, Shape, resolve_shape
 
 KERNELS = ("w13", "w2", "step")
@@ -70,17 +71,17 @@ class RunConfig:
     experts: int | None = None
     top_k: int | None = None
     layers: int | None = None
-    kernels: tuple[str, ...] = ("w13", "w2")
-    sets: tuple[str, ...] = SETS
-    a: str = "b3-scalar"
-    b: str = "b3-coop"
-    pairs: int = ProtocolConfig.pairs  # ABBA pairs per block (docs/DESIGN.md §5.5)
-    blocks: int = ProtocolConfig.blocks
+    kernels: tuple[str, ...] = defaults.KERNELS  # the run's defaults: workbench.defaults
+    sets: tuple[str, ...] = defaults.SETS
+    a: str = defaults.ARM_A
+    b: str = defaults.ARM_B
+    pairs: int = defaults.PAIRS  # ABBA pairs per block (docs/DESIGN.md §5.5)
+    blocks: int = defaults.BLOCKS
     adaptive: bool = False
-    target_pct: float = 0.5
-    calls: int = 48
-    replays: int = 50  # the runner's default: a sample is the median of 50 replays
-    seed: int = 0
+    target_pct: float = defaults.TARGET * 100
+    calls: int = defaults.CALLS
+    replays: int = defaults.REPLAYS
+    seed: int = defaults.SEED
 
     def shape(self) -> Shape:
         """The validated shape (raises BadArgument naming the dimension)."""
@@ -123,25 +124,6 @@ class RunConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class ProgressEvent:
-    """A run's progress: comparison ``step`` of ``steps``, pair ``pair`` of ``pairs``.
-
-    ``pairs`` is None in adaptive mode (the end is not known). ``ratio`` and ``ci`` are the
-    comparison's current median pair ratio B/A and its 95 % CI once two pairs are complete.
-    """
-
-    cmp_id: str
-    step: int
-    steps: int
-    pair: int
-    pairs: int | None
-    samples: int
-    ratio: float | None = None
-    ci: tuple[float, float] | None = None
-    message: str = ""
 
 
 @dataclass(frozen=True)

@@ -229,10 +229,10 @@ class EngineBackend:
         return analysis.view_from_session(session.load_session(path, nvml=False))
 
     def compare(self, a: Path, b: Path) -> str:
-        session, compare = _engine("session"), _engine("compare")
-        analysis = _engine("tui.analysis")
-        diff = compare.compare_sessions(session.load_session(a), session.load_session(b))
-        return analysis.compare_markdown(diff)
+        session, model = _engine("session"), _engine("analysis")
+        view = _engine("tui.analysis")
+        diff = model.compare_sessions(session.load_session(a), session.load_session(b))
+        return view.compare_markdown(diff)
 
     def export(self, path: Path) -> ExportResult:
         """Figures (PNG and SVG) and the Markdown report, side by side in the plots folder, so

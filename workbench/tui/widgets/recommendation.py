@@ -20,7 +20,7 @@ class RecommendationPanel(Static):
 
     def show(self, recommendations: tuple[Recommendation, ...], rule: str) -> None:
         if not recommendations:
-            self.update(Text("No recommendation: this session has no main comparison.", "dim"))
+            self.update(Text("No recommendation: this session has no reader comparison.", "dim"))
             return
         parts: list[Text] = []
         for rec in recommendations:

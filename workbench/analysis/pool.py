@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 from scipy import stats as sps
 
-from workbench.compare import analyse, compare_sessions, recommendations
+from workbench.analysis.compare import compare_sessions
+from workbench.analysis.model import ComparisonResult, comparison_results
+from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.errors import BadArgument
 from workbench.session import Session
-from workbench.stats import Recommendation, recommend
 
 VARIES = "VARIES"
 
@@ -46,6 +47,7 @@ class PooledComparison:
     verdicts: list[str]
     verdict: str  # FASTER / SLOWER / SAME when every session agrees, else VARIES
     cis: list[tuple[float, float]] = field(default_factory=list)  # each session's interval
+    pairs: list[int] = field(default_factory=list)  # each session's complete pairs
 
     @property
     def estimate(self) -> float:
@@ -107,7 +109,7 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
         for w in compare_sessions(sessions[0], other, m).warnings:
             if w not in warnings:
                 warnings.append(w)
-    per = [{r.id: r for r in analyse(s, m)} for s in sessions]
+    per = [{r.id: r for r in comparison_results(s, m)} for s in sessions]
     rows = []
     for cid, first in per[0].items():
         if not all(cid in p for p in per):
@@ -125,33 +127,29 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
                 verdicts,
                 same,
                 [(r.verdict.ci_low, r.verdict.ci_high) for r in results],
+                [r.verdict.n for r in results],
             )  # fmt: skip
         )
     return Pool(sessions, rows, _recommend(rows, per[0]), warnings)
 
 
-def _recommend(rows: list[PooledComparison], first: dict) -> list[Recommendation]:
-    """The per-kernel rule of `stats.recommend` on the pooled verdicts (VARIES = AMBIGUOUS)."""
-    out = []
-    for rec in recommendations(list(first.values())):
-        kernel = rec.kernel
-        mains = [r for r in rows if r.kernel == kernel and r.role == "main"]
-        if not mains:
-            continue
-        verdicts = {}
-        for r in mains:
-            v0 = first[r.id].verdict
-            label = "AMBIGUOUS" if r.verdict == VARIES else r.verdict
-            known = [x for x in r.medians if math.isfinite(x)]  # NaN: a session without pairs
-            span = f"{min(known):.4f}..{max(known):.4f}" if known else "n/a"
-            reason = (
-                f"{len(r.medians)} sessions: " + ", ".join(r.verdicts)
-                + f"; session medians {span}"
-            )  # fmt: skip
-            verdicts[r.set] = replace(v0, verdict=label, median=r.median, reason=reason)
-        out.append(
-            recommend(
-                kernel, verdicts, a=first[mains[0].id].cmp["a"], b=first[mains[0].id].cmp["b"]
-            )
+def _recommend(
+    rows: list[PooledComparison], first: dict[str, ComparisonResult]
+) -> list[Recommendation]:
+    """The reader rule (workbench.analysis.recommend) on the pooled verdicts: each pooled row
+    stands in for its comparison with the pooled label (VARIES counts as AMBIGUOUS), the median
+    of the session estimates, and the sessions' verdicts as its reason."""
+    pooled = []
+    for r in rows:
+        v0 = first[r.id].verdict
+        label = "AMBIGUOUS" if r.verdict == VARIES else r.verdict
+        known = [x for x in r.medians if math.isfinite(x)]  # NaN: a session without pairs
+        span = f"{min(known):.4f}..{max(known):.4f}" if known else "n/a"
+        reason = (
+            f"{len(r.medians)} sessions: " + ", ".join(r.verdicts) + f"; session medians {span}"
         )
-    return out
+        # a row counts as evidence when any session had complete pairs (n: their most)
+        n = max(r.pairs, default=0)
+        verdict = replace(v0, verdict=label, median=r.median, reason=reason, n=n)
+        pooled.append(replace(first[r.id], verdict=verdict))
+    return list(recommendations(pooled).values())

@@ -1,6 +1,6 @@
-"""Verdicts recomputed from a session's journal, and the comparison of two sessions (docs/DESIGN.md §8).
+"""The comparison of two sessions (docs/DESIGN.md §7.6): per comparison id, the shift of its ratio.
 
-Nothing here trusts a session's stored ``summary``: every number comes from the raw samples.
+Both sides come from ``workbench.analysis.model``: every number is recomputed from the journals.
 
 The shift between two sessions is the difference of their median pair ratios, d = med_B - med_A.
 Its interval is a conservative combination, not a bootstrap (a bootstrap of a median from 12
@@ -13,120 +13,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from workbench.session import Session
-from workbench.stats import (
-    DEFAULT_CONF,
-    DEFAULT_M,
-    PairRatio,
-    Recommendation,
-    Verdict,
-    compare,
-    pair_ratios,
-    recommend,
+from workbench.analysis.model import (
+    ComparisonResult,
+    comparison_results,
+    finite_or_none,
+    session_m,
 )
+from workbench.session import Session
+from workbench.stats import DEFAULT_CONF, compare
 
 # Config keys that define the problem (shape) and the measurement (protocol).
 SHAPE_KEYS = ("preset", "shape", "hidden", "inter", "experts", "top_k", "layers", "tp", "group")
 PROTOCOL_KEYS = ("calls", "replays", "pairs", "adaptive", "target", "budget_s", "warmup", "seed")
-READER_KERNELS = ("w13", "w2")  # kernels with a reader choice; "step" is the confirmation
-
-
-def finite_or_none(x: float | None) -> float | None:
-    return None if x is None or not math.isfinite(x) else float(x)
-
-
-@dataclass
-class ComparisonResult:
-    """One comparison of a session with its verdict recomputed from the samples."""
-
-    cmp: dict[str, Any]
-    verdict: Verdict
-    a_ms: float  # median over the A samples of the pairs used; ms per replay of `calls` calls
-    b_ms: float
-    flagged: int  # samples flagged by the monitor (all records, used or not)
-    excluded: int
-    gate: bool | None  # numerics gate: None when no gate record
-    ratios: list[float] = field(default_factory=list)
-    pair_ratios: list[PairRatio] = field(default_factory=list)  # with their blocks
-
-    @property
-    def id(self) -> str:
-        return self.cmp["id"]
-
-    def us_per_call(self, ms: float) -> float:
-        return ms * 1000.0 / self.cmp["calls"] if self.cmp.get("calls") else math.nan
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **{
-                k: self.cmp.get(k)
-                for k in ("id", "kernel", "set", "role", "a", "b", "calls", "replays")
-            },
-            "working_set_bytes": self.cmp.get("working_set_bytes"),
-            "l2_bytes": self.cmp.get("l2_bytes"),
-            "a_ms": finite_or_none(self.a_ms),
-            "b_ms": finite_or_none(self.b_ms),
-            "a_us_per_call": finite_or_none(self.us_per_call(self.a_ms)),
-            "b_us_per_call": finite_or_none(self.us_per_call(self.b_ms)),
-            "flagged": self.flagged,
-            "excluded": self.excluded,
-            "gate": self.gate,
-            "ratios": self.ratios,
-            "verdict": self.verdict.to_dict(),
-        }
-
-
-def session_m(session: Session, m: float | None = None) -> float:
-    """The minimum effect: the explicit ``m``, else the session's config["m"], else 1 %."""
-    return float(m if m is not None else session.config.get("m", DEFAULT_M))
-
-
-def analyse(
-    session: Session, m: float | None = None, conf: float = DEFAULT_CONF
-) -> list[ComparisonResult]:
-    """Recompute every comparison of ``session`` (journal order; a re-declared id counts once)."""
-    m = session_m(session, m)
-    out, seen = [], set()
-    for c in session.comparisons:
-        if c["id"] in seen:
-            continue
-        seen.add(c["id"])
-        c = session.comparison(c["id"])  # the last declaration wins
-        samples = session.samples_for(c["id"])
-        pr = pair_ratios(samples)
-        a = [x for p in pr for x in p.a_ms]
-        b = [x for p in pr for x in p.b_ms]
-        gates = session.gates_for(c["id"])
-        out.append(
-            ComparisonResult(
-                cmp=c,
-                verdict=compare(pr, m=m, conf=conf),
-                a_ms=float(np.median(a)) if a else math.nan,
-                b_ms=float(np.median(b)) if b else math.nan,
-                flagged=sum(bool(s.get("flagged")) for s in samples),
-                excluded=sum(bool(s.get("excluded")) for s in samples),
-                gate=all(bool(g["ok"]) for g in gates) if gates else None,
-                ratios=pr.values,
-                pair_ratios=list(pr),
-            )
-        )
-    return out
-
-
-def recommendations(results: list[ComparisonResult]) -> list[Recommendation]:
-    """Per reader kernel (w13, w2): the recommendation from its "main" comparisons per set."""
-    recs = []
-    for kernel in READER_KERNELS:
-        main = [r for r in results if r.cmp["kernel"] == kernel and r.cmp["role"] == "main"]
-        if main:
-            verdicts = {r.cmp["set"]: r.verdict for r in main}
-            recs.append(recommend(kernel, verdicts, a=main[0].cmp["a"], b=main[0].cmp["b"]))
-    return recs
 
 
 # ------------------------------------------------------------------------------ two sessions
@@ -210,8 +111,8 @@ def compare_sessions(
 ) -> SessionDiff:
     """Per comparison id present in both sessions, the shift of the median ratio (B - A)."""
     each = math.sqrt(conf)
-    ra = {r.id: r for r in analyse(a, m, conf)}
-    rb = {r.id: r for r in analyse(b, m, conf)}
+    ra = {r.id: r for r in comparison_results(a, m, conf)}
+    rb = {r.id: r for r in comparison_results(b, m, conf)}
     warnings = [
         f"SESSION {n} IS {s.status.upper()}: {s.path.name}"
         for n, s in (("A", a), ("B", b))
@@ -248,7 +149,7 @@ def compare_sessions(
         if la and lb and abs(la - lb) > 0.05 * max(la, lb):
             notes.append(f"{cid}: working set / L2 {la:.1f}x vs {lb:.1f}x")
         # each session's own interval at sqrt(conf): block-level where it has blocks (§7.3)
-        va, vb = (compare(r.pair_ratios, m=session_m(s), conf=each) for r, s in ((x, a), (y, b)))
+        va, vb = (compare(r.ratios, m=session_m(s, m), conf=each) for r, s in ((x, a), (y, b)))
         shifts.append(
             Shift(
                 cid,

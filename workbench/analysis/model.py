@@ -1,0 +1,189 @@
+"""One session's analysis, recomputed from its journal (docs/DESIGN.md §7, §8).
+
+``analyse(session)`` is the analysis model every reader of a session shares: the report, the
+plots, `sessions show`, the TUI. Nothing here trusts the ``summary`` the runner stored: every
+number comes from the ``sample`` records through ``workbench.stats`` (pair ratios, block-level
+intervals, verdicts) and the reader rule of ``workbench.analysis.recommend``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench import stats
+from workbench.analysis.calibration import calibration_summary, spin_of
+from workbench.analysis.recommend import Recommendation, not_counted, recommendations
+from workbench.session import Session
+
+# Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
+TIMING_ROLES = ("main", "reference", "confirm", "aa")
+
+
+def _median(xs: list[float]) -> float:
+    return float(statistics.median(xs)) if xs else math.nan
+
+
+def finite_or_none(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+@dataclass
+class ComparisonResult:
+    """One comparison of a session, recomputed: its pair ratios, verdict and per-arm samples."""
+
+    cmp: dict[str, Any]
+    ratios: stats.PairRatios
+    verdict: stats.Verdict
+    a_samples_ms: list[float]  # sample medians (ms per replay) of A in complete pairs, pair order
+    b_samples_ms: list[float]
+    samples: int
+    flagged: int  # samples flagged by the monitor, kept or excluded
+    excluded: int
+    gates: list[dict[str, Any]] = field(default_factory=list)
+    sm_mhz: float | None = None  # median of the samples' highest SM clock (NVML), if recorded
+
+    id = property(lambda self: self.cmp["id"])
+    kernel = property(lambda self: self.cmp["kernel"])
+    set = property(lambda self: self.cmp["set"])
+    role = property(lambda self: self.cmp["role"])
+    calls = property(lambda self: int(self.cmp["calls"]))
+
+    @property
+    def a_ms(self) -> float:
+        """Median ms per replay of arm A over the complete pairs (NaN without any)."""
+        return _median(self.a_samples_ms)
+
+    @property
+    def b_ms(self) -> float:
+        return _median(self.b_samples_ms)
+
+    @property
+    def gate(self) -> bool | None:
+        """Numerics gate: every gate record ok; None when there is none."""
+        return None if not self.gates else all(bool(g["ok"]) for g in self.gates)
+
+    @property
+    def spin(self) -> int:
+        return spin_of(self.cmp)
+
+    def us_per_call(self, ms: float) -> float:
+        return ms * 1000.0 / self.calls if self.cmp.get("calls") else math.nan
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe; the keys of the runner's per-comparison summary that the calibration reads
+        are among them (one calibration rule for both)."""
+        c = self.cmp
+        keys = ("id", "kernel", "set", "role", "a", "b", "calls", "replays")
+        return {
+            **{k: c.get(k) for k in keys},
+            "spin": self.spin,
+            "working_set_bytes": c.get("working_set_bytes"),
+            "l2_bytes": c.get("l2_bytes"),
+            "a_ms": finite_or_none(self.a_ms),
+            "b_ms": finite_or_none(self.b_ms),
+            "a_us_per_call": finite_or_none(self.us_per_call(self.a_ms)),
+            "b_us_per_call": finite_or_none(self.us_per_call(self.b_ms)),
+            "pairs": self.verdict.n,
+            "blocks": self.verdict.blocks,
+            "flagged": self.flagged,
+            "excluded": self.excluded,
+            "sm_mhz": self.sm_mhz,
+            "gate": self.gate,
+            "ratios": self.ratios.values,
+            "verdict": self.verdict.to_dict(),
+        }
+
+
+def rated_mhz(session: Session) -> float | None:
+    """The GPU's rated SM clock (torch's clock_rate, in the environment): the runner converts
+    cycles to µs with it where NVML gave no clock, and so does the analysis."""
+    gpu = session.environment.get("gpu")
+    clocks = gpu.get("clocks") if isinstance(gpu, dict) else None
+    khz = clocks.get("torch_clock_rate_khz") if isinstance(clocks, dict) else None
+    return khz / 1000.0 if isinstance(khz, (int, float)) and khz > 0 else None
+
+
+def session_m(session: Session, m: float | None = None) -> float:
+    """The minimum effect: the explicit ``m``, else the session's config["m"], else 1 %."""
+    return float(m if m is not None else session.config.get("m", stats.DEFAULT_M))
+
+
+def comparison_results(
+    session: Session, m: float | None = None, conf: float = stats.DEFAULT_CONF
+) -> list[ComparisonResult]:
+    """Every comparison of ``session`` recomputed, in journal order of first declaration; a
+    re-declared id counts once, with its last declaration."""
+    m = session_m(session, m)
+    out, seen = [], set()
+    for first in session.comparisons:
+        if first["id"] in seen:
+            continue
+        seen.add(first["id"])
+        c = session.comparison(first["id"])
+        samples = session.samples_for(c["id"])
+        pr = stats.pair_ratios(samples)
+        clocks = [s["sm_mhz_max"] for s in samples if s.get("sm_mhz_max")]
+        out.append(
+            ComparisonResult(
+                cmp=c,
+                ratios=pr,
+                verdict=stats.compare(pr, m=m, conf=conf),
+                a_samples_ms=[x for p in pr for x in p.a_ms],
+                b_samples_ms=[x for p in pr for x in p.b_ms],
+                samples=len(samples),
+                flagged=sum(bool(s.get("flagged")) for s in samples),
+                excluded=sum(bool(s.get("excluded")) for s in samples),
+                gates=session.gates_for(c["id"]),
+                sm_mhz=statistics.median(clocks) if clocks else None,
+            )
+        )
+    return out
+
+
+@dataclass
+class Analysis:
+    """Everything a report, a plot or a view states about a session, from its journals."""
+
+    session: Session
+    m: float
+    results: list[ComparisonResult]
+    recommendations: dict[str, Recommendation] = field(default_factory=dict)
+    conf: float = stats.DEFAULT_CONF
+
+    def by_role(self, *roles: str) -> list[ComparisonResult]:
+        return [r for r in self.results if r.role in roles]
+
+    def variant_us(self) -> dict[tuple[str, str, str], list[float]]:
+        """µs per call of each (kernel, set, variant): every kept sample in a complete pair."""
+        out: dict[tuple[str, str, str], list[float]] = {}
+        for r in self.by_role(*TIMING_ROLES):
+            for arm, ms in (("a", r.a_samples_ms), ("b", r.b_samples_ms)):
+                key = (r.kernel, r.set, str(r.cmp[arm]))
+                out.setdefault(key, []).extend(x * 1000.0 / r.calls for x in ms)
+        return out
+
+    def not_counted(self) -> list[str]:
+        """Main comparisons that yield no reader recommendation, and why."""
+        return not_counted(self.results)
+
+    def calibration(self) -> dict[str, Any] | None:
+        """The calibration resolution (``calibration_summary``) of the calibration comparisons,
+        from the journal; None in a session without any."""
+        if not self.by_role("calibration"):
+            return None
+        return calibration_summary(
+            [r.to_dict() for r in self.results], self.m, rated_mhz(self.session)
+        )
+
+
+def analyse(session: Session, m: float | None = None, conf: float = stats.DEFAULT_CONF) -> Analysis:
+    """Recompute pair ratios, verdicts and recommendations from ``session``'s samples.
+
+    ``m``: minimum effect; default the session's ``config["m"]`` (else stats.DEFAULT_M).
+    """
+    m = session_m(session, m)
+    results = comparison_results(session, m, conf)
+    return Analysis(session, m, results, recommendations(results), conf)

@@ -1,0 +1,161 @@
+"""The reader recommendation: the one place that decides which reader a kernel should use
+(docs/DESIGN.md §7.5). The runner (to plan the step confirmation and to record it), the report,
+the plots, `sessions show`, `sessions pool` and the TUI all call ``recommendations`` here.
+
+Which comparisons count: a main comparison of a reader kernel (w13, w2) whose arms differ only in
+the reader, the scalar reader in A and the cooperative one in B over the same layout (b3-scalar vs
+b3-coop). Any other pair of arms changes more than the reader: ``--a b4-scalar --b b3-coop``
+moves the layout (4-byte to 3-byte records) and the reader at once, so its verdict cannot say
+which reader is better and it yields no recommendation (``not_counted`` says why, for the report).
+A comparison with no complete pair carries no evidence and does not count either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Protocol
+
+from workbench.errors import BadArgument
+from workbench.plan import is_reader_comparison, parse_arm_spec
+from workbench.stats import DEFAULT_CONF, DEFAULT_M, Verdict
+
+READER_KERNELS = ("w13", "w2")  # kernels with a reader choice; "step" is the confirmation
+DECISIONS = ("cooperative", "scalar", "inconclusive")
+
+
+class Judged(Protocol):
+    """What the rule reads of a comparison: its record (kernel, set, role, a, b) and verdict."""
+
+    cmp: Mapping[str, Any]
+    verdict: Verdict
+
+
+@dataclass
+class Recommendation:
+    """Per-kernel choice of reader. ``arm`` is the variant to use: B for "cooperative", A for
+    "scalar", and A for "inconclusive" too (the status quo stays until measured better)."""
+
+    kernel: str
+    decision: str
+    arm: str
+    rule: str
+    evidence: list[str] = field(default_factory=list)
+    verdicts: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Recommendation:
+        try:
+            return cls(**{f.name: d[f.name] for f in fields(cls)})
+        except KeyError as e:
+            raise BadArgument(f"recommendation dict lacks {e.args[0]!r}") from None
+
+
+def rule_text(m: float = DEFAULT_M, conf: float = DEFAULT_CONF) -> str:
+    return (
+        "Take the cooperative reader (B) only if it is FASTER in at least one expert set and "
+        "SLOWER in none; keep the scalar reader (A) if it is SLOWER in any set or SAME in every "
+        "set; otherwise inconclusive (scalar stays; measure more blocks). Per set, on the ratio "
+        f"B/A with m = {m * 100:g} %: FASTER = the {conf * 100:g} % CI lies entirely below 1 and "
+        f"the estimate is <= {1 - m:.4f}; SLOWER = the CI lies entirely above 1 and the estimate "
+        f"is >= {1 + m:.4f}; SAME = the CI lies inside [{1 - m:.4f}, {1 + m:.4f}]; AMBIGUOUS "
+        "otherwise. The CI is a t-interval over blocks (each block a fresh memory placement; "
+        "estimate = geometric mean of the block medians); sessions without blocks use the "
+        "distribution-free CI of the median pair ratio, which ignores placement. Only "
+        "comparisons whose arms differ in the reader alone (A scalar, B cooperative, one layout) "
+        "count."
+    )
+
+
+def reader_comparison(cmp: Mapping[str, Any]) -> bool:
+    """True when the journaled comparison ``cmp`` is a main comparison of a reader kernel whose
+    arms are the scalar (A) and the cooperative (B) reader of one layout."""
+    kernel = cmp.get("kernel")
+    if cmp.get("role") != "main" or kernel not in READER_KERNELS:
+        return False
+    try:
+        a = parse_arm_spec(kernel, str(cmp.get("a")), "A")
+        b = parse_arm_spec(kernel, str(cmp.get("b")), "B")
+    except BadArgument:  # an arm this build does not know: it cannot be judged a reader pair
+        return False
+    return is_reader_comparison(a, b)
+
+
+def not_counted(results: Iterable[Judged]) -> list[str]:
+    """Why each main comparison of a reader kernel whose arms are not a reader pair yields no
+    recommendation (for the report and the TUI; one without pairs shows as not measured)."""
+    out = []
+    for r in results:
+        c = r.cmp
+        if c.get("role") != "main" or c.get("kernel") not in READER_KERNELS:
+            continue
+        if not reader_comparison(c):
+            out.append(
+                f"`{c['id']}`: `{c['a']}` vs `{c['b']}` is not the scalar (A) against the "
+                "cooperative (B) reader of one layout: its verdict stands, but it says nothing "
+                "about which reader to use"
+            )
+    return out
+
+
+def recommendations(results: Iterable[Judged]) -> dict[str, Recommendation]:
+    """{kernel: Recommendation} from the reader comparisons among ``results`` (see the module
+    docstring); a kernel without one is absent."""
+    results = list(results)
+    out: dict[str, Recommendation] = {}
+    for kernel in READER_KERNELS:
+        mains = [
+            r
+            for r in results
+            if r.cmp.get("kernel") == kernel and reader_comparison(r.cmp) and r.verdict.n > 0
+        ]
+        if mains:
+            verdicts = {str(r.cmp["set"]): r.verdict for r in mains}
+            a, b = str(mains[0].cmp["a"]), str(mains[0].cmp["b"])
+            out[kernel] = combine(kernel, verdicts, a, b)
+    return out
+
+
+def combine(
+    kernel: str, verdicts: Mapping[str, Verdict], a: str = "b3-scalar", b: str = "b3-coop"
+) -> Recommendation:
+    """Combine one kernel's verdicts per expert set (e.g. {"hot": v, "rotating": v}).
+
+    Conservative by construction: one SLOWER set vetoes the cooperative reader, and AMBIGUOUS
+    sets never count as evidence for it (they are named as a caution when B wins elsewhere).
+    """
+    if not verdicts:
+        raise BadArgument(f"verdicts for kernel {kernel!r} are empty: nothing to recommend from")
+    vs = {name: v.verdict for name, v in verdicts.items()}
+    ms = sorted({v.m for v in verdicts.values()})
+    confs = sorted({v.conf for v in verdicts.values()})
+    rule = rule_text(ms[0], confs[0])
+    if len(ms) > 1 or len(confs) > 1:
+        rule += f" (the sets used different thresholds: m in {ms}, conf in {confs})"
+    evidence = [f"{name}: {v.verdict} ({v.reason})" for name, v in verdicts.items()]
+    labels = list(vs.values())
+    named = lambda label: ", ".join(k for k, x in vs.items() if x == label)  # noqa: E731
+    if "SLOWER" in labels:
+        decision = "scalar"
+        evidence.append(f"scalar: B is SLOWER in {named('SLOWER')}")
+    elif "FASTER" in labels:
+        decision = "cooperative"
+        evidence.append(f"cooperative: B is FASTER in {named('FASTER')} and SLOWER nowhere")
+        if "AMBIGUOUS" in labels:
+            evidence.append(
+                f"caution: {named('AMBIGUOUS')} AMBIGUOUS; a slowdown there is not ruled out"
+            )
+    elif all(x == "SAME" for x in labels):
+        decision = "scalar"
+        evidence.append("scalar: no set shows an effect of m or more (SAME everywhere)")
+    else:
+        decision = "inconclusive"
+        evidence.append(
+            f"inconclusive: {named('AMBIGUOUS')} AMBIGUOUS and no set FASTER or SLOWER; scalar stays"
+        )
+    return Recommendation(
+        kernel, decision, b if decision == "cooperative" else a, rule, evidence, vs
+    )

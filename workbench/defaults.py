@@ -1,0 +1,42 @@
+"""Defaults of a run, in one place: the CLI (commands/), the TUI's run form, the runner and its
+ProtocolConfig, the statistics and the benchmarks read them from here (torch-free, imports
+nothing). Why each value is what it is: docs/DESIGN.md §5 (protocol) and §7 (statistics).
+"""
+
+from __future__ import annotations
+
+# What `workbench ab` compares
+KERNELS = ("w13", "w2")  # the step kernel is opt-in (and confirms the recommended mix)
+SETS = ("hot", "rotating")
+ARM_A = "b3-scalar"  # the status quo
+ARM_B = "b3-coop"  # the candidate
+
+# What `workbench calibrate` measures
+CALIBRATE_KERNELS = ("w13",)
+CALIBRATE_SETS = ("hot",)
+CALIBRATE_ARM = ARM_A
+
+# The timed unit (§5.1): one replay of a CUDA graph of CALLS kernel calls (48 = the layers of
+# the default shape); a sample is the median of REPLAYS timed replays. One replay takes
+# ~0.1-0.3 ms on an H200 (~1.5 ms for the tinygemm peer): 50 replays keep the default run well
+# inside 90 s while each sample's median still rests on 50 values.
+CALLS = 48
+REPLAYS = 50
+BENCH_REPLAYS = 200  # benchmarks/bench_kernels.py: one-off absolute timings, no ABBA pairs
+
+# Blocks and pairs (§5.5): 6 blocks x 2 pairs. Six placements give a t-interval with 5 degrees
+# of freedom (t = 2.57) whose width is set by the between-block spread, the dominant term on the
+# H200; 2 pairs per block keep the default run near its old length.
+PAIRS = 2
+BLOCKS = 6
+MAX_BLOCKS = 40  # adaptive mode: the cap on blocks
+TARGET = 0.005  # adaptive mode stops when the CI half-width is at most 0.5 % of the estimate
+RETRIES = 2  # re-measures of a flagged sample
+
+# Statistics (§7.4)
+M = 0.01  # minimum effect: 1 %
+CONF = 0.95
+
+SEED = 0  # weights, inputs and routing
+SESSIONS_DIR = "sessions"
+PLOTS_DIR = "plots"
