@@ -16,7 +16,8 @@ def fig_distributions(an: Analysis) -> Any:
     s = an.session
     cells: dict[tuple[str, str], dict[str, list[float]]] = {}
     calls: dict[str, int] = {}
-    for r in an.by_role(*TIMING_ROLES, "calibration"):
+    # a tune session's screened and confirmed candidates are timed arms too (docs/DESIGN.md §11)
+    for r in an.by_role(*TIMING_ROLES, "calibration", "screen", "tune"):
         calls.setdefault(r.kernel, r.calls)
         for x in s.samples_for(r.id):
             if x.get("excluded"):
