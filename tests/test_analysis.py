@@ -89,6 +89,10 @@ def _cmp(a: str, b: str, kernel: str = "w13", role: str = "main") -> dict:
         (_cmp("b3-scalar+spin=0", "b3-scalar+spin=80", role="calibration"), False),
         (_cmp("w13=b3-scalar,w2=b3-scalar", "w13=b3-coop,w2=b3-coop", kernel="step"), False),
         (_cmp("b3-scalar", "no-such-arm"), False),
+        # tune's readers at the best parameters: the same parameters on both sides count
+        (_cmp("b3-scalar@unroll=4,max_warps=32", "b3-coop@unroll=4,max_warps=32"), True),
+        (_cmp("b3-scalar@unroll=4,max_warps=32", "b3-coop@unroll=5,max_warps=32"), False),
+        (_cmp("b3-scalar", "b3-coop@unroll=4,max_warps=32"), False),
     ],
 )
 def test_reader_comparisons_differ_in_the_reader_only(cmp, counts):

@@ -209,13 +209,14 @@ def plan_ab(
 
 
 def is_reader_comparison(a: ArmSpec, b: ArmSpec) -> bool:
-    """True when A is the scalar and B the cooperative reader of one layout (a recommendation
-    between readers makes sense only then)."""
+    """True when A is the scalar and B the cooperative reader of one layout, at the same
+    parameter values (a recommendation between readers makes sense only then: the reader is the
+    one difference; `workbench tune` asks it at the best parameters, docs/DESIGN.md §11)."""
     if a.peer or b.peer or len(a.parts) != 1 or len(b.parts) != 1:
         return False
     va, vb = a.parts[0][1], b.parts[0][1]
-    if va.user or vb.user or va.params or vb.params:
-        return False  # readers are compared between the built-ins as shipped
+    if va.user or vb.user or va.params != vb.params:
+        return False  # users' kernels are no reader pair; parameters must match
     return va.layout == vb.layout and va.reader == "scalar" and vb.reader == "coop"
 
 

@@ -76,9 +76,15 @@ def reader_comparison(cmp: Mapping[str, Any]) -> bool:
     kernel = cmp.get("kernel")
     if cmp.get("role") != "main" or kernel not in READER_KERNELS:
         return False
+    # `workbench tune` names an arm at non-default parameters "ARM@name=value,..." (docs/DESIGN.md
+    # §11): both arms at the same parameters still differ in the reader alone.
+    a_name, _, a_params = str(cmp.get("a")).partition("@")
+    b_name, _, b_params = str(cmp.get("b")).partition("@")
+    if a_params != b_params:
+        return False
     try:
-        a = parse_arm_spec(kernel, str(cmp.get("a")), "A")
-        b = parse_arm_spec(kernel, str(cmp.get("b")), "B")
+        a = parse_arm_spec(kernel, a_name, "A")
+        b = parse_arm_spec(kernel, b_name, "B")
     except BadArgument:  # an arm this build does not know: it cannot be judged a reader pair
         return False
     return is_reader_comparison(a, b)

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from workbench import stats
 from workbench.abba import ProtocolConfig
+from workbench.analysis.recommend import recommendations
 from workbench.errors import BadArgument, NumericsError, WorkbenchError
 from workbench.runner import RunConfig, Runner
 from workbench.shapes import Shape
@@ -198,14 +198,14 @@ class TuneRunner(Runner):
         cmps = reader_comparisons(best, self.cfg.sets)
         engine._prepare_banks(cmps)
         engine.run_group(len(rest) + self.tcfg.top, cmps)
-        # The reader rule (docs/DESIGN.md §7.5) on these comparisons, whatever the parameters:
-        # the runner's own recommend() looks at the default builds' reader comparisons only.
+        # The one reader rule (docs/DESIGN.md §7.5) on these comparisons: scalar against
+        # cooperative at the same parameters is a reader pair (plan.is_reader_comparison).
         done = [r for r in self.results if r.spec.id in {c.id for c in cmps} and r.outcome.complete]
         if done:
-            rec = stats.recommend(best.kernel, {r.spec.set: r.verdict for r in done},
-                                  a=done[0].spec.a.name, b=done[0].spec.b.name)  # fmt: skip
-            self.recommendations = {best.kernel: rec}
-            self.emit("recommendation", rec)
+            rec = recommendations(done).get(best.kernel)
+            if rec is not None:
+                self.recommendations = {best.kernel: rec}
+                self.emit("recommendation", rec)
 
     def _screen_protocol(self) -> ProtocolConfig:
         return dataclasses.replace(
