@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from workbench import engine, graphs
+from workbench import bankstore, engine, graphs
 
 
 class Clock:
@@ -305,6 +305,7 @@ def install(monkeypatch):
     }.items():
         monkeypatch.setattr(cuda, name, value)
     monkeypatch.setattr(engine, "DEVICE", "cpu")
+    monkeypatch.setattr(bankstore, "DEVICE", "cpu")
     monkeypatch.setattr(engine, "l2_bytes", lambda d=0: props.L2_cache_size)
     monkeypatch.setattr(graphs, "capture", fake_capture)
     FakeKernelOp.broken = set()

@@ -2,8 +2,8 @@
 
 Runner (workbench.runner) owns the session and the results; Engine does the CUDA work for it:
 
-* banks: one bank per layer per layout (``ops.make_bank``), allocated per kernel once, b3 before
-  b4, with NVML used memory read before and after each batch (the ``memory`` record);
+* banks: one bank per layer per layout, allocated per kernel once, b3 before b4, with NVML used
+  memory read before and after each batch (the ``memory`` record): workbench.bankstore;
 * workloads: per (kernel, set), each call's inputs (``ops.make_inputs``, seeded per call) and
   the expert ids of every (graph, call) from the plan's geometry;
 * arms: ``graphs.GraphArm`` of ``calls`` calls per graph, outputs allocated before capture;
@@ -25,14 +25,13 @@ from typing import Any
 import torch
 
 from workbench.abba import Outcome, run_abba
-from workbench.capacity import expert_footprint
+from workbench.bankstore import DEVICE, BankStore
 from workbench.errors import BadArgument, NumericsError, WorkbenchError
 from workbench.graphs import Cycle, GraphArm, first_difference, l2_bytes, loose_difference
 from workbench.plan import (
     ArmSpec,
     ComparisonSpec,
     Geometry,
-    bank_seed,
     expert_ids,
     geometry,
     is_reader_comparison,
@@ -40,9 +39,6 @@ from workbench.plan import (
     placement_padding,
 )
 from workbench.results import PEER_GATES, CmpResult, verdict_of
-
-DEVICE = "cuda"
-MEMORY_HEADROOM = 0.9  # never plan banks beyond this share of the free device memory
 
 
 def _sequence(fns: list[Callable[[], Any]]) -> Callable[[], None]:
@@ -88,115 +84,6 @@ def _gate_summary(gates: list[dict[str, Any]]) -> dict[str, Any]:
         return {"ok": False, "kind": "not run", "blocks": 0}
     bad = [g for g in gates if not g["ok"]]
     return {**(bad[0] if bad else gates[-1]), "blocks": len(gates), "failed_blocks": len(bad)}
-
-
-class BankStore:
-    """Banks per (kernel, layout), grown on demand; each batch writes a ``memory`` record.
-    Bank i comes from the run's bank source (workbench.banks): synthetic from bank_seed(seed, i),
-    or the experts of a checkpoint layer (docs/DESIGN.md §3.8)."""
-
-    def __init__(self, engine: Engine) -> None:
-        from workbench.banks import source_for
-
-        self.e = engine
-        self.banks: dict[tuple[str, str], list[Any]] = {}
-        cfg = engine.cfg
-        seed_of = functools.partial(bank_seed, cfg.seed)
-        self.source = source_for(engine.shape, seed_of, getattr(cfg, "checkpoint", None))
-        self._noted: set[str] = set()  # kernels whose repeat note was given
-
-    def get(self, kernel: str, layout: str, n: int) -> list[Any]:
-        have = self.banks.setdefault((kernel, layout), [])
-        if len(have) >= n:
-            return have
-        shape, need = self.e.shape, n - len(have)
-        fp = expert_footprint(*shape.dims(kernel), group=shape.group)
-        total = need * shape.experts * fp.total(layout)
-        free, _ = torch.cuda.mem_get_info()
-        if total > MEMORY_HEADROOM * free:
-            raise WorkbenchError(
-                f"{need} {layout} banks of {kernel} need {total / 2**30:.1f} GiB but only "
-                f"{free / 2**30:.1f} GiB is free; try --set hot, --no-reference, or fewer "
-                "--layers/--experts"
-            )
-        note = self.source.note(kernel, n)
-        if note and kernel not in self._noted:
-            self._noted.add(kernel)
-            self.e.r.note(note)
-        self._warm_generation(kernel, layout)
-        gc.collect()  # objects dropped earlier (other kernels' banks) must not free memory inside the window
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()  # cached blocks would hide the allocation from NVML
-        mon = self.e.r.monitor
-        before, t_before, t0 = mon.memory_used(), torch.cuda.memory_allocated(), time.perf_counter()
-        for i in range(len(have), n):
-            have.append(self.source.make(kernel, layout, i, DEVICE))
-            # Release the generation's temporaries now: cached, the next bank's tensors would be
-            # carved out of their larger segments, and NVML would count the unused remainders
-            # (seen on the H200: W13 b3 banks measured 288 MiB above their bytes).
-            torch.cuda.empty_cache()
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()  # drop temporaries of the generation, keep the banks
-        after = mon.memory_used()
-        meta = fp.meta(layout)
-        rec = {
-            "kernel": kernel,
-            "layout": layout,
-            "banks": need,
-            "experts": shape.experts,
-            "used_before": before,
-            "used_after": after,
-            "measured": None if before is None or after is None else after - before,
-            "computed": need * shape.experts * meta,
-            "computed_total": total,
-            "bank_nbytes": sum(int(b.nbytes) for b in have[len(have) - need :]),
-            "torch_allocated": torch.cuda.memory_allocated() - t_before,
-            "seconds": time.perf_counter() - t0,
-            "source": self.source.kind,
-        }
-        if self.source.kind == "checkpoint":
-            rec["layers"] = [self.source.layer_of(i) for i in range(len(have) - need, len(have))]
-        self.e.r.memory.append(rec)
-        self.e.r.session.record("memory", **rec)
-        self.e.r.emit("memory", rec)
-        return have
-
-    def _warm_generation(self, kernel: str, layout: str) -> None:
-        """Generate and drop one full-size bank first: CUDA loads kernel images lazily and the
-        allocator sets itself up on first use; that one-time device memory would otherwise be
-        counted as the first bank set's."""
-        bank = self.source.make(kernel, layout, 0, DEVICE)
-        torch.cuda.synchronize()
-        del bank
-
-    def relocate(self, key: tuple[str, str]) -> None:
-        """Move the banks of ``key`` = (kernel, layout) to fresh memory (copies made while the
-        old ones still exist, so they land behind the current padding; then the old go). Where
-        two copies do not fit, the banks are freed first and made again by the source."""
-        from workbench.ops import relocate_bank
-
-        have = self.banks.get(key, [])
-        if not have:
-            return
-        need = sum(int(b.nbytes) for b in have)
-        free, _ = torch.cuda.mem_get_info()
-        if need <= MEMORY_HEADROOM * free:
-            self.banks[key] = [relocate_bank(b) for b in have]
-        else:
-            count = len(have)
-            self.banks[key] = []
-            del have
-            gc.collect()
-            torch.cuda.empty_cache()
-            kernel, layout = key
-            self.banks[key] = [self.source.make(kernel, layout, i, DEVICE) for i in range(count)]
-        torch.cuda.synchronize()
-
-    def release(self, keep: set[tuple[str, str]]) -> None:
-        for key in list(self.banks):
-            if key not in keep:
-                del self.banks[key]
-        torch.cuda.empty_cache()
 
 
 class Engine:
