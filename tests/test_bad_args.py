@@ -77,6 +77,10 @@ CASES: list[tuple[list[str], str]] = [
     (["checkpoint", "make", "{tmp}/c"], "would take 58.4 GiB"),
     (["checkpoint", "make", "{file}", "--layers", "1", "--experts", "16"], "not an empty folder"),
     (["checkpoint"], "ACTION"),
+    # tune (docs/DESIGN.md §11; tests/test_tune.py has the rest of its bad arguments)
+    (["tune", "--kernel", "w5"], "--kernel 'w5'"),
+    (["tune", "--kernel", "w13", "--param", "unroll=7"], "'7' is not an allowed value of unroll"),
+    (["tune", "--kernel", "w2", "--top", "-1"], "--top -1"),
     # build
     (["build", "--kernel", "w5"], "--kernel 'w5'"),
     (["build", "--kernel", ""], "--kernel ''"),
