@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -376,7 +377,17 @@ async def test_bad_numeric_values_show_a_validation_error_and_block_the_run(root
 @drive
 async def test_open_export_and_compare_sessions(roots):
     source, sessions, plots = roots
-    app, _ = make_app(roots)
+    app, backend = make_app(roots)
+    # The export waits for this gate, so "still running while the UI answers" does not depend on
+    # how fast matplotlib is on the machine (a fast one finished before the check).
+    gate = threading.Event()
+    real_export = backend.export
+
+    def gated_export(path):
+        gate.wait(timeout=60)
+        return real_export(path)
+
+    backend.export = gated_export
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("r")  # a second session to compare with
@@ -400,6 +411,7 @@ async def test_open_export_and_compare_sessions(roots):
         await pilot.press("1")
         assert app.query_one(TabbedContent).active == "run"
         assert any(w.group == "export" and not w.is_finished for w in app.workers)
+        gate.set()
         await settle(pilot)
         report = plots / f"{SYNTHETIC_NAME}_report.md"
         text = report.read_text()
