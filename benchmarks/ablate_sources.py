@@ -7,6 +7,7 @@ E2_noload     weights and metadata from register constants instead of memory
 E3_nocompute  E2, and no dequantize / tensor-core work either (the constants feed one add)
 E4_noids      routed ids taken as 0, 1, 2, ... instead of loaded: weight addresses need no load
 E5_loadonly   real loads, but no dequantize / tensor-core work (the loaded words feed one add)
+E7_nosum      no CTA column sum: warp 0 writes its own partial (no shared memory, no barrier)
 E6_prefetch   W2 only: ids, router weights, weights and records are loaded BEFORE
               griddepcontrol.wait (only inter waits for the previous kernel). Legal in a real
               decode step only because W2's inputs other than inter come from the router, two
@@ -48,7 +49,7 @@ def _noload(kernel: str, s: str) -> str:
         lambda m: f"w[{m[1]}] = make_uint4(lane * 3 + {m[1]}, lane ^ 5, 0x12345678u + lane, 7u);",
         s,
     )
-    return re.sub(r"m\[(u|k)\] = read_meta\([^;]*;", lambda m: f"m[{m[1]}] = 0x1c002c00u;", s)
+    return re.sub(r"m\[(u|k)\] = read_meta2?\([^;]*;", lambda m: f"m[{m[1]}] = 0x1c002c00u;", s)
 
 
 def _nocompute(kernel: str, s: str) -> str:
@@ -80,6 +81,12 @@ def _prefetch(kernel: str, s: str) -> str:
     )
 
 
+def _nosum(kernel: str, s: str) -> str:
+    return s.replace(
+        "cta_column_sum(red, acc_of_lane(acc, lane), warp, lane)", "acc_of_lane(acc, lane)"
+    )
+
+
 KERNELS = {"E6_prefetch": ("w2",)}  # ablations that edit one kernel only
 
 ABLATIONS = (
@@ -89,6 +96,7 @@ ABLATIONS = (
     ("E4_noids", _noids),
     ("E5_loadonly", _loadonly),
     ("E6_prefetch", _prefetch),
+    ("E7_nosum", _nosum),
 )
 
 

@@ -5,11 +5,10 @@
 
 #if defined(WB_KERNEL_W13)
 void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& meta,
-                 const at::Tensor& ids, const at::Tensor& out, const at::Tensor& slots,
-                 int64_t spin_cycles);
+                 const at::Tensor& ids, const at::Tensor& out, int64_t spin_cycles);
 #define WB_FORWARD w13_forward
 #define WB_KERNEL_NAME "w13"
-#define WB_DOC "w13(x f16[1,K], weights i32[E,K/32,N,4], meta u8[E,K/32,N*R], ids i32[top_k], out f16[top_k,N/2], slots i64[top_k*N/2] (zero), spin_cycles)"
+#define WB_DOC "w13(x f16[1,K], weights i32[E,K/32,N,4], meta u8[E,K/32,N*R], ids i32[top_k], out f16[top_k,N/2], spin_cycles)"
 #elif defined(WB_KERNEL_W2)
 void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Tensor& meta,
                 const at::Tensor& ids, const at::Tensor& rw, const at::Tensor& out,

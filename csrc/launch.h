@@ -63,10 +63,4 @@ void launch(const char* op, void (*kernel)(Params), dim3 grid, dim3 block, size_
   TORCH_CHECK(err == cudaSuccess, std::string(op) + ": launch failed: " + cudaGetErrorString(err));
 }
 
-// Warps per CTA: one per `per_warp` work items, between 1 and `max_warps`.
-inline unsigned warps_for(int64_t items, int per_warp, int max_warps) {
-  const int64_t w = (items + per_warp - 1) / per_warp;
-  return static_cast<unsigned>(w < 1 ? 1 : (w > max_warps ? max_warps : w));
-}
-
 }  // namespace wb

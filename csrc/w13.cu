@@ -7,8 +7,7 @@
 #include "kernels/w13.cuh"
 
 void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tensor& meta,
-                 const at::Tensor& ids, const at::Tensor& out, const at::Tensor& slots,
-                 int64_t spin_cycles) {
+                 const at::Tensor& ids, const at::Tensor& out, int64_t spin_cycles) {
   constexpr const char* op = "w13";
   wb::check_bank(op, weights, meta, wb::kRecordBytes, wb::kLayoutName);
   const int64_t experts = weights.size(0), G = weights.size(1), N = weights.size(2), K = G * 32;
@@ -27,15 +26,13 @@ void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tenso
   wb::check_size(op, "out", out, 1, N / 2, "N/2 SwiGLU outputs");
   wb::check_contiguous(op, "out", out);
   wb::check_launch(op, spin_cycles, wb::kCalibrationBuild);
-  wb::check_dtype(op, "slots", slots, at::kLong);
-  wb::check_contiguous(op, "slots", slots);
-  wb::check_numel_at_least(op, "slots", slots, top_k * N / 2, "top_k * N/2");
-  const int64_t smem = (K / 8 + 4) * 16;  // x and one group of zeros
+  const wb::LaunchShape shape = wb::w13_launch_shape(static_cast<int>(K), static_cast<int>(N), static_cast<int>(top_k));
+  const int64_t smem = static_cast<int64_t>(shape.smem);
   const int64_t room = wb::kMaxSmemBytes - static_cast<int64_t>(sizeof(float)) * wb::kMaxWarps * wb::kTileCols;
   WB_CHECK(smem <= room, op, "argument 'weights' has K = ", K, ": x needs ", smem,
            " bytes of shared memory per CTA, more than the ", room, " this kernel has for it");
   for (auto [name, t] : {std::pair{"x", &x}, {"meta", &meta}, {"ids", &ids}, {"out", &out},
-                         {"slots", &slots}, {"weights", &weights}})
+                         {"weights", &weights}})
     wb::check_cuda(op, name, *t, weights);
 
   const c10::cuda::CUDAGuard guard(weights.device());
@@ -45,13 +42,10 @@ void w13_forward(const at::Tensor& x, const at::Tensor& weights, const at::Tenso
   p.meta = meta.data_ptr<uint8_t>();
   p.ids = ids.data_ptr<int>();
   p.inter = reinterpret_cast<__half*>(out.data_ptr());
-  p.slots = reinterpret_cast<unsigned long long*>(slots.data_ptr<int64_t>());
   p.K = static_cast<int>(K);
   p.N = static_cast<int>(N);
   p.experts = static_cast<int>(experts);
   p.spin_cycles = spin_cycles;
-  const dim3 grid(static_cast<unsigned>(N / 32), static_cast<unsigned>(top_k));
-  const dim3 block(32 * wb::warps_for(G, wb::kUnroll, wb::kMaxWarps));
-  wb::launch(op, wb::w13_kernel, grid, block, static_cast<size_t>(smem), c10::cuda::getCurrentCUDAStream(),
+  wb::launch(op, wb::w13_kernel, shape.grid, shape.block, shape.smem, c10::cuda::getCurrentCUDAStream(),
              weights.get_device(), p);
 }

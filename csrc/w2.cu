@@ -28,10 +28,8 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
            "argument 'out' must have shape [1, N] or [N] with N = ", N, ", got ", wb::dims_str(out.sizes()));
   wb::check_contiguous(op, "out", out);
   wb::check_launch(op, spin_cycles, wb::kCalibrationBuild);
-  const int64_t smem = (top_k * K / 8 + 4) * 16;  // every routed row of inter and one group of zeros
-  const int64_t room = wb::kMaxSmemBytes - static_cast<int64_t>(sizeof(float)) * wb::kMaxWarps * wb::kTileCols;
-  WB_CHECK(smem <= room, op, "argument 'inter' is [top_k, K] = [", top_k, ", ", K, "]: it needs ", smem,
-           " bytes of shared memory per CTA, more than the ", room, " this kernel has for it");
+  const wb::LaunchShape shape = wb::w2_launch_shape(static_cast<int>(K), static_cast<int>(N), static_cast<int>(top_k));
+  // No shared-memory bound: the kernel reads inter from global memory (shape.smem is 0).
   for (auto [name, t] : {std::pair{"inter", &inter}, {"meta", &meta}, {"ids", &ids}, {"rw", &rw},
                          {"out", &out}, {"weights", &weights}})
     wb::check_cuda(op, name, *t, weights);
@@ -49,7 +47,6 @@ void w2_forward(const at::Tensor& inter, const at::Tensor& weights, const at::Te
   p.experts = static_cast<int>(experts);
   p.top_k = static_cast<int>(top_k);
   p.spin_cycles = spin_cycles;
-  const dim3 block(32 * wb::warps_for(top_k * G, wb::kUnroll, wb::kMaxWarps));
-  wb::launch(op, wb::w2_kernel, dim3(static_cast<unsigned>(N / 32)), block, static_cast<size_t>(smem),
-             c10::cuda::getCurrentCUDAStream(), weights.get_device(), p);
+  wb::launch(op, wb::w2_kernel, shape.grid, shape.block, shape.smem, c10::cuda::getCurrentCUDAStream(),
+             weights.get_device(), p);
 }

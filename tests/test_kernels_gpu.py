@@ -79,7 +79,7 @@ def test_out_of_range_ids_contribute_nothing(arm):
 
 
 def test_graph_replays_repeat_exactly():
-    """W13's gate/up exchange slots reset themselves: many replays of one graph give the same bits."""
+    """W13 keeps no state between launches: many replays of one graph give an eager call's bits."""
     import torch
 
     from workbench.ops import KernelOp, make_bank, make_inputs
@@ -91,6 +91,7 @@ def test_graph_replays_repeat_exactly():
     inp = make_inputs(shape, "w13", seed=10)
     op(inp["x"], bank, inp["ids"], inp["out"])
     first = inp["out"].clone()
+    assert not torch.isnan(first).any()  # the eager call wrote all of the NaN-poisoned out
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         for _ in range(8):
@@ -100,4 +101,3 @@ def test_graph_replays_repeat_exactly():
         g.replay()
         torch.cuda.synchronize()
         assert torch.equal(inp["out"].view(torch.int16), first.view(torch.int16))
-    assert int(op.slots.abs().sum()) == 0

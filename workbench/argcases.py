@@ -16,6 +16,7 @@ from workbench.layouts import RECORD_BYTES, record_bytes
 
 # A small shape every check can be exercised on: E=4 experts, K=64 (2 groups), N=64, top_k=2.
 E, K, N, TOP_K = 4, 64, 64, 2
+MAX_TOP_K = 64  # csrc/checks.h kMaxTopKArgs: the most routed experts a build accepts
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,6 @@ def valid_args(kernel: str, layout: str, device: str | torch.device = "cpu") -> 
     if kernel == "w13":
         a["x"] = torch.randn(1, K, generator=g).half()
         a["out"] = torch.full((TOP_K, n_out), float("nan"), dtype=torch.half)
-        a["slots"] = torch.zeros(TOP_K * n_out, dtype=torch.int64)
     else:
         a["inter"] = torch.randn(TOP_K, K, generator=g).half()
         a["rw"] = torch.softmax(torch.randn(TOP_K, generator=g), 0)
@@ -52,15 +52,7 @@ def valid_args(kernel: str, layout: str, device: str | torch.device = "cpu") -> 
 
 def call(module, kernel: str, a: dict) -> None:
     if kernel == "w13":
-        module.forward(
-            a["x"],
-            a["weights"],
-            a["meta"],
-            a["ids"],
-            a["out"],
-            a["slots"],
-            a["spin_cycles"],
-        )
+        module.forward(a["x"], a["weights"], a["meta"], a["ids"], a["out"], a["spin_cycles"])
     else:
         module.forward(
             a["inter"],
@@ -101,6 +93,20 @@ def _grow_k(act: str, rows: int, groups: int) -> Callable[[dict], None]:
         )
         a["meta"] = torch.randint(0, 256, (E, groups, m.shape[2]), dtype=torch.uint8).to(m.device)
         a[act] = torch.randn(rows, 32 * groups).half().to(a[act].device)
+
+    return mutate
+
+
+def _more_experts(experts: int) -> Callable[[dict], None]:
+    """A bank of `experts` experts (same K, N, record width) and all of them routed."""
+
+    def mutate(a: dict) -> None:
+        w, m = a["weights"], a["meta"]
+        a["weights"] = torch.randint(0, 2**31 - 1, (experts, *w.shape[1:]), dtype=torch.int32).to(
+            w.device
+        )
+        a["meta"] = torch.randint(0, 256, (experts, *m.shape[1:]), dtype=torch.uint8).to(m.device)
+        a["ids"] = torch.arange(experts, dtype=torch.int32, device=a["ids"].device)
 
     return mutate
 
@@ -195,9 +201,14 @@ def cases(kernel: str, layout: str, calibration_build: bool = False) -> list[Cas
                 "'out' has size 16 in dimension 1",
             ),
             ("out dims", _set("out", lambda t: t.reshape(-1)), "'out' must have 2 dimensions"),
-            ("slots dtype", _set("slots", lambda t: t.int()), "'slots' must be Long"),
-            ("slots too small", _set("slots", lambda t: t[:3]), "'slots' has 3 elements"),
-            ("slots contiguous", _set("slots", _noncontig), "'slots' must be contiguous"),
+            # K elements but not [1, K] or [K]: the shape check's dims and rows conditions alone
+            ("x 3-D", _set("x", lambda t: t.view(1, 1, K)), "with K = 64, got [1, 1, 64]"),
+            ("x rows of K/2", _set("x", lambda t: t.view(2, K // 2)), "with K = 64, got [2, 32]"),
+            (
+                "ids beyond the build's top_k",
+                _more_experts(MAX_TOP_K + 1),
+                f"top_k = {MAX_TOP_K + 1} experts, this build supports at most {MAX_TOP_K}",
+            ),
             # 736 groups: 47,168 bytes of x, over the 47,104 left beside the static 2 KB
             ("K beyond shared memory", _grow_k("x", 1, 736), "bytes of shared memory"),
             (
@@ -227,11 +238,6 @@ def cases(kernel: str, layout: str, calibration_build: bool = False) -> list[Cas
                 _set("inter", lambda t: t.reshape(-1)),
                 "'inter' must have 2 dimensions",
             ),
-            (
-                "top_k * K beyond shared memory",
-                _grow_k("inter", TOP_K, 384),
-                "bytes of shared memory",
-            ),
             ("rw dtype", _set("rw", lambda t: t.half()), "'rw' must be Float"),
             (
                 "rw length",
@@ -239,6 +245,12 @@ def cases(kernel: str, layout: str, calibration_build: bool = False) -> list[Cas
                 "'rw' must have shape [top_k] = [2]",
             ),
             ("rw contiguous", _set("rw", _noncontig), "'rw' must be contiguous"),
+            # top_k elements but two dimensions: the shape check, not the count, must reject it
+            (
+                "rw 2-D",
+                _set("rw", lambda t: t.reshape(1, -1)),
+                "'rw' must have shape [top_k] = [2]",
+            ),
             (
                 "out length",
                 _set("out", lambda t: t[:, :32].contiguous()),
@@ -264,8 +276,6 @@ def cases(kernel: str, layout: str, calibration_build: bool = False) -> list[Cas
 def device_cases(kernel: str, layout: str) -> list[Case]:
     """Cases that need a GPU: everything valid on cuda but one argument left on the CPU."""
     names = ["meta", "ids", "out", "x" if kernel == "w13" else "inter"]
-    if kernel == "w13":
-        names.append("slots")
     if kernel == "w2":
         names.append("rw")
     return [

@@ -5,7 +5,10 @@ it is 96 bytes, 4-byte aligned (its start is a multiple of 4 because N % 32 == 0
 
 * **scalar b3**: lane i reads bytes ``3i, 3i+1, 3i+2`` one at a time.
 * **cooperative b3**: lanes 0..23 each load one aligned little-endian u32 word ``i`` of the tile
-  (24 words = 96 bytes; lanes 24..31 load nothing). Lane i's record starts at byte ``3i``, in
+  (24 words = 96 bytes; lanes 24..31 load nothing). The tile may come as two halves of 16
+  records (48 bytes each, both 4-byte aligned: W13 pairs half a gate tile with half an up tile):
+  lanes 0..11 then load the first half's words, lanes 12..23 the second's, and everything below
+  holds unchanged, because 48 is a multiple of 4 and no record straddles the halves. Lane i's record starts at byte ``3i``, in
   word ``w0 = 3i // 4`` at byte offset ``o = 3i % 4``; it takes ``lo = shfl(word, w0)`` and
   ``hi = shfl(word, w0 + 1)`` and ``record = funnelshift_r(lo, hi, 8*o) & 0xFFFFFF``. When
   ``o <= 1`` the record lies inside ``lo`` and ``hi`` is shifted out entirely, which is why lane 31

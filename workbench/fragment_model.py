@@ -8,8 +8,13 @@ One warp covers one tile (32 columns) of one group (32 k). Lane L = 4*qd + t:
   records of its quad's 4 columns (shuffles from lanes 4*qd + c).
 * **dequantize**: pair p of word c -> half2 ``fp16(q * scale + bias)``; q comes from the magic
   numbers (``(0x6400 | q)`` is 1024 + q; ``(0x6400 | q << 4) / 16 - 64`` is q), both exact.
-* **activations**: copied to shared memory unchanged (``lane_activations``): lane L loads the
-  16 contiguous bytes x[8t .. 8t + 7], i.e. the 4 half2 pairs x[8t + 2p], x[8t + 2p + 1].
+* **activations**: used as they lie in memory (``lane_activations``; W13 copies x to shared
+  memory unchanged, W2 reads inter from global memory): lane L loads the 16 contiguous bytes
+  x[8t .. 8t + 7], i.e. the 4 half2 pairs x[8t + 2p], x[8t + 2p + 1].
+* **W13's half tiles**: a W13 warp holds 16 gate columns in lanes 0..15 and the same 16 up
+  columns in lanes 16..31: lane L < 16 loads fragment lane 16h + L of a gate tile, lane L >= 16
+  fragment lane 16h + L - 16 of the up tile (h = 0 or 1). Quads never straddle the halves, so the
+  products above hold unchanged, with "column" meaning the lane's column in that pairing.
 * **products**: per m-block mb (columns c = 2mb, 2mb + 1) and k-half kh, one ``mma.m16n8k16``
   with A registers (h[2mb][2kh], h[2mb+1][2kh], h[2mb][2kh+1], h[2mb+1][2kh+1]) and B registers
   (x[2kh], x[2kh+1]): A rows are columns, B is x replicated over the 8 n. The product's k slots
@@ -57,7 +62,7 @@ def dequant_word(w: int, rec: int) -> list[tuple[float, float]]:
 
 def lane_activations(x: np.ndarray) -> np.ndarray:
     """fp16 [groups*32] -> what lane t reads of each group, as fp16 pairs [groups, 4 (t), 4 (p), 2]:
-    x[32g + 8t + 2p + e], a plain reshape (the kernels copy x to shared memory unchanged)."""
+    x[32g + 8t + 2p + e], a plain reshape (the kernels use x as it lies in memory)."""
     return x.reshape(x.size // 32, 4, 4, 2)
 
 

@@ -166,8 +166,8 @@ def make_inputs(shape: Shape, kernel: str, seed: int, device: str | torch.device
 
 
 class KernelOp:
-    """A built variant bound to a shape, with W13's gate/up exchange slots (zero; every launch leaves
-    them zero). ``op(...)`` allocates nothing, so it can be captured in a CUDA Graph.
+    """A built variant bound to a shape. ``op(...)`` allocates nothing and needs no scratch (W13 has
+    no exchange buffer), so it can be captured in a CUDA Graph.
 
     w13: ``op(x fp16 [1,K], bank, ids int32 [top_k], out fp16 [top_k, N/2])``
     w2:  ``op(inter fp16 [top_k,K], bank, ids int32 [top_k], out fp16 [1,N], rw=fp32 [top_k])``
@@ -177,7 +177,7 @@ class KernelOp:
         self,
         variant: Variant,
         shape: Shape,
-        device: str | torch.device = "cuda",
+        device: str | torch.device = "cuda",  # unused: the op holds no device memory of its own
         spin_cycles: int = 0,
     ) -> None:
         from workbench.build import build_variant
@@ -186,9 +186,6 @@ class KernelOp:
         self.build = build_variant(variant)
         self.module = self.build.module
         self.spin_cycles = int(spin_cycles)
-        _, N = shape.dims(self.kernel)
-        slots = shape.top_k * (N // 2) if self.kernel == "w13" else 0
-        self.slots = torch.zeros(slots, dtype=torch.int64, device=torch.device(device))
 
     def __call__(self, inp, bank: Bank, ids, out, rw=None) -> None:
         if bank.kernel != self.kernel or bank.layout != self.variant.layout:
@@ -196,15 +193,7 @@ class KernelOp:
                 f"bank is {bank.kernel}/{bank.layout} but the op is {self.variant.name}"
             )
         if self.kernel == "w13":
-            self.module.forward(
-                inp,
-                bank.weights,
-                bank.meta,
-                ids,
-                out,
-                self.slots,
-                self.spin_cycles,
-            )
+            self.module.forward(inp, bank.weights, bank.meta, ids, out, self.spin_cycles)
         else:
             if rw is None:
                 raise BadArgument("w2 needs router weights rw (fp32 [top_k]), got None")

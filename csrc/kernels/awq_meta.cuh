@@ -27,6 +27,21 @@ constexpr int kGroup = 32;        // AWQ group size: one record per 32 weights o
 constexpr int kTileCols = 32;     // one record tile = 32 consecutive columns = one warp, lane = column
 constexpr unsigned kFullMask = 0xffffffffu;
 
+#if !defined(__CUDACC_RTC__)
+// One call's launch (host side): the launchers in csrc/ launch it after their argument checks, and
+// benchmarks/kernel_lab.cu times the same shape without torch.
+struct LaunchShape {
+  dim3 grid, block;
+  size_t smem;  // dynamic shared memory, bytes
+};
+
+// Warps per CTA: one per `per_warp` work items, between 1 and `max_warps`.
+inline unsigned warps_for(long long items, int per_warp, int max_warps) {
+  const long long w = (items + per_warp - 1) / per_warp;
+  return static_cast<unsigned>(w < 1 ? 1 : (w > max_warps ? max_warps : w));
+}
+#endif
+
 // A decoded record as one word, the 4-byte record's format: scale bits | bias bits << 16.
 // bias = fp16(fp16(-zero) * scale): one rounding, identical for both layouts (docs/DESIGN.md §3).
 __device__ __forceinline__ unsigned make_meta(unsigned short scale_bits, unsigned zero) {
@@ -35,26 +50,36 @@ __device__ __forceinline__ unsigned make_meta(unsigned short scale_bits, unsigne
   return static_cast<unsigned>(scale_bits) | (static_cast<unsigned>(__half_as_ushort(b)) << 16);
 }
 
-// Reads the record of column `lane` from a tile of 32 records starting at `tile` (4-byte aligned).
-// Must be called by all 32 lanes of the warp with the same `tile` (the cooperative reader shuffles).
-__device__ __forceinline__ unsigned read_meta(const unsigned char* __restrict__ tile, int lane) {
+// Reads the record of column `lane` from a tile of 32 records given as two halves of 16: lanes
+// 0..15 take theirs from `lo`, lanes 16..31 from `hi` (each 4-byte aligned). W2 reads one whole
+// tile (hi = lo + 16 records, read_meta below); W13 pairs half a gate tile with half an up tile.
+// Must be called by all 32 lanes of the warp with the same halves (the cooperative reader shuffles).
+__device__ __forceinline__ unsigned read_meta2(const unsigned char* __restrict__ lo, const unsigned char* __restrict__ hi,
+                                               int lane) {
 #if defined(WB_LAYOUT_B4)
-  return __ldg(reinterpret_cast<const unsigned*>(tile) + lane);
+  return __ldg(reinterpret_cast<const unsigned*>(lane < 16 ? lo : hi) + (lane & 15));
 #elif defined(WB_READER_SCALAR)
-  const unsigned char* p = tile + 3 * lane;
-  const unsigned lo = __ldg(p), hi = __ldg(p + 1), zero = __ldg(p + 2);
-  return make_meta(static_cast<unsigned short>(lo | (hi << 8)), zero);
+  const unsigned char* p = (lane < 16 ? lo : hi) + 3 * (lane & 15);
+  const unsigned lo8 = __ldg(p), hi8 = __ldg(p + 1), zero = __ldg(p + 2);
+  return make_meta(static_cast<unsigned short>(lo8 | (hi8 << 8)), zero);
 #else
-  // Cooperative: lanes 0..23 load the tile's 24 aligned words; lane i's record is bytes 3i..3i+2,
-  // i.e. word w0 = 3i/4 at byte offset o = 3i%4, spilling into word w0+1 when o > 1.
-  const unsigned word = lane < 24 ? __ldg(reinterpret_cast<const unsigned*>(tile) + lane) : 0u;
+  // Cooperative: lanes 0..23 load the tile's 24 aligned words (lanes 0..11 the 12 words of `lo`,
+  // 12..23 those of `hi`); lane i's record is bytes 3i..3i+2 of the 96, i.e. word w0 = 3i/4 at
+  // byte offset o = 3i%4, spilling into word w0+1 when o > 1 (never across the halves: 48 % 4 == 0).
+  const unsigned* words = reinterpret_cast<const unsigned*>(lane < 12 ? lo : hi);
+  const unsigned word = lane < 24 ? __ldg(words + (lane < 12 ? lane : lane - 12)) : 0u;
   const int w0 = (3 * lane) >> 2;
-  const unsigned lo = __shfl_sync(kFullMask, word, w0);
-  // Lane 31 asks lane 24 (holds no tile word): harmless, its record (o = 1) uses lo's bytes only.
-  const unsigned hi = __shfl_sync(kFullMask, word, w0 + 1);
-  const unsigned rec = __funnelshift_r(lo, hi, 8 * ((3 * lane) & 3)) & 0xffffffu;
+  const unsigned lo32 = __shfl_sync(kFullMask, word, w0);
+  // Lane 31 asks lane 24 (holds no tile word): harmless, its record (o = 1) uses lo32's bytes only.
+  const unsigned hi32 = __shfl_sync(kFullMask, word, w0 + 1);
+  const unsigned rec = __funnelshift_r(lo32, hi32, 8 * ((3 * lane) & 3)) & 0xffffffu;
   return make_meta(static_cast<unsigned short>(rec & 0xffffu), rec >> 16);
 #endif
+}
+
+// Reads the record of column `lane` from one whole tile of 32 records starting at `tile`.
+__device__ __forceinline__ unsigned read_meta(const unsigned char* __restrict__ tile, int lane) {
+  return read_meta2(tile, tile + 16 * kRecordBytes, lane);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,11 +1,13 @@
 // W13: gate and up projections of every routed expert in one launch, fused with SwiGLU (docs/DESIGN.md §1):
 //   inter[j, c] = fp16( silu(sum_k w1[k, c] x[k]) * (sum_k w3[k, c] x[k]) ),  expert e = ids[j].
-// Torch-free. Grid (N/32 column tiles, top_k): one CTA = one 32-column tile (a gate tile for
-// t < N/64, else an up tile) of one routed expert over the whole K, so no split-K combine. Warp w
-// takes groups w, w + warps, ... (kUnroll of them per round, every load of a round issued before
-// the first is used) with tensor-core products (awq_meta.cuh, dot_group) against x in shared
-// memory; warp 0 adds the warps' sums in warp order. The gate and the up CTA of a column meet through one 64-bit exchange per
-// column in `slots`: whichever arrives second holds both sums and writes silu(gate) * up.
+// Torch-free. Grid (N/32 column pairs, top_k): one CTA = 16 output columns c of one routed expert
+// over the whole K, so no split-K combine and no exchange between CTAs: its warps' lanes 0..15
+// hold gate columns c and lanes 16..31 the up columns N/2 + c (half a 32-column gate tile beside
+// the same half of the up tile; the fragment packing keeps a tile's halves in lanes 0..15 and
+// 16..31). Warp w takes groups w, w + warps, ... (kUnroll of them per round, every load of a round
+// issued before the first is used) with tensor-core products (awq_meta.cuh, dot_group) against x
+// in shared memory; warp 0 adds the warps' sums in warp order, and lane i < 16 takes the up sum
+// from lane i + 16 to write silu(gate) * up.
 #pragma once
 #include "awq_meta.cuh"
 
@@ -28,16 +30,15 @@ struct W13Params {
   const unsigned char* meta;       // [E][K/32][N * kRecordBytes] records
   const int* ids;                  // [top_k] routed experts
   __half* inter;                   // [top_k][N/2] output
-  unsigned long long* slots;       // [top_k][N/2] gate/up exchange, zero before and after every launch
   int K, N, experts;
   long long spin_cycles;           // calibration builds only
 };
 
-__global__ void __launch_bounds__(kMaxWarps * 32) w13_kernel(const W13Params p) {
+__global__ void __launch_bounds__(kMaxWarps * 32, 1) w13_kernel(const W13Params p) {
   extern __shared__ uint4 xs[];  // x (K halves, as in memory), then one group of zeros
   __shared__ float red[kMaxWarps][kTileCols];
   kernel_prologue();
-  const int t = blockIdx.x, j = blockIdx.y;
+  const int h = blockIdx.x, j = blockIdx.y;  // output columns 16h .. 16h + 15 of routed slot j
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int G = p.K / kGroup, half_n = p.N / 2, n16 = p.K / 8;
   calibration_spin(p.spin_cycles);
@@ -52,8 +53,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w13_kernel(const W13Params p) 
   const int id = __ldg(p.ids + j);
   const bool valid = id >= 0 && id < p.experts;
   const size_t e = valid ? static_cast<size_t>(id) : 0;
-  const uint4* wp = p.weights + e * G * p.N + t * kTileCols + lane;
-  const unsigned char* mp = p.meta + (e * G * p.N + t * kTileCols) * kRecordBytes;
+  // Lane i < 16: gate column 16h + i, the fragment lane 16(h & 1) + i of gate tile h / 2; lane
+  // i >= 16: the same lane of up tile N/64 + h / 2 (up column N/2 + 16h + i - 16).
+  const int gate_col = (h >> 1) * kTileCols + 16 * (h & 1), up_col = p.N / 2 + gate_col;
+  const size_t bank = e * G * p.N;
+  const uint4* wp = p.weights + bank + (lane < 16 ? gate_col : up_col) + (lane & 15);
+  const unsigned char* mlo = p.meta + (bank + gate_col) * kRecordBytes;
+  const unsigned char* mhi = p.meta + (bank + up_col) * kRecordBytes;
   uint4 w[kUnroll];
   unsigned m[kUnroll];
   // Issues the loads of groups g0, g0 + warps, ... (kUnroll of them; past the end they repeat the
@@ -63,7 +69,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w13_kernel(const W13Params p) 
     for (int u = 0; u < kUnroll; ++u) {
       const size_t g = static_cast<size_t>(min(g0 + u * warps, G - 1));
       w[u] = __ldg(wp + g * p.N);
-      m[u] = read_meta(mp + g * p.N * kRecordBytes, lane);
+      m[u] = read_meta2(mlo + g * p.N * kRecordBytes, mhi + g * p.N * kRecordBytes, lane);
     }
   };
   load(warp);
@@ -82,21 +88,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w13_kernel(const W13Params p) 
   }
   finish_acc(acc);
   const float sum = cta_column_sum(red, acc_of_lane(acc, lane), warp, lane);
-  if (warp != 0) return;
-
-  // Gate tile t pairs with up tile t + N/64: one 64-bit exchange per column carries this CTA's
-  // sum with a "present" flag; the CTA that finds its partner's sum finishes the column and
-  // clears the slot for the next launch (no other CTA touches it until then).
-  const bool up = t >= p.N / 64;
-  const int c = (up ? t - p.N / 64 : t) * kTileCols + lane;
-  unsigned long long* slot = p.slots + static_cast<size_t>(j) * half_n + c;
-  const float mine = valid ? sum : 0.f;
-  const unsigned long long other = atomicExch(slot, (1ull << 32) | __float_as_uint(mine));
-  if ((other >> 32) == 0) return;
-  *slot = 0ull;
-  const float theirs = __uint_as_float(static_cast<unsigned>(other));
-  const float g = up ? theirs : mine, u = up ? mine : theirs;
-  p.inter[static_cast<size_t>(j) * half_n + c] = __float2half_rn(g / (1.f + expf(-g)) * u);
+  const float up = __shfl_down_sync(kFullMask, sum, 16);  // warp 0: lane i < 16 gets up column i
+  if (warp != 0 || lane >= 16) return;
+  const float g = valid ? sum : 0.f, u = valid ? up : 0.f;
+  p.inter[static_cast<size_t>(j) * half_n + 16 * h + lane] = __float2half_rn(g / (1.f + expf(-g)) * u);
 }
+
+#if !defined(__CUDACC_RTC__)
+inline LaunchShape w13_launch_shape(int K, int N, int top_k) {
+  const int G = K / kGroup;
+  return {dim3(static_cast<unsigned>(N / 32), static_cast<unsigned>(top_k)), dim3(32 * warps_for(G, kUnroll, kMaxWarps)),
+          static_cast<size_t>((K / 8 + 4) * 16)};  // x and one group of zeros
+}
+#endif
 
 }  // namespace wb

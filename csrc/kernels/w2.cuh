@@ -2,9 +2,11 @@
 //   y[n] = fp16( sum_j rw[j] * sum_k w2_e[k, n] inter[j, k] ),  expert e = ids[j].
 // Torch-free. Grid (N/32 column tiles): one CTA = one 32-column tile over every (slot j, group g)
 // unit u = j * G + g, so no split-K combine. Warp w takes units [kUnroll*w, kUnroll*w + kUnroll),
-// then the same run kUnroll*warps further on, ...; every load of a run is issued before the first
-// is used. A unit's tensor-core sums (awq_meta.cuh, dot_group) against inter in shared memory are
-// weighted by rw[j] in FP32 and added in unit order; warp 0 adds the warps' sums in warp order.
+// then the same run kUnroll*warps further on, ...; every load of a run (weights, records, and the
+// unit's 64 bytes of inter, read straight from global memory: no staging, no barrier before the
+// first product) is issued before the first is used. A unit's tensor-core sums (awq_meta.cuh,
+// dot_group) are weighted by rw[j] in FP32 and added in unit order; warp 0 adds the warps' sums
+// in warp order.
 #pragma once
 #include "awq_meta.cuh"
 
@@ -33,30 +35,26 @@ struct W2Params {
 };
 
 __global__ void __launch_bounds__(kMaxWarps * 32) w2_kernel(const W2Params p) {
-  extern __shared__ uint4 xs[];  // inter (top_k * K halves, as in memory), then a unit of zeros
   __shared__ float red[kMaxWarps][kTileCols];
   kernel_prologue();
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const int G = p.K / kGroup, units = p.top_k * G, n16 = units * 4;
+  const int G = p.K / kGroup, units = p.top_k * G;
   calibration_spin(p.spin_cycles);
 
-  // inter is copied to shared memory while the ids and then the weights they address load. A unit
-  // u = j * G + g is inter row j, group g: 32 contiguous halves, so unit u is xs[4u .. 4u + 3].
-  const uint4* x16 = reinterpret_cast<const uint4*>(p.inter);
-  Staging stage;
-  stage.begin(x16, n16);
+  // A unit u = j * G + g is inter row j, group g: 32 contiguous halves, 16 bytes per lane of a quad
+  // (awq_meta.cuh, XFrag): lane 4q + t reads 16-byte word 4u + t of inter.
+  const uint4* x16 = reinterpret_cast<const uint4*>(p.inter) + (lane & 3);
   const int col = t * kTileCols + lane;
   const uint4* wp = p.weights + col;
   const unsigned char* mp = p.meta + static_cast<size_t>(t) * kTileCols * kRecordBytes;
-  uint4 w[kUnroll];
+  uint4 w[kUnroll], xv[kUnroll];
   unsigned m[kUnroll];
   float r[kUnroll];
-  int xu[kUnroll];  // the unit whose activations slot k uses: `units` (the zeros) when it adds nothing
   // Issues the loads of units u0 .. u0 + kUnroll - 1. A slot past the last unit, or whose routed
   // id is out of range (documented policy: skipped), reads the last unit's or expert 0's weights
-  // and multiplies them by zeros: every load stays in bounds, every lane runs the reader's
-  // shuffles, and no branch surrounds the tensor-core work.
+  // and multiplies them by zeros instead of inter: every load stays in bounds, every lane runs the
+  // reader's shuffles, and no branch surrounds the tensor-core work.
   auto load = [&](int u0) {
     int j = u0 / G, g = u0 - (u0 / G) * G;  // slot and group advance together
 #pragma unroll
@@ -66,7 +64,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w2_kernel(const W2Params p) {
       const int id = __ldg(p.ids + jc);
       const bool ok = in && id >= 0 && id < p.experts;
       r[k] = ok ? __ldg(p.rw + jc) : 0.f;  // a skipped slot adds 0 * 0 even if its rw is not finite
-      xu[k] = ok ? u0 + k : units;
+      xv[k] = ok ? __ldg(x16 + 4 * (u0 + k)) : make_uint4(0u, 0u, 0u, 0u);
       const size_t gr = static_cast<size_t>(ok ? id : 0) * G + gc;
       w[k] = __ldg(wp + gr * p.N);
       m[k] = read_meta(mp + gr * p.N * kRecordBytes, lane);
@@ -77,16 +75,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w2_kernel(const W2Params p) {
     }
   };
   load(warp * kUnroll);
-  stage.finish(xs, x16, n16);
-  if (threadIdx.x < 4) xs[n16 + threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
-  __syncthreads();
-  const uint4* xl = xs + (lane & 3);  // this lane's 16 bytes of unit u: xl[4 * u]
   Acc acc = acc_zero();
   for (int u0 = warp * kUnroll; u0 < units; u0 += warps * kUnroll) {
 #pragma unroll
     for (int k = 0; k < kUnroll; ++k) {  // one unit's sums, then weighted by its router weight
       Acc part = acc_zero();
-      dot_group(w[k], quad_meta(m[k], lane), as_xfrag(xl[4 * xu[k]]), part);
+      dot_group(w[k], quad_meta(m[k], lane), as_xfrag(xv[k]), part);
       finish_acc(part);
 #pragma unroll
       for (int mb = 0; mb < 2; ++mb)
@@ -98,5 +92,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w2_kernel(const W2Params p) {
   const float sum = cta_column_sum(red, acc_of_lane(acc, lane), warp, lane);
   if (warp == 0) p.y[col] = __float2half_rn(sum);
 }
+
+#if !defined(__CUDACC_RTC__)
+inline LaunchShape w2_launch_shape(int K, int N, int top_k) {
+  const int G = K / kGroup;
+  return {dim3(static_cast<unsigned>(N / 32)), dim3(32 * warps_for(static_cast<long long>(top_k) * G, kUnroll, kMaxWarps)),
+          0};  // no dynamic shared memory: inter is read from global memory
+}
+#endif
 
 }  // namespace wb

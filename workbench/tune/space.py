@@ -81,7 +81,7 @@ def work_split(kernel: str, params: dict[str, int], shape: Shape) -> tuple[int, 
 
     W13: warp w sums groups w, w + warps, ... in order, so only the warp count matters.
     W2: warp w sums runs of ``unroll`` units spaced ``unroll · warps`` apart: both matter.
-    The warp count is the launcher's (csrc/launch.h warps_for): ceil(items / unroll), capped."""
+    The warp count is the launcher's (csrc/kernels/awq_meta.cuh warps_for): ceil(items / unroll), capped."""
     k, _ = shape.dims(kernel)
     items = k // shape.group if kernel == "w13" else shape.top_k * (k // shape.group)
     warps = max(1, min(params["max_warps"], math.ceil(items / params["unroll"])))
