@@ -3,11 +3,17 @@
 #   bash benchmarks/evidence.sh STEP [STEP...]
 # STEP: build | gputests | default:FIRST-LAST (fresh default `workbench ab` processes, slugs
 # default-rFIRST..) | aa:FIRST-LAST (A/A runs, b3-scalar vs itself) | cal:KERNEL:SPIN:TRIALS
-# (calibration trials of one injected spin on the hot set). Sessions go to $SESSIONS (sessions),
-# a log line per step with its wall time to stdout. Needs no `pip install`: PYTHONPATH=.
+# (calibration trials of one injected spin on the hot set) | calibrate (the default ladder, both
+# kernels) | bench (bench_kernels.py with the floor probe and the triton-moe peer, JSON to
+# $LOGS/bench.json) | sanitize (memcheck and racecheck on a shape whose warps loop over several
+# rounds) | user (the examples/ spec against b3-scalar) | checkpoint (a random 4-layer checkpoint,
+# then ab on it) | tune:KERNEL (the sweeps the README cites). Sessions go to $SESSIONS
+# (sessions), logs of the steps that write files to $LOGS (.), a log line per step with its wall
+# time to stdout. Needs no `pip install`: PYTHONPATH=.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-.}
 S=${SESSIONS:-sessions}
+L=${LOGS:-.}
 wb() { python3 -m workbench "$@"; }
 timed() {  # run "$@", print its wall time and exit code
   local t0=$SECONDS
@@ -34,6 +40,27 @@ for step in "$@"; do
       IFS=: read -r _ k spin trials <<< "$step"
       timed wb calibrate --kernel "$k" --set hot --spins "0,$spin" --trials "$trials" \
         --slug "calibrate-$k-trials" --sessions-dir "$S" --no-plots ;;
+    calibrate) timed wb calibrate --kernel w13,w2 --slug calibrate --sessions-dir "$S" ;;
+    bench)
+      timed python3 benchmarks/bench_kernels.py --replays 100 --arms b4-scalar,b3-scalar,b3-coop,triton-moe \
+        --out "$L/bench.json" ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        timed compute-sanitizer --tool "$tool" python3 -m workbench check --hidden 4096 --inter 2048 \
+          --experts 8 --top-k 4 --tp 1 --layers 2 --banks 1 --no-args
+      done ;;
+    user)
+      timed wb ab --kernel w13 --a b3-scalar --b examples/w13_unroll4/variant.toml --no-reference \
+        --no-confirm --slug user-variant --sessions-dir "$S" ;;
+    checkpoint)
+      timed wb checkpoint make /tmp/ck --preset qwen3.8-flash-next --layers 4 --experts 64 --seed 1 --shards 2
+      timed wb ab --checkpoint /tmp/ck --no-reference --no-confirm --slug checkpoint --sessions-dir "$S" ;;
+    tune:w13)
+      timed wb tune --kernel w13 --param unroll=3,4,5,6,8 --param max_warps=16,32 --top 2 \
+        --floor-file benchmarks/results/h200_floor.txt --slug tune-w13 --sessions-dir "$S" ;;
+    tune:w2)
+      timed wb tune --kernel w2 --param unroll=1,2,3,4 --param max_warps=16,32 --top 2 \
+        --floor-file benchmarks/results/h200_floor.txt --slug tune-w2 --sessions-dir "$S" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done
