@@ -133,7 +133,9 @@ def test_runs_on_the_gpu_in_the_committed_format(tmp_path):
     res = json.loads(out.read_text())
     assert set(res) >= {"gpu", "shape", "calls", "replays", "rows", "floor_us_per_call"}
     for row in res["rows"]:
-        assert set(row) == {"kernel", "arm", "sets", "hot", "rotating"}
+        # vs_floor: the arm's µs per call over the in-process floor probe's, per set
+        assert set(row) == {"kernel", "arm", "sets", "hot", "rotating", "vs_floor"}
         for st in ("hot", "rotating"):
             assert set(row[st]) == {"ms_per_replay", "us_per_call", "GB_s"}
             assert 0 < row[st]["us_per_call"] < 1000
+            assert 1 < row["vs_floor"][st] < 100  # no kernel here streams faster than the probe
