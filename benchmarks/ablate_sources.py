@@ -8,6 +8,9 @@ E3_nocompute  E2, and no dequantize / tensor-core work either (the constants fee
 E4_noids      routed ids taken as 0, 1, 2, ... instead of loaded: weight addresses need no load
 E5_loadonly   real loads, but no dequantize / tensor-core work (the loaded words feed one add)
 E7_nosum      no CTA column sum: warp 0 writes its own partial (no shared memory, no barrier)
+E8_norecords  records from a register constant, weights loaded: what the metadata loads cost
+E9_noweights  weights from register constants, records loaded (E2 is both)
+E10_noquad    no quad shuffles: each lane uses its own record for its quad's four columns
 E6_prefetch   W2 only: ids, router weights, weights and records are loaded BEFORE
               griddepcontrol.wait (only inter waits for the previous kernel). Legal in a real
               decode step only because W2's inputs other than inter come from the router, two
@@ -81,6 +84,28 @@ def _prefetch(kernel: str, s: str) -> str:
     )
 
 
+def _norecords(kernel: str, s: str) -> str:
+    return re.sub(
+        r"m\[(u|k)\] = read_meta2?\([^;]*;", lambda m: f"m[{m[1]}] = 0x1c002c00u ^ (lane << 3);", s
+    )
+
+
+def _noweights(kernel: str, s: str) -> str:
+    return re.sub(
+        r"w\[(u|k)\] = __ldg\([^;]*;",
+        lambda m: f"w[{m[1]}] = make_uint4(lane * 3 + {m[1]}, lane ^ 5, 0x12345678u + lane, 7u);",
+        s,
+    )
+
+
+def _noquad(kernel: str, s: str) -> str:
+    return re.sub(
+        r"quad_meta\(m\[(u|k)\], lane\)",
+        lambda m: f"QuadMeta{{{{m[{m[1]}], m[{m[1]}], m[{m[1]}], m[{m[1]}]}}}}",
+        s,
+    )
+
+
 def _nosum(kernel: str, s: str) -> str:
     return s.replace(
         "cta_column_sum(red, acc_of_lane(acc, lane), warp, lane)", "acc_of_lane(acc, lane)"
@@ -97,6 +122,9 @@ ABLATIONS = (
     ("E5_loadonly", _loadonly),
     ("E6_prefetch", _prefetch),
     ("E7_nosum", _nosum),
+    ("E8_norecords", _norecords),
+    ("E9_noweights", _noweights),
+    ("E10_noquad", _noquad),
 )
 
 
