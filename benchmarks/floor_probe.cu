@@ -24,15 +24,7 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                                    \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
-
+#include "cuda_check.h"
 #include "floor_kernel.cuh"
 
 using floor_probe::Args;
@@ -59,11 +51,11 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
         }
         for (int i = 0; i < kChunks; ++i) offs.push_back(picked[i] * chunk16);
       }
-    CK(cudaMalloc(&d_offs, offs.size() * sizeof(long long)));
-    CK(cudaMemcpy(d_offs, offs.data(), offs.size() * sizeof(long long), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&d_offs, offs.size() * sizeof(long long)));
+    CUDA_CHECK(cudaMemcpy(d_offs, offs.data(), offs.size() * sizeof(long long), cudaMemcpyHostToDevice));
   }
   for (int g = 0; g < graphs; ++g) {
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     for (int c = 0; c < calls; ++c) {
       Args a;
       a.src = buf + (hot ? 0 : static_cast<long long>(g * calls + c) * (bytes / 16));
@@ -96,34 +88,34 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
       }
       cfg.attrs = at;
       cfg.numAttrs = n;
-      CK(cudaLaunchKernelEx(&cfg, probe, a));
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, probe, a));
     }
     cudaGraph_t gr;
-    CK(cudaStreamEndCapture(st, &gr));
+    CUDA_CHECK(cudaStreamEndCapture(st, &gr));
     cudaGraphExec_t ex;
-    CK(cudaGraphInstantiate(&ex, gr, 0));
-    CK(cudaGraphDestroy(gr));
+    CUDA_CHECK(cudaGraphInstantiate(&ex, gr, 0));
+    CUDA_CHECK(cudaGraphDestroy(gr));
     execs.push_back(ex);
   }
-  for (int w = 0; w < 3 * graphs; ++w) CK(cudaGraphLaunch(execs[w % graphs], st));
+  for (int w = 0; w < 3 * graphs; ++w) CUDA_CHECK(cudaGraphLaunch(execs[w % graphs], st));
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
   std::vector<float> ms;
   for (int r = 0; r < 9; ++r) {  // median of 9 samples of 8*graphs replays
-    CK(cudaEventRecord(e0, st));
-    for (int k = 0; k < 8 * graphs; ++k) CK(cudaGraphLaunch(execs[k % graphs], st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
+    CUDA_CHECK(cudaEventRecord(e0, st));
+    for (int k = 0; k < 8 * graphs; ++k) CUDA_CHECK(cudaGraphLaunch(execs[k % graphs], st));
+    CUDA_CHECK(cudaEventRecord(e1, st));
+    CUDA_CHECK(cudaEventSynchronize(e1));
     float m;
-    CK(cudaEventElapsedTime(&m, e0, e1));
+    CUDA_CHECK(cudaEventElapsedTime(&m, e0, e1));
     ms.push_back(m / (8 * graphs));
   }
   std::sort(ms.begin(), ms.end());
-  for (auto ex : execs) CK(cudaGraphExecDestroy(ex));
-  if (d_offs) CK(cudaFree(d_offs));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
+  for (auto ex : execs) CUDA_CHECK(cudaGraphExecDestroy(ex));
+  if (d_offs) CUDA_CHECK(cudaFree(d_offs));
+  CUDA_CHECK(cudaEventDestroy(e0));
+  CUDA_CHECK(cudaEventDestroy(e1));
   return ms[ms.size() / 2] * 1000.0 / calls;  // µs per call
 }
 
@@ -187,18 +179,18 @@ int main(int argc, char** argv) {
   }
   const long long total = std::max(8LL * 48 * (maxb + 4096), 48LL * 512 * (maxscatter / kChunks + 16)) + 4096;
   uint4* buf;
-  CK(cudaMalloc(&buf, total));
-  CK(cudaMemset(buf, 0x5a, total));
+  CUDA_CHECK(cudaMalloc(&buf, total));
+  CUDA_CHECK(cudaMemset(buf, 0x5a, total));
   int* ids;
-  CK(cudaMalloc(&ids, 64 * sizeof(int)));
-  CK(cudaMemset(ids, 0, 64 * sizeof(int)));
+  CUDA_CHECK(cudaMalloc(&ids, 64 * sizeof(int)));
+  CUDA_CHECK(cudaMemset(ids, 0, 64 * sizeof(int)));
   unsigned* out;
-  CK(cudaMalloc(&out, 4096 * sizeof(unsigned)));
-  CK(cudaFuncSetAttribute(probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  CUDA_CHECK(cudaMalloc(&out, 4096 * sizeof(unsigned)));
+  CUDA_CHECK(cudaFuncSetAttribute(probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   cudaStream_t st;
-  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs; 48-call graphs; us per call (median of 9)\n", prop.name, prop.multiProcessorCount);
   std::printf("%-10s %9s %5s %5s %7s %3s %5s %8s %8s %8s\n", "what", "bytes", "grid", "block", "cluster", "pdl",
               "chain", "hot", "rotating", "GB/s");

@@ -65,12 +65,12 @@ Bank make_bank(OpShape s, unsigned seed) {
   const size_t G = s.K / 32;
   b.w16_per_bank = size_t(kExperts) * G * s.N;
   b.records_per_bank = size_t(kExperts) * G * s.N;
-  LAB_CK(cudaMalloc(&b.weights, b.w16_per_bank * kBanks * 16));
-  LAB_CK(cudaMalloc(&b.b3, b.records_per_bank * kBanks * 3 + 16));
-  LAB_CK(cudaMalloc(&b.b4, b.records_per_bank * kBanks * 4));
+  CUDA_CHECK(cudaMalloc(&b.weights, b.w16_per_bank * kBanks * 16));
+  CUDA_CHECK(cudaMalloc(&b.b3, b.records_per_bank * kBanks * 3 + 16));
+  CUDA_CHECK(cudaMalloc(&b.b4, b.records_per_bank * kBanks * 4));
   fill_words<<<1024, 256>>>(reinterpret_cast<unsigned*>(b.weights), b.w16_per_bank * kBanks * 4, seed);
   fill_meta<<<1024, 256>>>(b.b3, b.b4, b.records_per_bank * kBanks, seed + 1);
-  LAB_CK(cudaGetLastError());
+  CUDA_CHECK(cudaGetLastError());
   return b;
 }
 
@@ -128,11 +128,11 @@ std::vector<unsigned short> outputs(const Ctx& c, const lab::Kernel& k, cudaStre
   const int banks[3] = {0, 7, 3};
   for (int i = 0; i < 3; ++i) {
     const size_t n = out_halves(k);
-    LAB_CK(cudaMemsetAsync(c.out, 0xff, n * 2, st));
+    CUDA_CHECK(cudaMemsetAsync(c.out, 0xff, n * 2, st));
     k.launch(args_for(c, k, banks[i], cases[i]), st);
     std::vector<unsigned short> h(n);
-    LAB_CK(cudaMemcpyAsync(h.data(), c.out, n * 2, cudaMemcpyDeviceToHost, st));
-    LAB_CK(cudaStreamSynchronize(st));
+    CUDA_CHECK(cudaMemcpyAsync(h.data(), c.out, n * 2, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
     all.insert(all.end(), h.begin(), h.end());
   }
   return all;
@@ -170,26 +170,26 @@ struct Graphs {
 };
 
 cudaGraphExec_t capture(const Ctx& c, const lab::Kernel& k, cudaStream_t st, bool hot, int r) {
-  LAB_CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
   for (int call = 0; call < kCalls; ++call) {
     const int* ids = c.ids + (hot ? 0 : (1 + r * kCalls + call)) * kTopK;
     k.launch(args_for(c, k, hot ? 0 : call % kBanks, ids), st);
   }
   cudaGraph_t g;
-  LAB_CK(cudaStreamEndCapture(st, &g));
+  CUDA_CHECK(cudaStreamEndCapture(st, &g));
   cudaGraphExec_t e;
-  LAB_CK(cudaGraphInstantiate(&e, g, 0));
-  LAB_CK(cudaGraphDestroy(g));
+  CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+  CUDA_CHECK(cudaGraphDestroy(g));
   return e;
 }
 
 double time_us(const std::vector<cudaGraphExec_t>& gs, int replays, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1) {
-  LAB_CK(cudaEventRecord(e0, st));
-  for (int i = 0; i < replays; ++i) LAB_CK(cudaGraphLaunch(gs[i % gs.size()], st));
-  LAB_CK(cudaEventRecord(e1, st));
-  LAB_CK(cudaEventSynchronize(e1));
+  CUDA_CHECK(cudaEventRecord(e0, st));
+  for (int i = 0; i < replays; ++i) CUDA_CHECK(cudaGraphLaunch(gs[i % gs.size()], st));
+  CUDA_CHECK(cudaEventRecord(e1, st));
+  CUDA_CHECK(cudaEventSynchronize(e1));
   float ms;
-  LAB_CK(cudaEventElapsedTime(&ms, e0, e1));
+  CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
   return ms * 1000.0 / (replays * kCalls);
 }
 
@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
     if (only.empty() || k.name().find(only) != std::string::npos || k.tree == "ref") ks.push_back(k);
   std::sort(ks.begin(), ks.end(), [](const lab::Kernel& a, const lab::Kernel& b) { return a.name() < b.name(); });
   cudaDeviceProp prop;
-  LAB_CK(cudaGetDeviceProperties(&prop, 0));
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs; 48-call graphs, %d rounds x %d replays, us per call (median over rounds)\n", prop.name,
               prop.multiProcessorCount, rounds, replays);
 
@@ -239,26 +239,26 @@ int main(int argc, char** argv) {
   c.banks.emplace("w2", make_bank(kShapes.at("w2"), 22));
   const int sets = 1 + kRotGraphs * kCalls;
   const std::vector<int> ids = make_ids(sets);
-  LAB_CK(cudaMalloc(&c.ids, ids.size() * sizeof(int)));
-  LAB_CK(cudaMemcpy(c.ids, ids.data(), ids.size() * sizeof(int), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&c.ids, ids.size() * sizeof(int)));
+  CUDA_CHECK(cudaMemcpy(c.ids, ids.data(), ids.size() * sizeof(int), cudaMemcpyHostToDevice));
   std::vector<int> bad(ids.begin() + 3 * kTopK, ids.begin() + 4 * kTopK);
   bad[2] = -1;
   bad[7] = kExperts + 5;
-  LAB_CK(cudaMalloc(&c.bad_ids, kTopK * sizeof(int)));
-  LAB_CK(cudaMemcpy(c.bad_ids, bad.data(), kTopK * sizeof(int), cudaMemcpyHostToDevice));
-  LAB_CK(cudaMalloc(&c.x13, 2560 * 2));
-  LAB_CK(cudaMalloc(&c.x2, kTopK * 160 * 2));
+  CUDA_CHECK(cudaMalloc(&c.bad_ids, kTopK * sizeof(int)));
+  CUDA_CHECK(cudaMemcpy(c.bad_ids, bad.data(), kTopK * sizeof(int), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&c.x13, 2560 * 2));
+  CUDA_CHECK(cudaMalloc(&c.x2, kTopK * 160 * 2));
   fill_halves<<<16, 256>>>(c.x13, 2560, 5);
   fill_halves<<<16, 256>>>(c.x2, kTopK * 160, 6);
-  LAB_CK(cudaMalloc(&c.rw, kTopK * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&c.rw, kTopK * sizeof(float)));
   const std::vector<float> rw = {0.31f, 0.17f, 0.12f, 0.09f, 0.08f, 0.07f, 0.06f, 0.05f, 0.03f, 0.02f};
-  LAB_CK(cudaMemcpy(c.rw, rw.data(), kTopK * sizeof(float), cudaMemcpyHostToDevice));
-  LAB_CK(cudaMalloc(&c.out, 65536 * 2));
-  LAB_CK(cudaMalloc(&c.slots, 65536 * 8));
-  LAB_CK(cudaMemset(c.slots, 0, 65536 * 8));
-  LAB_CK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaMemcpy(c.rw, rw.data(), kTopK * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&c.out, 65536 * 2));
+  CUDA_CHECK(cudaMalloc(&c.slots, 65536 * 8));
+  CUDA_CHECK(cudaMemset(c.slots, 0, 65536 * 8));
+  CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t st;
-  LAB_CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 
   // Outputs: each kernel against the ref tree's same variant, and against its own tree's b4-scalar.
   std::map<std::string, std::vector<unsigned short>> outs;
@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
   std::printf("\n%-34s %5s  %-44s %s\n", "kernel", "regs", "vs ref (same variant)", "vs own b4-scalar");
   for (const auto& k : ks) {
     cudaFuncAttributes fa{};
-    LAB_CK(cudaFuncGetAttributes(&fa, k.func));
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, k.func));
     const std::string ref = "ref:" + k.op + ":" + k.layout + "-" + k.reader;
     const std::string own = k.tree + ":" + k.op + ":b4-scalar";
     std::printf("%-34s %5d  %-44s %s\n", k.name().c_str(), fa.numRegs,
@@ -282,8 +282,8 @@ int main(int argc, char** argv) {
     gs.push_back(g);
   }
   cudaEvent_t e0, e1;
-  LAB_CK(cudaEventCreate(&e0));
-  LAB_CK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
   for (size_t i = 0; i < ks.size(); ++i) {  // warm-up
     time_us({gs[i].hot}, 3, st, e0, e1);
     time_us(gs[i].rot, 3, st, e0, e1);

@@ -5,19 +5,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "../cuda_check.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#define LAB_CK(x)                                                                                \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 namespace lab {
 
@@ -52,7 +45,7 @@ inline bool add(const Kernel& k) {
 // The workbench's launch (csrc/launch.h): a programmatic dependent launch on sm_90.
 template <typename Params>
 void launch_pdl(void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, cudaStream_t st, const Params& p) {
-  LAB_CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -63,7 +56,7 @@ void launch_pdl(void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, cuda
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  LAB_CK(cudaLaunchKernelEx(&cfg, kernel, p));
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 
 // Sets p.slots where the kernel's params have them (trees may differ).
