@@ -11,11 +11,10 @@ E7_nosum      no CTA column sum: warp 0 writes its own partial (no shared memory
 E8_norecords  records from a register constant, weights loaded: what the metadata loads cost
 E9_noweights  weights from register constants, records loaded (E2 is both)
 E10_noquad    no quad shuffles: each lane uses its own record for its quad's four columns
-E6_prefetch   W2 only: ids, router weights, weights and records are loaded BEFORE
-              griddepcontrol.wait (only inter waits for the previous kernel). Legal in a real
-              decode step only because W2's inputs other than inter come from the router, two
-              launches back; measure it with `bench_kernels.py --kernel step`, never with W2 alone
-              (a graph of W2 calls would overlap W2 with itself). A design question, not a kernel.
+(E6_prefetch, which loaded W2's ids, router weights, weights and records before
+griddepcontrol.wait, is retired: since 41b0531 W2 loads each unit's inter with its weights, so no
+edit can move those loads ahead of the wait without moving inter, the previous kernel's output,
+too. Its result on the earlier kernels, no gain, is run 8 in benchmarks/results/README.md.)
 
 Never time these against the real kernels in `workbench ab`: they fail the numerics gate by design.
 """
@@ -74,16 +73,6 @@ def _loadonly(kernel: str, s: str) -> str:
     )
 
 
-def _prefetch(kernel: str, s: str) -> str:
-    s = s.replace("  kernel_prologue();\n", "", 1)
-    s = s.replace("  stage.begin(x16, n16);\n", "", 1)
-    return s.replace(
-        "  load(warp * kUnroll);\n  stage.finish(xs, x16, n16);",
-        "  load(warp * kUnroll);\n  kernel_prologue();\n  stage.begin(x16, n16);\n"
-        "  stage.finish(xs, x16, n16);",
-    )
-
-
 def _norecords(kernel: str, s: str) -> str:
     return re.sub(
         r"m\[(u|k)\] = read_meta2?\([^;]*;", lambda m: f"m[{m[1]}] = 0x1c002c00u ^ (lane << 3);", s
@@ -112,7 +101,7 @@ def _nosum(kernel: str, s: str) -> str:
     )
 
 
-KERNELS = {"E6_prefetch": ("w2",)}  # ablations that edit one kernel only
+KERNELS: dict[str, tuple[str, ...]] = {}  # ablations that edit one kernel only (none today)
 
 ABLATIONS = (
     ("E1_null", _null),
@@ -120,7 +109,6 @@ ABLATIONS = (
     ("E3_nocompute", _nocompute),
     ("E4_noids", _noids),
     ("E5_loadonly", _loadonly),
-    ("E6_prefetch", _prefetch),
     ("E7_nosum", _nosum),
     ("E8_norecords", _norecords),
     ("E9_noweights", _noweights),
