@@ -12,7 +12,7 @@ E8_norecords  records from a register constant, weights loaded: what the metadat
 E9_noweights  weights from register constants, records loaded (E2 is both)
 E10_noquad    no quad shuffles: each lane uses its own record for its quad's four columns
 (E6_prefetch, which loaded W2's ids, router weights, weights and records before
-griddepcontrol.wait, is retired: since 41b0531 W2 loads each unit's inter with its weights, so no
+griddepcontrol.wait, is retired: since e3bd5da W2 loads each unit's inter with its weights, so no
 edit can move those loads ahead of the wait without moving inter, the previous kernel's output,
 too. Its result on the earlier kernels, no gain, is run 8 in benchmarks/results/README.md.)
 

@@ -75,6 +75,12 @@ inline void check_numel_at_least(const char* op, const char* name, const at::Ten
            want, " (", what, ")");
 }
 
+// The kernels index K, N and the activations in 32-bit arithmetic: at most 2^21 groups
+// (K <= 67,108,864; W2's top_k * K / 8 then stays below 2^31) and 2^24 columns. Real models are
+// far inside (workbench/shapes.py caps hidden and inter at 65,536).
+constexpr int64_t kMaxGroups = int64_t{1} << 21;
+constexpr int64_t kMaxColumns = int64_t{1} << 24;
+
 // weights [E][K/32][N][4] int32 and meta [E][K/32][N*R] uint8 must describe the same bank.
 inline void check_bank(const char* op, const at::Tensor& weights, const at::Tensor& meta,
                        int64_t record_bytes, const char* layout) {
@@ -84,7 +90,12 @@ inline void check_bank(const char* op, const at::Tensor& weights, const at::Tens
   WB_CHECK(weights.size(0) >= 1, op, "argument 'weights' holds ", weights.size(0), " experts, needs >= 1");
   WB_CHECK(weights.size(1) >= 1, op, "argument 'weights' holds ", weights.size(1),
            " groups (K = 0), needs >= 1");
+  WB_CHECK(weights.size(1) <= kMaxGroups, op, "argument 'weights' holds ", weights.size(1), " groups (K = ",
+           weights.size(1) * 32, "), more than the ", kMaxGroups, " (K = ", kMaxGroups * 32,
+           ") the kernels index in 32-bit arithmetic");
   WB_CHECK(weights.size(2) >= 32, op, "argument 'weights' has N = ", weights.size(2), " columns, needs >= 32");
+  WB_CHECK(weights.size(2) <= kMaxColumns, op, "argument 'weights' has N = ", weights.size(2),
+           " columns, more than the ", kMaxColumns, " the kernels index in 32-bit arithmetic");
   WB_CHECK(weights.size(2) % 32 == 0, op, "argument 'weights' has N = ", weights.size(2),
            " columns, must be a multiple of 32 (one record tile per warp)");
   check_contiguous(op, "weights", weights);
@@ -122,8 +133,8 @@ constexpr bool kCalibrationBuild = true;
 constexpr bool kCalibrationBuild = false;
 #endif
 constexpr int64_t kMaxTopKArgs = 64;  // W13's grid.y; real MoE routers use <= 16
-// Shared memory a CTA may use without opting in: activations (plus a group of zeros) are staged
-// in dynamic shared memory, which gets this minus the kernel's static shared memory.
+// Shared memory a CTA may use without opting in: W13 stages x (plus a group of zeros) in dynamic
+// shared memory, which gets this minus the kernel's static shared memory.
 constexpr int64_t kMaxSmemBytes = 48 * 1024;
 
 }  // namespace wb

@@ -131,6 +131,17 @@ def _common(kernel: str, act: str, other_layout_width: int) -> list[tuple[str, C
         ("weights no experts", _set("weights", lambda t: t[:0]), "holds 0 experts"),
         ("weights no groups", _set("weights", lambda t: t[:, :0].contiguous()), "holds 0 groups"),
         ("weights no columns", _set("weights", lambda t: t[:, :, :0].contiguous()), "N = 0"),
+        # one group or column repeated by a zero stride (no memory): the size check comes first
+        (
+            "weights K beyond 32-bit indexing",
+            _set("weights", lambda t: t[:, :1].expand(-1, 2**21 + 1, -1, -1)),
+            "holds 2097153 groups (K = 67108896), more than the 2097152",
+        ),
+        (
+            "weights N beyond 32-bit indexing",
+            _set("weights", lambda t: t[:, :, :1].expand(-1, -1, 2**24 + 32, -1)),
+            "has N = 16777248 columns, more than the 16777216",
+        ),
         ("meta dtype", _set("meta", lambda t: t.to(torch.int8)), "'meta' must be Byte"),
         ("meta dims", _set("meta", lambda t: t[0]), "'meta' must have 3 dimensions"),
         ("meta experts", _set("meta", lambda t: t[:3].contiguous()), "size 3 in dimension 0"),

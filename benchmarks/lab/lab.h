@@ -42,9 +42,12 @@ inline bool add(const Kernel& k) {
   return true;
 }
 
-// The workbench's launch (csrc/launch.h): a programmatic dependent launch on sm_90.
+// The workbench's launch (csrc/launch.h): a programmatic dependent launch when the binary is for
+// sm_90 or newer (it then waits with griddepcontrol.wait; an older build must launch plainly).
 template <typename Params>
 void launch_pdl(void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, cudaStream_t st, const Params& p) {
+  cudaFuncAttributes fa{};
+  CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
@@ -54,8 +57,10 @@ void launch_pdl(void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, cuda
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  if (fa.binaryVersion >= 90) {
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 

@@ -24,12 +24,12 @@
 namespace wb {
 
 constexpr int kGroup = 32;        // AWQ group size: one record per 32 weights of a column
-constexpr int kTileCols = 32;     // one record tile = 32 consecutive columns = one warp, lane = column
+constexpr int kTileCols = 32;     // one record tile = 32 consecutive columns = one warp, lane = column (W13: read_meta2)
 constexpr unsigned kFullMask = 0xffffffffu;
 
 #if !defined(__CUDACC_RTC__)
 // One call's launch (host side): the launchers in csrc/ launch it after their argument checks, and
-// benchmarks/kernel_lab.cu times the same shape without torch.
+// benchmarks/lab/ times the same shape without torch.
 struct LaunchShape {
   dim3 grid, block;
   size_t smem;  // dynamic shared memory, bytes
@@ -110,8 +110,8 @@ __device__ __forceinline__ QuadMeta quad_meta(unsigned rec, int lane) {
 
 // The activation pairs lane t feeds to B: pair p = x[8t + 2p], x[8t + 2p + 1] as one half2 word, so
 // a lane's four pairs are 16 contiguous bytes of the group (fragment packing puts the weights of
-// k = 8t + 2p + e in the matching slots): activations need no reordering, only a copy to shared
-// memory, and one 16-byte shared load per lane and group.
+// k = 8t + 2p + e in the matching slots): activations need no reordering, and a lane reads one
+// 16-byte word per group (W13 from its copy of x in shared memory, W2 from inter in global memory).
 struct XFrag {
   unsigned p[4];
 };

@@ -1,6 +1,6 @@
 // W13: gate and up projections of every routed expert in one launch, fused with SwiGLU (docs/DESIGN.md §1):
 //   inter[j, c] = fp16( silu(sum_k w1[k, c] x[k]) * (sum_k w3[k, c] x[k]) ),  expert e = ids[j].
-// Torch-free. Grid (N/32 column pairs, top_k): one CTA = 16 output columns c of one routed expert
+// Torch-free. Grid (N/32 blocks of 16 output columns, top_k): one CTA = 16 output columns c of one routed expert
 // over the whole K, so no split-K combine and no exchange between CTAs: its warps' lanes 0..15
 // hold gate columns c and lanes 16..31 the up columns N/2 + c (half a 32-column gate tile beside
 // the same half of the up tile; the fragment packing keeps a tile's halves in lanes 0..15 and
