@@ -1,6 +1,12 @@
-"""Test tiers: CPU tests always; `compile` tests where nvcc + a CUDA torch exist; `gpu` tests on a GPU."""
+"""Test tiers: CPU tests always; `compile` tests where nvcc + a CUDA torch exist; `gpu` tests on a GPU.
+
+Also the `roots` fixture of the TUI tests (tests/test_tui*.py), here so that each of them can take
+it without importing it (a fixture imported by name reads as an unused import to ruff).
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -20,3 +26,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def roots(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(source session, sessions root, plots root) of a synthetic session for the TUI tests."""
+    from tui_backend_double import make_roots
+
+    return make_roots(tmp_path)

@@ -1,172 +1,38 @@
 """Corrupted copies of committed sessions, for tests/test_session_fuzz.py.
 
-Each `Case` copies a base session, then breaks one thing: a field of session.json, of one journal
-record or of one NVML reading (type swaps, nulls, lists, NaN/inf/1e308/0/negative values), a
-line or a whole file (truncated, missing, foreign JSON, unknown schema, empty journals, ...).
+Each `Case` copies a base session (tests/session_fuzz_mutations.py: `make_base`), then breaks one
+thing with one mutation of that module: a field of session.json, of one journal record or of one
+NVML reading (type swaps, nulls, lists, NaN/inf/1e308/0/negative values), a line or a whole file
+(truncated, missing, foreign JSON, unknown schema, empty journals, ...).
 A case states what the workbench must do with it:
 
 * ``expect=(file, field)``: the session is rejected; the one-line error names that file and field;
 * ``expect=None``: the session loads (with or without a warning) and every command works.
-
-The bases are trimmed copies of real H200 sessions under sessions/: session.json verbatim, the
-journal's memory records plus a few comparisons with their gates and the samples of their first
-pairs, and the first NVML readings. Trimmed so that the six commands over ~250 cases stay fast
-(a Wilcoxon test over 12 tied pairs costs scipy half a second; over 6 pairs, milliseconds).
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-NAN, INF = float("nan"), float("inf")
-
-BASES = {
-    # (committed session, comparisons kept, pairs kept, NVML lines kept)
-    "default": (
-        "20261129T141409Z_default-r2",
-        ("w13/hot", "w13/hot/tinygemm", "w2/rotating", "step/rotating/confirm"),
-        6,
-        120,
-    ),
-    "calibrate": ("20261129T141504Z_calibrate", ("w13/hot/spin=0", "w13/hot/spin=80"), 6, 60),
-}
-
-
-def make_base(kind: str, dst: Path) -> Path:
-    """A trimmed copy of the committed session behind ``BASES[kind]`` at ``dst``."""
-    name, keep, pairs, nvml_lines = BASES[kind]
-    src = REPO / "sessions" / name
-    dst.mkdir(parents=True)
-    shutil.copy(src / "session.json", dst / "session.json")
-    out = []
-    for line in (src / "journal.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        t = rec["type"]
-        if (
-            t in ("memory", "note")
-            or (t == "comparison" and rec["id"] in keep)
-            or (t == "gate" and rec["cmp"] in keep)
-            or (t == "sample" and rec["cmp"] in keep and rec["pair"] < pairs)
-        ):
-            out.append(line)
-    (dst / "journal.jsonl").write_text("\n".join(out) + "\n")
-    nv = (src / "nvml.jsonl").read_text().splitlines()[:nvml_lines]
-    (dst / "nvml.jsonl").write_text("\n".join(nv) + "\n")
-    return dst
-
-
-# ------------------------------------------------------------------------------ mutations
-
-Mutation = Callable[[Path], None]
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, allow_nan=True)
-
-
-def meta(*keys: str, value: Any = None, delete: bool = False) -> Mutation:
-    """Set (or delete) session.json[keys[0]][keys[1]]...; missing parents are created."""
-
-    def mutate(d: Path) -> None:
-        m = json.loads((d / "session.json").read_text())
-        node = m
-        for k in keys[:-1]:
-            if not isinstance(node.get(k), dict):
-                node[k] = {}
-            node = node[k]
-        if delete:
-            del node[keys[-1]]
-        else:
-            node[keys[-1]] = value
-        (d / "session.json").write_text(_dump(m))
-
-    return mutate
-
-
-def _edit_lines(d: Path, file: str, edit: Callable[[list[str]], list[str]]) -> None:
-    p = d / file
-    p.write_text("\n".join(edit(p.read_text().splitlines())) + "\n")
-
-
-def _index(lines: list[str], rtype: str, nth: int = 0) -> int:
-    hits = [i for i, ln in enumerate(lines) if json.loads(ln).get("type") == rtype]
-    return hits[nth]
-
-
-def record(rtype: str, field: str, value: Any = None, delete: bool = False, nth: int = 0):
-    """Set (or delete) ``field`` of the nth journal record of type ``rtype``."""
-
-    def edit(lines: list[str]) -> list[str]:
-        i = _index(lines, rtype, nth)
-        rec = json.loads(lines[i])
-        if delete:
-            del rec[field]
-        else:
-            rec[field] = value
-        lines[i] = _dump(rec)
-        return lines
-
-    return lambda d: _edit_lines(d, "journal.jsonl", edit)
-
-
-def journal(edit: Callable[[list[str]], list[str]]) -> Mutation:
-    return lambda d: _edit_lines(d, "journal.jsonl", edit)
-
-
-def nvml_line(i: int, field: str, value: Any) -> Mutation:
-    def edit(lines: list[str]) -> list[str]:
-        rec = json.loads(lines[i])
-        rec[field] = value
-        lines[i] = _dump(rec)
-        return lines
-
-    return lambda d: _edit_lines(d, "nvml.jsonl", edit)
-
-
-def write(file: str, content: str | bytes) -> Mutation:
-    def mutate(d: Path) -> None:
-        p = d / file
-        if isinstance(content, bytes):
-            p.write_bytes(content)
-        else:
-            p.write_text(content)
-
-    return mutate
-
-
-def remove(file: str, as_dir: bool = False) -> Mutation:
-    def mutate(d: Path) -> None:
-        (d / file).unlink()
-        if as_dir:
-            (d / file).mkdir()
-
-    return mutate
-
-
-def _records(lines: list[str]) -> list[dict[str, Any]]:
-    return [json.loads(ln) for ln in lines]
-
-
-def samples_where(pred: Callable[[dict], bool], change: Callable[[dict], dict | None]) -> Mutation:
-    """Replace every sample matching ``pred`` by ``change(sample)`` (None drops it)."""
-
-    def edit(lines: list[str]) -> list[str]:
-        out = []
-        for rec in _records(lines):
-            if rec["type"] == "sample" and pred(rec):
-                rec = change(dict(rec))
-            if rec is not None:
-                out.append(_dump(rec))
-        return out
-
-    return journal(edit)
-
+from session_fuzz_mutations import (
+    INF,
+    NAN,
+    Mutation,
+    binary_line,
+    dump,
+    edit_lines,
+    insert_record,
+    journal,
+    meta,
+    nth_index,
+    nvml_line,
+    parse_records,
+    record,
+    remove,
+    samples_where,
+    write,
+)
 
 # ---------------------------------------------------------------------------------- cases
 
@@ -429,25 +295,21 @@ add("memory-kernel-list", record("memory", "kernel", []), (JL, "'kernel'"))
 for label, v in swaps("zero", "null"):
     add(
         f"note-text-{label}",
-        journal(lambda ls, v=v: [*ls, _dump({"type": "note", "t": 1.8e9, "text": v})]),
+        journal(lambda ls, v=v: [*ls, dump({"type": "note", "t": 1.8e9, "text": v})]),
         (JL, "'text'"),
     )
 
 
 # --- journal records: record level
-def _append(obj: Any, raw: bool = False) -> Mutation:
-    line = obj if raw else _dump(obj)
-    return journal(lambda ls: [*ls[:3], line, *ls[3:]])
 
-
-add("rec-unknown-type", _append({"type": "future", "t": 1.8e9, "x": 1}), None)
-add("rec-type-missing", _append({"t": 1.8e9, "x": 1}), None)
-add("rec-type-number", _append({"type": 5, "t": 1.8e9}), None)
-add("rec-type-list", _append({"type": ["sample"], "t": 1.8e9}), None)
-add("rec-unknown-type-nan-t", _append({"type": "future", "t": NAN}), (JL, "'t'"))
+add("rec-unknown-type", insert_record({"type": "future", "t": 1.8e9, "x": 1}), None)
+add("rec-type-missing", insert_record({"t": 1.8e9, "x": 1}), None)
+add("rec-type-number", insert_record({"type": 5, "t": 1.8e9}), None)
+add("rec-type-list", insert_record({"type": ["sample"], "t": 1.8e9}), None)
+add("rec-unknown-type-nan-t", insert_record({"type": "future", "t": NAN}), (JL, "'t'"))
 for label, raw in (("list", "[1, 2]"), ("string", '"sample"'), ("null", "null"), ("number", "3")):
-    add(f"rec-{label}", _append(raw, raw=True), (JL, "not a journal record"))
-add("rec-deep", _append("[" * 100_000, raw=True), (JL, "not JSON"))
+    add(f"rec-{label}", insert_record(raw, raw=True), (JL, "not a journal record"))
+add("rec-deep", insert_record("[" * 100_000, raw=True), (JL, "not JSON"))
 
 # --- pairs and comparisons across records
 first = "w13/hot"
@@ -461,7 +323,7 @@ add(
 )
 add(
     "pair-arm-disagrees",
-    journal(lambda ls: [*ls, _dump({**_records(ls)[_index(ls, "sample")], "arm": "B"})]),
+    journal(lambda ls: [*ls, dump({**parse_records(ls)[nth_index(ls, "sample")], "arm": "B"})]),
     (JL, "disagree"),
 )
 add(
@@ -492,7 +354,7 @@ add(
     ),
     None,
 )
-add("cmp-duplicate", journal(lambda ls: [*ls, ls[_index(ls, "comparison")]]), None)
+add("cmp-duplicate", journal(lambda ls: [*ls, ls[nth_index(ls, "comparison")]]), None)
 add(
     "cmp-declared-last",
     journal(
@@ -505,14 +367,6 @@ add(
 )
 
 # --- journal as a file
-
-
-def _binary_line(p: Path, i: int) -> None:
-    lines = p.read_bytes().split(b"\n")
-    lines[i] = b"\xff\xfe" + lines[i]
-    p.write_bytes(b"\n".join(lines))
-
-
 add("file-journal-empty", write(JL, ""), None)
 add("file-journal-blank", write(JL, "\n\n  \n"), None)
 add("file-journal-truncated-last", lambda d: write(JL, (d / JL).read_text()[:-40])(d), None)
@@ -521,7 +375,7 @@ add(
     journal(lambda ls: [*ls[:5], ls[5][:30], *ls[6:]]),
     (JL, "line 6 is not JSON"),
 )
-add("file-journal-binary-middle", lambda d: _binary_line(d / JL, 2), (JL, "line 3 is not JSON"))
+add("file-journal-binary-middle", lambda d: binary_line(d / JL, 2), (JL, "line 3 is not JSON"))
 add("file-journal-missing", remove(JL), (JL, "no journal.jsonl"))
 add("file-journal-dir", remove(JL, as_dir=True), (JL, "no journal.jsonl"))
 add("file-journal-crlf", lambda d: write(JL, (d / JL).read_text().replace("\n", "\r\n"))(d), None)
@@ -553,13 +407,13 @@ for field, label, v in (
 ):
     add(f"nvml-{field}-{label}", nvml_line(3, field, v), None)
     ONE_READING.add(f"nvml-{field}-{label}")
-add("nvml-line-list", lambda d: _edit_lines(d, NV, lambda ls: [*ls[:2], "[1, 2]", *ls[2:]]), None)
+add("nvml-line-list", lambda d: edit_lines(d, NV, lambda ls: [*ls[:2], "[1, 2]", *ls[2:]]), None)
 add(
     "nvml-line-garbage",
-    lambda d: _edit_lines(d, NV, lambda ls: [*ls[:2], "{garbage", *ls[2:]]),
+    lambda d: edit_lines(d, NV, lambda ls: [*ls[:2], "{garbage", *ls[2:]]),
     None,
 )
-add("nvml-all-bad", lambda d: _edit_lines(d, NV, lambda ls: ['{"t": NaN}'] * len(ls)), None)
+add("nvml-all-bad", lambda d: edit_lines(d, NV, lambda ls: ['{"t": NaN}'] * len(ls)), None)
 add("nvml-dir", remove(NV, as_dir=True), None)
 
 

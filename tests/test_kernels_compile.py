@@ -10,6 +10,7 @@ import shutil
 import time
 
 import pytest
+from cuda_toolchain import cuda_build_skip_reason
 
 from workbench import argcases
 from workbench.errors import BuildError
@@ -20,19 +21,7 @@ pytestmark = pytest.mark.compile
 VARIANTS = all_variants(calib=True)
 
 
-def _toolkit() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if torch.version.cuda is None:
-        return "torch is a CPU build (no CUDA extension builds)"
-    from workbench.build import cuda_home
-
-    return None if cuda_home() else "no CUDA toolkit (nvcc) found"
-
-
-SKIP = _toolkit()
+SKIP = cuda_build_skip_reason()
 
 
 @pytest.fixture(scope="session")

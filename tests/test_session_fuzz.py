@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from session_fuzz import BASE, CASES, REPO, SAME_FIGURES, Case, make_base
+from session_fuzz import BASE, CASES, SAME_FIGURES, Case
+from session_fuzz_mutations import REPO, make_base
 
 from workbench.cli import main
 from workbench.session_schema import MS_RANGE

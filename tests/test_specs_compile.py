@@ -11,23 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from cuda_toolchain import cuda_build_skip_reason
 
 from workbench.specs import REPO, csrc_dir
 
 pytestmark = pytest.mark.compile
 EXAMPLE = REPO / "examples" / "w13_unroll4" / "variant.toml"
-
-
-def _skip_reason() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if torch.version.cuda is None:
-        return "torch is a CPU build (no CUDA extension builds)"
-    from workbench.build import cuda_home
-
-    return None if cuda_home() else "no CUDA toolkit (nvcc) found"
 
 
 def _package_state() -> dict[str, float]:
@@ -62,7 +51,7 @@ def _load(spec: Path):
 
 
 def test_a_new_spec_outside_the_package_builds_through_the_cli(tmp_path):
-    if reason := _skip_reason():
+    if reason := cuda_build_skip_reason():
         pytest.skip(reason)
     folder = tmp_path / "my_kernels" / "w2_unroll3"
     folder.mkdir(parents=True)
@@ -99,7 +88,7 @@ def test_a_new_spec_outside_the_package_builds_through_the_cli(tmp_path):
 
 
 def test_the_examples_variant_builds():
-    if reason := _skip_reason():
+    if reason := cuda_build_skip_reason():
         pytest.skip(reason)
     row = _cli_build(EXAMPLE, cwd=REPO)
     assert row["variant"] == "w13:w13-unroll4" and row["registers"] > 0

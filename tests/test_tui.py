@@ -1,41 +1,44 @@
-"""The TUI, driven end to end with App.run_test() + Pilot against a backend replaying a session.
+"""The TUI, driven end to end with App.run_test() + Pilot against a backend replaying a session:
+the app shell (opening, builds, runs and the run form, help and palette, the CLI entry, Ctrl-C and
+SIGINT, shutdown) and the snapshots of every screen.
 
 CPU only. The replay double (tests/tui_backend_double.py) uses the real session writer, loader
-and statistics; only probing, builds, runs and NVML are replayed.
+and statistics; only probing, builds, runs and NVML are replayed. The sessions' tests are in
+tests/test_tui_sessions.py; browse mode and the NVML panel in tests/test_tui_browse_nvml.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import io
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 pytest.importorskip("textual")
 
 from textual.events import Paste  # noqa: E402
-from textual.widgets import Checkbox, Input, Sparkline, Static, TabbedContent  # noqa: E402
+from textual.widgets import Checkbox, Input, Static, TabbedContent  # noqa: E402
 from tui_backend_double import (  # noqa: E402
+    SIZE,
     SYNTHETIC_NAME,
-    ReplayBackend,
-    write_synthetic_session,
+    drive,
+    make_app,
+    session_dirs,
+    settle,
+    shown,
+    status_text,
 )
 
-from workbench.errors import BadArgument, NoGPUError, SessionError  # noqa: E402
+from workbench.errors import BadArgument, NoGPUError  # noqa: E402
 from workbench.session import load_session  # noqa: E402
-from workbench.tui.analysis import view_from_session  # noqa: E402
 from workbench.tui.app import WorkbenchApp
-from workbench.tui.backend import ProgressEvent, RunConfig  # noqa: E402
+from workbench.tui.backend import ProgressEvent  # noqa: E402
 from workbench.tui.commands import WorkbenchCommands  # noqa: E402
 from workbench.tui.engine import EngineBackend  # noqa: E402
 from workbench.tui.messages import (  # noqa: E402
@@ -49,64 +52,13 @@ from workbench.tui.messages import (  # noqa: E402
     SessionsListed,
     WorkFailed,
 )
-from workbench.tui.screens.compare import CompareScreen  # noqa: E402
 from workbench.tui.screens.help import HelpScreen  # noqa: E402
 from workbench.tui.screens.log import CompilerLogScreen  # noqa: E402
-from workbench.tui.widgets.nvml_panel import NvmlPanel, short_reason  # noqa: E402
 from workbench.tui.widgets.ratio_chart import RatioChart  # noqa: E402
 from workbench.tui.widgets.results_view import ResultsView  # noqa: E402
 from workbench.tui.widgets.run_progress import RunProgress  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
 from workbench.tui.widgets.variant_matrix import VariantMatrix  # noqa: E402
-
-SIZE = (160, 48)
-
-
-def drive(test):
-    """Run an async test body in a fresh event loop (no pytest-asyncio needed)."""
-
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        asyncio.run(test(*args, **kwargs))
-
-    return run
-
-
-@pytest.fixture
-def roots(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """(source session, sessions root, plots root); the source lives in the sessions root."""
-    sessions = tmp_path / "sessions"
-    source = write_synthetic_session(sessions)
-    return source, sessions, tmp_path / "plots"
-
-
-def make_app(roots, **kwargs) -> tuple[WorkbenchApp, ReplayBackend]:
-    source, sessions, plots = roots
-    backend = ReplayBackend(source, sessions, plots, **kwargs)
-    return WorkbenchApp(backend, monitor_interval=None), backend
-
-
-async def settle(pilot, rounds: int = 4) -> None:
-    """Let workers finish and their messages (which may start more workers) be handled."""
-    for _ in range(rounds):
-        await pilot.app.workers.wait_for_complete()
-        await pilot.pause()
-
-
-def shown(widget: Static) -> str:
-    """The plain text a Static shows (strings, rich Text and rich renderables alike)."""
-    console = Console(width=200, file=io.StringIO(), record=True)
-    console.print(widget.content)
-    return console.export_text()
-
-
-def status_text(app: WorkbenchApp) -> str:
-    return shown(app.query_one("#status", Static))
-
-
-def session_dirs(sessions: Path) -> list[Path]:
-    return sorted(p for p in sessions.iterdir() if p.name != SYNTHETIC_NAME)
-
 
 # ---------------------------------------------------------------------------------- opening
 
@@ -371,207 +323,6 @@ async def test_bad_numeric_values_show_a_validation_error_and_block_the_run(root
         assert len(session_dirs(sessions)) == 1
 
 
-# -------------------------------------------------------------------------------- sessions
-
-
-@drive
-async def test_open_export_and_compare_sessions(roots):
-    source, sessions, plots = roots
-    app, backend = make_app(roots)
-    # The export waits for this gate, so "still running while the UI answers" does not depend on
-    # how fast matplotlib is on the machine (a fast one finished before the check).
-    gate = threading.Event()
-    real_export = backend.export
-
-    def gated_export(path):
-        gate.wait(timeout=60)
-        return real_export(path)
-
-    backend.export = gated_export
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await pilot.press("r")  # a second session to compare with
-        await settle(pilot)
-        await pilot.press("3")
-        browser = app.query_one(SessionBrowser)
-        browser.focus()
-        await pilot.pause()
-        names = [i.name for i in browser.infos.values()]
-        assert names[-1] == SYNTHETIC_NAME and len(names) == 2
-        await pilot.press("down", "enter")  # open the synthetic one
-        await settle(pilot)
-        view = app.query_one(ResultsView).view
-        assert view.info.path == source
-        assert {r.kernel: r.choice for r in view.recommendations if r.kernel != "step"} == {
-            "w13": "b3-coop",
-            "w2": "b3-scalar",
-        }
-        await pilot.press("e")
-        # the export (matplotlib, seconds) runs in a worker: the UI keeps answering meanwhile
-        await pilot.press("1")
-        assert app.query_one(TabbedContent).active == "run"
-        assert any(w.group == "export" and not w.is_finished for w in app.workers)
-        gate.set()
-        await settle(pilot)
-        report = plots / f"{SYNTHETIC_NAME}_report.md"
-        text = report.read_text()
-        assert "w2/rotating" in text and "**SLOWER**" in text
-        pngs = sorted(plots.glob(f"{SYNTHETIC_NAME}_*.png"))
-        assert len(pngs) >= 4 and all(p.stat().st_size > 10_000 for p in pngs)
-        assert f"Exported {2 * len(pngs)} plots" in status_text(app)
-        await pilot.press("3")
-        browser.focus()
-        await pilot.press("m", "up", "x")
-        await settle(pilot)
-        assert isinstance(app.screen, CompareScreen)
-        assert "w13/hot" in app.screen.markdown and "shift" in app.screen.markdown
-        await pilot.press("escape")
-
-
-@drive
-async def test_corrupt_session_shows_an_error_not_a_crash(roots):
-    source, sessions, _ = roots
-    bad = sessions / "20261129T130000Z_truncated"
-    bad.mkdir()
-    (bad / "session.json").write_text('{"schema": "workbench.session/1", "status": "comp')
-    (bad / "journal.jsonl").write_text("")
-    app, _ = make_app(roots)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        browser = app.query_one(SessionBrowser)
-        infos = {i.name: i for i in browser.infos.values()}
-        assert infos[bad.name].status == "unreadable"
-        assert "truncated or not JSON" in infos[bad.name].error
-        await pilot.press("3")
-        browser.focus()
-        row = list(browser.infos).index(str(bad))
-        browser.move_cursor(row=row)
-        await pilot.press("enter")
-        await settle(pilot)
-        assert app.is_running
-        assert "Cannot open" in status_text(app) and "truncated" in status_text(app)
-        assert app.query_one(ResultsView).view is None
-        # the app still works: the good session opens
-        browser.move_cursor(row=list(browser.infos).index(str(source)))
-        await pilot.press("enter")
-        await settle(pilot)
-        assert app.query_one(ResultsView).view.info.path == source
-
-
-# ------------------------------------------------------------------- browse mode and NVML
-
-
-@drive
-async def test_without_gpu_opens_in_browse_mode(roots):
-    _, sessions, _ = roots
-    app, backend = make_app(roots, gpu=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        banner = shown(app.query_one("#mode-banner", Static))
-        assert "Browse mode" in banner and "no CUDA device" in banner and "builds (b)" in banner
-        assert app.query_one(TabbedContent).active == "sessions"
-        assert app.query_one("#run-button").disabled
-        # r says why it cannot run instead of doing nothing
-        await pilot.press("r")
-        await settle(pilot)
-        assert app.busy == "" and session_dirs(sessions) == []
-        assert "Cannot run in browse mode: no CUDA device" in status_text(app)
-        # b builds: compiling and the ptxas report need no GPU
-        await pilot.press("b")
-        await settle(pilot)
-        assert len(backend.built) == 6 and "Build finished" in status_text(app)
-        rows = app.query_one(VariantMatrix).rows_by_name.values()
-        assert {r.state for r in rows} == {"built"}
-        await pilot.press("o")  # browsing still works
-        await settle(pilot)
-        assert app.query_one(ResultsView).view.info.name == SYNTHETIC_NAME
-
-
-@drive
-async def test_without_a_compiler_b_says_why_it_cannot_build(roots):
-    app, backend = make_app(roots, gpu=False, compiler=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        assert "builds: no CUDA toolkit found" in shown(app.query_one("#mode-banner", Static))
-        await pilot.press("b")
-        await settle(pilot)
-        assert app.busy == "" and backend.built == []
-        assert "Cannot build: no CUDA toolkit found" in status_text(app)
-
-
-@drive
-async def test_nvml_unavailable_is_one_short_line(roots):
-    app, _ = make_app(roots, nvml=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        panel = app.query_one(NvmlPanel)
-        assert panel.available is False
-        line = panel.query_one("#nvml-line", Static)
-        assert shown(line).strip() == "NVML unavailable: library not found"
-        assert "NVMLError_LibraryNotFound" in str(line.tooltip)  # the full reason, on hover
-        assert not panel.query_one("#nvml-live").display
-        # one line across the bottom of the body, not a fifth of the width
-        assert (panel.region.width, panel.region.height) == (SIZE[0], 1)
-        assert app.query_one(TabbedContent).region.width == SIZE[0]
-
-
-@pytest.mark.parametrize(
-    "reason, short",
-    [
-        (
-            "NVML unavailable: NVMLError_LibraryNotFound: NVML Shared Library Not Found",
-            "library not found",
-        ),
-        ("NVML unavailable: NVMLError_DriverNotLoaded: Driver Not Loaded", "driver not loaded"),
-        ("NVML unavailable: NVMLError_NoPermission", "no permission"),
-        (
-            "NVML unavailable: pynvml (nvidia-ml-py) is not importable (No module named 'pynvml')",
-            "pynvml (nvidia-ml-py) is not importable",
-        ),
-        ("workbench.monitor unavailable: ImportError: boom", "workbench.monitor unavailable"),
-        ("NVML unavailable: monitor stopped", "monitor stopped"),
-    ],
-)
-def test_nvml_reasons_are_shortened_for_one_line(reason, short):
-    assert short_reason(reason) == short
-
-
-@drive
-async def test_narrow_terminal_folds_the_gpu_panel_and_keeps_the_matrix_whole(roots):
-    app, _ = make_app(roots)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        app.refresh_monitor()
-        await settle(pilot)
-        panel = app.query_one(NvmlPanel)
-        assert (panel.region.width, panel.region.height) == (80, 1)
-        line = shown(panel.query_one("#nvml-line", Static))
-        assert "NVIDIA H200 (replay)" in line and "GiB" in line and "MHz" in line
-        matrix = app.query_one(VariantMatrix)
-        # every column of the matrix is in view: nothing cut ("ke/w1" in issue 15)
-        assert matrix.virtual_size.width <= matrix.region.width
-        assert matrix.region.height == 7  # header and six variants
-
-
-@drive
-async def test_nvml_panel_follows_readings(roots):
-    source = roots[0]
-    readings = load_session(source).nvml
-    app, _ = make_app(roots)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        for _ in range(4):
-            app.refresh_monitor()
-            await settle(pilot, 2)
-        panel = app.query_one(NvmlPanel)
-        assert list(panel.query_one("#spark-sm-mhz", Sparkline).data) == [
-            float(r["sm_mhz"]) for r in readings[:5]
-        ]
-        last = readings[4]
-        clocks = shown(panel.query_one("#nvml-clocks", Static))
-        assert f"SM {last['sm_mhz']} MHz" in clocks and f"{last['temp_c']} °C" in clocks
-
-
 # ----------------------------------------------------------------- help, palette, command
 
 
@@ -722,100 +473,6 @@ async def test_worker_messages_arriving_after_shutdown_are_dropped(roots):
     ):
         handler(message)
     assert app.open_path is None  # nothing was applied
-
-
-# ------------------------------------------------------------------ engine adapter on CPU
-
-
-def test_engine_backend_on_a_cpu_machine(roots):
-    source, sessions, plots = roots
-    bad = sessions / "20261129T130000Z_foreign"
-    bad.mkdir()
-    (bad / "session.json").write_text('{"not": "a session"}')
-    backend = EngineBackend(sessions, plots)
-    status = backend.gpu_status()
-    assert status.available is False and status.reason
-    assert EngineBackend(sessions, plots, browse_only=True).gpu_status().reason == (
-        "started with --browse"
-    )
-    if backend.monitor_reading() is None:  # no NVML on CI machines: said, not raised
-        assert backend.monitor_note().startswith("NVML unavailable")
-    listed = {i.name: i for i in backend.sessions()}
-    assert listed[SYNTHETIC_NAME].status == "complete"
-    assert listed[SYNTHETIC_NAME].gpu == "NVIDIA H200 (synthetic)"
-    assert listed[bad.name].status == "unreadable" and "foreign" in listed[bad.name].error
-    with pytest.raises(SessionError, match="foreign"):
-        backend.open_session(bad)
-    # the form's configuration is accepted by the runner, which then says there is no GPU
-    with pytest.raises(NoGPUError, match="no usable GPU"):
-        backend.run(RunConfig(pairs=6), lambda e: None, lambda: False)
-
-
-def test_engine_backend_build_status_needs_nvcc_and_cuda_torch_not_a_gpu(roots, monkeypatch):
-    torch = pytest.importorskip("torch")
-    from workbench import build
-
-    _, sessions, plots = roots
-    backend = EngineBackend(sessions, plots, browse_only=True)  # browsing still builds
-    monkeypatch.setattr(build, "cuda_home", lambda: "/opt/cuda-test")
-    monkeypatch.setattr(torch.version, "cuda", "12.9")
-    status = backend.build_status()
-    assert status.available and "nvcc in /opt/cuda-test" in status.reason
-    monkeypatch.setattr(build, "cuda_home", lambda: None)
-    status = backend.build_status()
-    assert not status.available and "no CUDA toolkit found" in status.reason
-    monkeypatch.setattr(torch.version, "cuda", None)
-    status = backend.build_status()
-    assert not status.available and "is not a CUDA build" in status.reason
-
-
-def test_analysis_recomputes_verdicts_from_the_journal(roots):
-    source = roots[0]
-    view = view_from_session(load_session(source))
-    rows = {r.cmp_id: r for r in view.rows}
-    assert {k: r.verdict for k, r in rows.items()} == {
-        "w13/hot": "FASTER",
-        "w13/rotating": "FASTER",
-        "w2/hot": "SLOWER",
-        "w2/rotating": "SLOWER",
-        "step/rotating": "FASTER",
-    }
-    # true effects written into the synthetic journal: 0.93, 0.92, 1.11, 1.12, 0.96
-    for cmp_id, ratio in (("w13/hot", 0.93), ("w2/rotating", 1.12), ("step/rotating", 0.96)):
-        assert rows[cmp_id].ci_lo < ratio * 1.01 and rows[cmp_id].ci_hi > ratio * 0.99
-        assert abs(rows[cmp_id].b_ms / rows[cmp_id].a_ms - ratio) < 0.01
-    assert abs(rows["w13/hot"].a_ms - 0.0912 * 1.002) < 0.001
-    assert rows["w13/hot"].a_us_per_call == pytest.approx(rows["w13/hot"].a_ms * 1000 / 48)
-    assert rows["w13/hot"].k == 12 and rows["w2/hot"].k == 0
-    recs = {r.kernel: r for r in view.recommendations}
-    assert recs["w13"].choice == "b3-coop" and recs["w2"].choice == "b3-scalar"
-    assert len(recs["w13"].evidence) == 2 and recs["w13"].evidence[0].startswith("hot: FASTER")
-    assert "SLOWER in none" in view.rule
-
-
-COMMITTED = [
-    pytest.param(p, id=p.parent.name)
-    for p in sorted((Path(__file__).parent.parent / "sessions").glob("*/session.json"))
-] or [pytest.param(None, marks=pytest.mark.skip(reason="no session committed under sessions/"))]
-
-
-@pytest.mark.parametrize("meta", COMMITTED)
-def test_replaying_a_committed_session_reproduces_its_results(meta, tmp_path):
-    """Real sessions under sessions/ replayed through the app's run path give their own verdicts."""
-    source = meta.parent
-    original = view_from_session(load_session(source))
-    pairs = max((s["pair"] for s in load_session(source).samples), default=0) + 1
-    backend = ReplayBackend(source, tmp_path / "sessions", tmp_path / "plots")
-    config = RunConfig(kernels=("w13", "w2", "step"), pairs=max(pairs, 2), blocks=1)
-    events = []
-    path = backend.run(config, events.append, lambda: False)
-    replayed = backend.open_session(path)
-    key = [(r.cmp_id, r.n, r.verdict, r.ratio, r.ci_lo, r.ci_hi) for r in original.rows]
-    assert [(r.cmp_id, r.n, r.verdict, r.ratio, r.ci_lo, r.ci_hi) for r in replayed.rows] == key
-    assert [r.choice for r in replayed.recommendations] == [
-        r.choice for r in original.recommendations
-    ]
-    assert events and events[-1].step == events[-1].steps
 
 
 # ------------------------------------------------------------------------------ snapshots

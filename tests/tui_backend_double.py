@@ -9,16 +9,23 @@ reporting progress as the engine would, and honours the run form (kernels, sets,
 Until real H200 sessions are committed under sessions/, `write_synthetic_session` writes one in
 the documented format (docs/ARCHITECTURE.md, "Sessions") with known effects: W13's cooperative
 reader 7 % faster, W2's 11 % slower (the seed's V100 pattern), so the verdicts are certain.
+
+The Pilot helpers at the end (`drive`, `make_app`, `settle`, `shown`, ...) are what the TUI tests
+(tests/test_tui*.py) share to drive an app on this double.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import io
 import json
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +34,11 @@ from workbench.session import SessionWriter, load_session
 from workbench.shapes import PRESETS
 from workbench.tui.backend import BuildStatus, GpuStatus, ProgressEvent, RunConfig, VariantRow
 from workbench.tui.engine import EngineBackend
+
+if TYPE_CHECKING:
+    from textual.widgets import Static
+
+    from workbench.tui.app import WorkbenchApp
 
 SYNTHETIC_NAME = "20261120T120000Z_synthetic-h200"
 GIB = 1024**3
@@ -288,6 +300,64 @@ class ReplayBackend(EngineBackend):
                     self._hold(cancelled)
         writer.finish("complete")
         return writer.path
+
+
+# ------------------------------------------------------------------ Pilot helpers for tests
+# Shared by tests/test_tui*.py (the `roots` fixture they take is in tests/conftest.py). Textual and
+# rich are imported inside the helpers that need them: this module loads without textual.
+
+SIZE = (160, 48)
+
+
+def drive(test):
+    """Run an async test body in a fresh event loop (no pytest-asyncio needed)."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+def make_roots(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(source session, sessions root, plots root); the source lives in the sessions root."""
+    sessions = tmp_path / "sessions"
+    source = write_synthetic_session(sessions)
+    return source, sessions, tmp_path / "plots"
+
+
+def make_app(roots, **kwargs) -> tuple[WorkbenchApp, ReplayBackend]:
+    from workbench.tui.app import WorkbenchApp
+
+    source, sessions, plots = roots
+    backend = ReplayBackend(source, sessions, plots, **kwargs)
+    return WorkbenchApp(backend, monitor_interval=None), backend
+
+
+async def settle(pilot, rounds: int = 4) -> None:
+    """Let workers finish and their messages (which may start more workers) be handled."""
+    for _ in range(rounds):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+def shown(widget: Static) -> str:
+    """The plain text a Static shows (strings, rich Text and rich renderables alike)."""
+    from rich.console import Console
+
+    console = Console(width=200, file=io.StringIO(), record=True)
+    console.print(widget.content)
+    return console.export_text()
+
+
+def status_text(app: WorkbenchApp) -> str:
+    from textual.widgets import Static
+
+    return shown(app.query_one("#status", Static))
+
+
+def session_dirs(sessions: Path) -> list[Path]:
+    return sorted(p for p in sessions.iterdir() if p.name != SYNTHETIC_NAME)
 
 
 def main(argv: list[str]) -> int:
