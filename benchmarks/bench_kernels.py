@@ -173,30 +173,46 @@ def bench_step(arm, shape, l2, n_calls, replays) -> dict:
     return row
 
 
+def weight_words(shape: Shape, kernel: str) -> int:
+    """16-byte int4 weight words one call of ``kernel`` reads: one per (expert, group, column)."""
+    k, n = shape.dims(kernel)
+    return shape.top_k * (k // shape.group) * n
+
+
 def _floor_rows(ext, shape: Shape, kernel: str, a, n_sets: int, results: dict) -> None:
     """The floor probe streaming this kernel's b3 bytes per call, timed here beside the kernels
-    (benchmarks/floor_inproc.py), and each of the kernel's rows as a multiple of it."""
+    (benchmarks/floor_inproc.py), and each of the kernel's rows as a multiple of it. Then the same
+    probe with its weight words through the kernels' dequantize and tensor-core products: the
+    least a kernel under the numerics contract can take on these bytes (floor+math)."""
     from floor_inproc import time_floor
 
-    fl = time_floor(
-        ext, call_bytes(shape, kernel, "b3"), a.calls, n_sets, a.replays,
-        lambda issues, replays: time_issues("floor-probe", issues, replays),
-    )  # fmt: skip
-    results.setdefault("floor_probe", {})[kernel] = fl
-    best = fl["best"]
-    print(
-        f"{kernel:>3} floor-probe hot {best['hot']:7.3f} us/call  rotating "
-        f"{best['rotating']:7.3f} us/call (same process; best of {', '.join(fl['shapes'])})",
-        flush=True,
-    )
+    for key, label, math16 in (
+        ("floor_probe", "floor-probe", 0),
+        ("floor_math", "floor+math ", weight_words(shape, kernel)),
+    ):
+        fl = time_floor(
+            ext, call_bytes(shape, kernel, "b3"), a.calls, n_sets, a.replays,
+            lambda issues, replays, label=label: time_issues(label.strip(), issues, replays), math16,
+        )  # fmt: skip
+        results.setdefault(key, {})[kernel] = fl
+        best = fl["best"]
+        print(
+            f"{kernel:>3} {label} hot {best['hot']:7.3f} us/call  rotating "
+            f"{best['rotating']:7.3f} us/call (same process; best of {', '.join(fl['shapes'])})",
+            flush=True,
+        )
     for row in results["rows"]:
-        if row["kernel"] == kernel:
-            row["vs_floor"] = {s: round(row[s]["us_per_call"] / best[s], 3) for s in best}
-            print(
-                f"{kernel:>3} {row['arm']:>9}  / floor: hot {row['vs_floor']['hot']:.2f}x  "
-                f"rotating {row['vs_floor']['rotating']:.2f}x",
-                flush=True,
-            )
+        if row["kernel"] != kernel:
+            continue
+        for key, col in (("floor_probe", "vs_floor"), ("floor_math", "vs_floor_math")):
+            best = results[key][kernel]["best"]
+            row[col] = {s: round(row[s]["us_per_call"] / best[s], 3) for s in best}
+        print(
+            f"{kernel:>3} {row['arm']:>9}  / floor: hot {row['vs_floor']['hot']:.2f}x  "
+            f"rotating {row['vs_floor']['rotating']:.2f}x;  / floor+math: hot "
+            f"{row['vs_floor_math']['hot']:.2f}x  rotating {row['vs_floor_math']['rotating']:.2f}x",
+            flush=True,
+        )
 
 
 def main() -> int:

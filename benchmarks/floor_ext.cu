@@ -7,7 +7,7 @@
 #include "floor_kernel.cuh"
 
 void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor& out, int64_t grid,
-                  int64_t block, bool pdl) {
+                  int64_t block, bool pdl, int64_t math16) {
   TORCH_CHECK(src.is_cuda() && src.is_contiguous() && src.numel() % 16 == 0 && src.scalar_type() == at::kByte,
               "floor_launch: src must be a contiguous CUDA uint8 tensor of a multiple of 16 bytes");
   TORCH_CHECK(ids.is_cuda() && ids.scalar_type() == at::kInt && ids.numel() >= 8,
@@ -16,6 +16,13 @@ void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor
               "floor_launch: out must be a CUDA int32 tensor of >= grid words");
   TORCH_CHECK(grid >= 1 && grid <= 4096 && block >= 32 && block <= 1024 && block % 32 == 0,
               "floor_launch: grid in 1..4096, block a multiple of 32 in 32..1024");
+  TORCH_CHECK(math16 >= 0 && math16 % 32 == 0 && math16 <= src.numel() / 16,
+              "floor_launch: math16 must be a multiple of 32 in 0..src's 16-byte elements");
+  TORCH_CHECK(math16 == 0 || block <= floor_probe::kMathThreads, "floor_launch: with math16 > 0, block must be <= ",
+              floor_probe::kMathThreads, " (the arithmetic mode's launch bound)");
+  TORCH_CHECK(math16 == 0 || src.numel() % 512 == 0,
+              "floor_launch: with math16 > 0, src must be a multiple of 512 bytes (32 16-byte elements: "
+              "the arithmetic mode's loop must be warp-uniform)");
   floor_probe::Args a{};
   a.src = reinterpret_cast<const uint4*>(src.data_ptr());
   a.ids = ids.data_ptr<int>();
@@ -23,6 +30,7 @@ void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor
   a.n16 = src.numel() / 16;
   a.chain = 1;  // addresses depend on an id load, as in the kernels
   a.cluster = 1;
+  a.math16 = math16;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(grid));
   cfg.blockDim = dim3(static_cast<unsigned>(block));
@@ -34,11 +42,16 @@ void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
   }
-  cudaError_t err = cudaLaunchKernelEx(&cfg, floor_probe::probe, a);
+  cudaError_t err = math16 > 0 ? cudaLaunchKernelEx(&cfg, floor_probe::probe_math, a)
+                               : cudaLaunchKernelEx(&cfg, floor_probe::probe, a);
   if (err == cudaSuccess) err = cudaGetLastError();
   TORCH_CHECK(err == cudaSuccess, "floor_launch: ", cudaGetErrorString(err));
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("launch", &floor_launch, "floor probe: stream src's bytes (16-byte loads after one id load)");
+  m.def("launch", &floor_launch,
+        "floor probe: stream src's bytes (16-byte loads after one id load); the first math16 "
+        "elements also go through the kernels' dequantize and tensor-core products",
+        py::arg("src"), py::arg("ids"), py::arg("out"), py::arg("grid"), py::arg("block"), py::arg("pdl"),
+        py::arg("math16") = 0);
 }

@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 # grid x block of the standalone sweep's fastest rows for W13's and W2's bytes (PDL on, no
 # clusters): every (kernel, set) takes the fastest of all of them
 SHAPES = ((300, 256), (264, 512), (132, 1024), (132, 512), (80, 640), (160, 320))
+MATH_THREADS = 640  # floor_kernel.cuh kMathThreads: the arithmetic mode's largest block
 
 
 def load_extension():
@@ -32,7 +33,8 @@ def load_extension():
     if home:
         os.environ.setdefault("CUDA_HOME", home)
 
-    sources = [HERE / "floor_ext.cu", HERE / "floor_kernel.cuh"]
+    kernels = HERE.parent / "csrc" / "kernels"  # floor_kernel.cuh includes the kernels' arithmetic
+    sources = [HERE / "floor_ext.cu", HERE / "floor_kernel.cuh", kernels / "awq_meta.cuh", kernels / "layout.h"]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     name = f"wb_floor_probe_{digest}"
     build_dir = cache_root() / name
@@ -53,20 +55,27 @@ def time_floor(
     n_sets: int,
     replays: int,
     time_issues: Callable[[list, int], float],
+    math16: int = 0,
 ) -> dict:
     """µs per call of the probe streaming ``call_bytes`` per call, hot and rotating, per shape.
+    With ``math16`` > 0 the first ``math16`` 16-byte elements (the call's weight words) also go
+    through the kernels' dequantize and tensor-core products (floor_kernel.cuh, arithmetic mode).
 
     Hot: every call reads the same slice. Rotating: each call of each of ``n_sets`` graphs reads
     its own slice, as the bench's rotating set reads its own banks. ``time_issues(issues,
     replays)`` is the bench's timer: it captures one graph per issue function and returns the
     median ms per replay."""
     n16 = -(-call_bytes // 16)
+    if math16:  # the arithmetic mode's loop is warp-uniform: whole 32-element (512-byte) rows
+        n16 = -(-n16 // 32) * 32
     slices = calls * n_sets
     buf = torch.randint(0, 256, (slices, n16 * 16), dtype=torch.uint8, device="cuda")
     ids = torch.zeros(64, dtype=torch.int32, device="cuda")
     out = torch.zeros(4096, dtype=torch.int32, device="cuda")
     rows = {}
     for grid, block in SHAPES:
+        if math16 and block > MATH_THREADS:
+            continue
         row = {}
         for set_name in ("hot", "rotating"):
             issues = []
@@ -75,7 +84,7 @@ def time_floor(
 
                 def issue(idx=idx, grid=grid, block=block):
                     for i in idx:
-                        ext.launch(buf[i], ids, out, grid, block, True)
+                        ext.launch(buf[i], ids, out, grid, block, True, math16)
 
                 issues.append(issue)
             row[set_name] = round(time_issues(issues, replays) * 1000 / calls, 3)

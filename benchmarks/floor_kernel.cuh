@@ -4,6 +4,12 @@
 #pragma once
 #include <cuda_runtime.h>
 
+// The kernels' dequantize and tensor-core product (dot_group), for the probe's arithmetic mode. The
+// probe reads no records, so the layout and reader picked here select nothing it uses.
+#define WB_LAYOUT_B3
+#define WB_READER_SCALAR
+#include "../csrc/kernels/awq_meta.cuh"
+
 namespace floor_probe {
 
 struct Args {
@@ -17,10 +23,17 @@ struct Args {
   int chunk16;
   const long long* chunk_off;  // [kChunks] in global memory (a kernel-parameter array indexed at
                                // run time would be copied to local memory by every thread)
+  // arithmetic mode (probe_math; n16 a multiple of 32, ids zeros): the first math16 elements (a
+  // multiple of 32) are weight words, and each goes through the kernels' dequantize and
+  // tensor-core products (awq_meta.cuh, dot_group) with a record and activations held in
+  // registers: the work the numerics contract requires per weight, and nothing else a kernel does
+  // (no record loads or shuffles, no activations from memory, no reduction across warps)
+  long long math16;
 };
 constexpr int kChunks = 10;
 
-__global__ void probe(const Args a) {
+template <bool kMath>
+__device__ __forceinline__ void probe_body(const Args& a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (a.cluster > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -32,6 +45,14 @@ __global__ void probe(const Args a) {
   if (a.chain) off = __ldg(a.ids + (blockIdx.x & 7));
   unsigned acc = 0;
   constexpr int kU = 8;
+  // With arithmetic, the loop and the arithmetic test must be warp-uniform, as the tensor-core
+  // products need: the launcher then requires n16 and math16 to be multiples of 32 and the ids to
+  // be zeros, so all lanes of a warp leave the loop together; the test uses lane 0's index.
+  const int lane = threadIdx.x & 31;
+  const unsigned rec = 0x1c002c00u ^ (static_cast<unsigned>(lane) << 3);  // scale, bias: fp16 words
+  const wb::QuadMeta q{{rec, rec ^ 0x10u, rec ^ 0x20u, rec ^ 0x30u}};
+  const wb::XFrag xf{{0x3c003c00u ^ lane, 0x38003800u ^ lane, 0x34003400u ^ lane, 0x30003000u ^ lane}};
+  wb::Acc sums = wb::acc_zero();
   for (long long i = tid + off; i < a.n16; i += kU * nthreads) {
     uint4 v[kU];
 #pragma unroll
@@ -45,8 +66,16 @@ __global__ void probe(const Args a) {
       v[u] = k < a.n16 ? __ldg(p) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < kU; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    for (int u = 0; u < kU; ++u) {
+      if (kMath && i - lane + u * nthreads < a.math16) wb::dot_group(v[u], q, xf, sums);
+      acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
   }
+  wb::finish_acc(sums);
+#pragma unroll
+  for (int mb = 0; mb < 2; ++mb)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) acc ^= __float_as_uint(sums.d[mb][r]);
   __shared__ unsigned red[32];
   for (int o = 16; o; o >>= 1) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;
@@ -64,5 +93,12 @@ __global__ void probe(const Args a) {
     a.out[blockIdx.x] = s;
   }
 }
+
+// The plain probe (its code is the same as before the arithmetic mode existed).
+__global__ void probe(const Args a) { probe_body<false>(a); }
+
+// Arithmetic mode: it holds more registers, so it launches blocks of up to kMathThreads (no spills).
+constexpr int kMathThreads = 640;
+__global__ void __launch_bounds__(kMathThreads) probe_math(const Args a) { probe_body<true>(a); }
 
 }  // namespace floor_probe

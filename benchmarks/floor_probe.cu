@@ -57,7 +57,7 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
   for (int g = 0; g < graphs; ++g) {
     CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     for (int c = 0; c < calls; ++c) {
-      Args a;
+      Args a{};
       a.src = buf + (hot ? 0 : static_cast<long long>(g * calls + c) * (bytes / 16));
       a.chunk16 = static_cast<int>(bytes / 16 / kChunks);
       a.chunk_off = nullptr;

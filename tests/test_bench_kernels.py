@@ -125,17 +125,20 @@ def test_runs_on_the_gpu_in_the_committed_format(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     timed = [x for x in proc.stdout.splitlines() if "us/call  rotating" in x]
-    lines = [x for x in timed if "floor-probe" not in x]
+    lines = [x for x in timed if "floor-probe" not in x and "floor+math" not in x]
     assert len(lines) == 6 and all("graph sets)" in x and "GB/s" in x for x in lines)
-    # the floor probe is timed in the same process, one line per kernel
-    floor = [x for x in timed if "floor-probe" in x]
-    assert len(floor) == 2 and all("same process" in x for x in floor)
+    # the floor probe is timed in the same process, one line per kernel, plain and with arithmetic
+    for probe in ("floor-probe", "floor+math"):
+        floor = [x for x in timed if probe in x]
+        assert len(floor) == 2 and all("same process" in x for x in floor), probe
     res = json.loads(out.read_text())
     assert set(res) >= {"gpu", "shape", "calls", "replays", "rows", "floor_us_per_call"}
     for row in res["rows"]:
-        # vs_floor: the arm's µs per call over the in-process floor probe's, per set
-        assert set(row) == {"kernel", "arm", "sets", "hot", "rotating", "vs_floor"}
+        # vs_floor(_math): the arm's µs per call over the in-process floor probe's, per set
+        assert set(row) == {"kernel", "arm", "sets", "hot", "rotating", "vs_floor", "vs_floor_math"}
         for st in ("hot", "rotating"):
             assert set(row[st]) == {"ms_per_replay", "us_per_call", "GB_s"}
             assert 0 < row[st]["us_per_call"] < 1000
             assert 1 < row["vs_floor"][st] < 100  # no kernel here streams faster than the probe
+            # nor beats the probe that also does the arithmetic every weight needs
+            assert 1 < row["vs_floor_math"][st] < 100
