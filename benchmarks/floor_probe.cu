@@ -12,6 +12,7 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o floor_probe benchmarks/floor_probe.cu
 //   ./floor_probe                 # the built-in table of configurations (W2- and W13-sized)
 //   ./floor_probe scatter         # contiguous slices vs 10 random experts of a 512-expert bank
+//   ./floor_probe math            # the arithmetic mode (floor+math) on the kernels' grids and others
 //   ./floor_probe BYTES GRID BLOCK CLUSTER PDL CHAIN   # one configuration (CHAIN 2: scatter)
 //
 // Output: µs per call, hot and rotating, and the GB/s the rotating number implies. Not a kernel of
@@ -31,8 +32,8 @@ using floor_probe::Args;
 using floor_probe::kChunks;
 using floor_probe::probe;
 
-static double time_config(long long bytes, int grid, int block, int cluster, int pdl, int chain, bool hot,
-                          const uint4* buf, const int* ids, unsigned* out, cudaStream_t st) {
+static double time_config(long long bytes, int grid, int block, int cluster, int pdl, int chain, long long math16,
+                          bool hot, const uint4* buf, const int* ids, unsigned* out, cudaStream_t st) {
   const int calls = 48, graphs = hot ? 1 : 8;
   std::vector<cudaGraphExec_t> execs;
   // Scatter mode: the experts of every (graph, call), drawn before capture (no allocation inside).
@@ -70,6 +71,7 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
       a.n16 = bytes / 16;
       a.chain = chain;
       a.cluster = cluster;
+      a.math16 = math16;
       cudaLaunchConfig_t cfg{};
       cfg.gridDim = dim3(grid);
       cfg.blockDim = dim3(block);
@@ -88,7 +90,10 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
       }
       cfg.attrs = at;
       cfg.numAttrs = n;
-      CUDA_CHECK(cudaLaunchKernelEx(&cfg, probe, a));
+      if (math16 > 0)
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, floor_probe::probe_math, a));
+      else
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, probe, a));
     }
     cudaGraph_t gr;
     CUDA_CHECK(cudaStreamEndCapture(st, &gr));
@@ -124,6 +129,7 @@ int main(int argc, char** argv) {
     const char* name;
     long long bytes;
     int grid, block, cluster, pdl, chain;
+    long long math16 = 0;  // > 0: probe_math over this many leading weight words
   };
   std::vector<Cfg> cfgs;
   const long long w2 = 2430000, w13 = 4860000;
@@ -139,6 +145,23 @@ int main(int argc, char** argv) {
     cfgs.push_back({"w13-scatter", w13, 100, 512, 1, 1, 2});
     cfgs.push_back({"w13-contig", w13, 300, 256, 1, 1, 1});
     cfgs.push_back({"w13-scatter", w13, 300, 256, 1, 1, 2});
+  } else if (argc == 2 && std::string(argv[1]) == "math") {
+    // floor+math: the call's bytes rounded up to whole 512-byte rows (the arithmetic mode's loop is
+    // warp-uniform), the weight words through dot_group; beside the plain probe on the same grids.
+    // The kernels' own grids: W13 100 CTAs x 512 threads, W2 80 CTAs (of 800 threads, above the
+    // arithmetic mode's 640: 80 x 640 stands in).
+    const long long w13m = (w13 + 511) / 512 * 512, w2m = (w2 + 511) / 512 * 512;
+    const long long w13w = 10LL * 80 * 320, w2w = 10LL * 5 * 2560;  // top_k x groups x columns
+    for (int g : {100, 132}) {
+      cfgs.push_back({"w13-bytes", w13m, g, 512, 1, 1, 1, 0});
+      cfgs.push_back({"w13-math", w13m, g, 512, 1, 1, 1, w13w});
+    }
+    cfgs.push_back({"w13-math", w13m, 300, 256, 1, 1, 1, w13w});
+    for (int g : {80, 132}) {
+      cfgs.push_back({"w2-bytes", w2m, g, g == 80 ? 640 : 512, 1, 1, 1, 0});
+      cfgs.push_back({"w2-math", w2m, g, g == 80 ? 640 : 512, 1, 1, 1, w2w});
+    }
+    cfgs.push_back({"w2-math", w2m, 300, 256, 1, 1, 1, w2w});
   } else {
     for (long long b : {0LL, w2}) {
       const char* t = b ? "w2-bytes" : "null";
@@ -195,8 +218,8 @@ int main(int argc, char** argv) {
   std::printf("%-10s %9s %5s %5s %7s %3s %5s %8s %8s %8s\n", "what", "bytes", "grid", "block", "cluster", "pdl",
               "chain", "hot", "rotating", "GB/s");
   for (auto& c : cfgs) {
-    const double h = time_config(c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, true, buf, ids, out, st);
-    const double r = time_config(c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, false, buf, ids, out, st);
+    const double h = time_config(c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, c.math16, true, buf, ids, out, st);
+    const double r = time_config(c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, c.math16, false, buf, ids, out, st);
     std::printf("%-10s %9lld %5d %5d %7d %3d %5d %8.3f %8.3f %8.0f\n", c.name, c.bytes, c.grid, c.block, c.cluster,
                 c.pdl, c.chain, h, r, c.bytes / (r * 1e3));
     std::fflush(stdout);
