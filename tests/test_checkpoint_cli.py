@@ -56,7 +56,7 @@ def _no_config(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("command", [["ab"], ["check"], ["checkpoint", "show"]])
+@pytest.mark.parametrize("command", [["ab"], ["check"], ["calibrate"], ["checkpoint", "show"]])
 @pytest.mark.parametrize(
     "make, message",
     [
@@ -85,6 +85,9 @@ def test_bad_checkpoint_is_one_line_exit_2(no_gpu, capsys, tmp_path, command, ma
         (["ab", "--checkpoint", "{dir}", "--tp", "2", "--rank", "2"], "--rank 2 must be in 0..1 for tp=2"),
         (["ab", "--checkpoint", "{dir}", "--tp", "8"], "W13 N/2 (inter/tp, gate and up halves)=16"),
         (["check", "--rank", "1"], "--rank needs --checkpoint"),
+        (["calibrate", "--checkpoint", "{dir}", "--top-k", "2"], "--top-k cannot be combined with --checkpoint"),
+        (["calibrate", "--checkpoint", "{dir}", "--tp", "2", "--rank", "5"], "--rank 5 must be in 0..1 for tp=2"),
+        (["calibrate", "--rank", "0"], "--rank needs --checkpoint"),
     ],
 )  # fmt: skip
 def test_checkpoint_options(no_gpu, capsys, tmp_path, argv, message):
@@ -210,6 +213,29 @@ def test_ab_on_a_checkpoint_end_to_end(device, capsys, tmp_path):
         for e in (0, 5):
             q, sc, z = ckpt_fixture.expected(orig, index % 3, e, bank.kernel, 2, 1, 64)
             assert torch.equal(bank.weights[e], dequantize(q, sc, z).float())
+
+
+def test_calibrate_on_a_checkpoint_end_to_end(device, capsys, tmp_path):
+    """`calibrate --checkpoint`: the ladder runs on the checkpoint's experts, as `ab` does."""
+    folder, orig = ckpt_fixture.checkpoint(tmp_path / "c", 64, 128, 8, 2, 3, group=64, seed=11)
+    argv = ["calibrate", "--checkpoint", folder, "--tp", "2", "--kernel", "w13", "--set", "hot",
+            "--spins", "0,80", *FAST, "--sessions-dir", tmp_path / "s", "--json"]  # fmt: skip
+    code, out, err = run(capsys, argv)
+    assert code == 0, err
+    s = json.loads(out)
+    assert {r["spin_cycles"] for r in s["calibration"]["rungs"]} == {0, 80}
+    sess = load_session(s["session"])
+    assert sess.status == "complete" and {c["role"] for c in sess.comparisons} == {"calibration"}
+    assert sess.config["checkpoint"] == {"path": str(folder.resolve()), "tp": 2, "rank": 0}
+    assert sess.config["preset"] == "checkpoint:c" and sess.config["spins"] == [0, 80]
+    banks = sess.provenance["banks"]
+    assert banks["source"] == "checkpoint" and banks["checkpoint"]["layers"] == [0, 1, 2]
+    # the banks the engine made hold the checkpoint's experts (rank 0), decoded bit for bit
+    made = [(i, b) for i, b in sim_device.UPLOADED if b.kernel == "w13"]
+    assert made
+    for index, bank in made[:4]:
+        q, sc, z = ckpt_fixture.expected(orig, index % 3, 3, "w13", 2, 0, 64)
+        assert torch.equal(bank.weights[3], dequantize(q, sc, z).float())
 
 
 def test_check_options_reach_the_bank_source(monkeypatch, capsys, tmp_path):

@@ -241,7 +241,7 @@ SHAPE_OPTIONS = ("preset", "hidden", "inter", "experts", "top_k", "layers")
 
 
 def add_checkpoint_arguments(p: argparse.ArgumentParser) -> None:
-    """``--checkpoint DIR`` and ``--rank`` (for `workbench ab` and `workbench check`)."""
+    """``--checkpoint DIR`` and ``--rank`` (for `workbench ab`, `calibrate` and `check`)."""
     g = p.add_argument_group("real weights (docs/DESIGN.md §3.8)")
     g.add_argument(
         "--checkpoint",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from workbench import defaults
+from workbench.checkpoint import add_checkpoint_arguments
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
 from workbench.errors import BadArgument
 from workbench.limits import MAX_SPIN_CYCLES, check_max
@@ -53,6 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(ids .../trial=T); the summary counts how often each rung was called SLOWER (1)",
     )
     add_protocol_arguments(p, defaults.REPLAYS)
+    add_checkpoint_arguments(p)  # the ladder on a real checkpoint's experts (docs/DESIGN.md §3.8)
 
 
 def parse_spins(text: str) -> tuple[int, ...]:
@@ -103,22 +105,28 @@ def config_from_args(args: argparse.Namespace):
     """The validated RunConfig of a calibration run (torch-free; BadArgument -> exit 2)."""
     import dataclasses
 
+    from workbench.checkpoint import checkpoint_from_args
     from workbench.commands._measure import protocol_from_args
     from workbench.plan import SETS, parse_list
     from workbench.runner import make_config
     from workbench.shapes import shape_from_args
 
+    ckpt = checkpoint_from_args(args)
     kernels = parse_list(args.kernel, ("w13", "w2", "step"), "--kernel")
     sets = parse_list(args.set, SETS, "--set")
     spins = parse_spins(args.spins)
     comparisons = plan_calibration(kernels, sets, args.arm, spins, args.base_spin, args.trials)
+    extra = {"spins": list(spins), "arm": args.arm, "trials": args.trials}
+    if ckpt is not None:
+        extra["checkpoint"] = ckpt.summary()
     base = make_config(
-        shape_from_args(args), kernels=kernels, sets=sets, a=args.arm, b=args.arm,
+        ckpt.shape if ckpt is not None else shape_from_args(args), kernels=kernels, sets=sets, a=args.arm, b=args.arm,
         reference=False, confirm=False, calls=args.calls, replays=args.replays, seed=args.seed,
         m=args.min_effect, protocol=protocol_from_args(args), sessions_dir=args.sessions_dir,
-        slug=args.slug or "calibrate", extra={"spins": list(spins), "arm": args.arm, "trials": args.trials},
+        slug=args.slug or "calibrate", extra=extra,
     )  # fmt: skip
-    return dataclasses.replace(base, comparisons=comparisons, mode="calibrate")
+    # banks from the checkpoint's experts when one is given (docs/DESIGN.md §3.8), as in `ab`
+    return dataclasses.replace(base, comparisons=comparisons, mode="calibrate", checkpoint=ckpt)
 
 
 def run(args: argparse.Namespace) -> int:
