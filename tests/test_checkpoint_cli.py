@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 from workbench import cli, runner
 from workbench.awq import TensorSource, load_awq_expert
 from workbench.checkpoint import Checkpoint
+from workbench.errors import BadArgument
 from workbench.layouts import dequantize
 from workbench.session import load_session
 
@@ -261,3 +262,45 @@ def test_check_options_reach_the_bank_source(monkeypatch, capsys, tmp_path):
     assert (shape.hidden, shape.tp, banks, source.kind) == (64, 2, 5, "checkpoint")
     assert json.loads(out)["banks"]["repeats"] == {"w13": 1, "w2": 1}
     assert isinstance(source.ckpt, Checkpoint) and source.ckpt.rank == 0
+
+
+# ------------------------------------------------------------------ the TUI's run form
+
+
+def test_tui_run_config_takes_a_checkpoint(tmp_path):
+    """The run form's record (workbench/tui/backend.py): a checkpoint folder gives the shape;
+    shape fields beside it, a bad folder, or a rank without one are named."""
+    from workbench.tui.backend import RunConfig
+
+    folder, _ = ckpt_fixture.checkpoint(tmp_path / "c", group=64)
+    cfg = RunConfig(checkpoint=str(folder), tp=2, rank=1).validate()
+    shape = cfg.shape()
+    assert (shape.hidden, shape.inter, shape.tp, shape.name) == (64, 128, 2, "checkpoint:c")
+    assert cfg.open_checkpoint().rank == 1 and cfg.to_dict()["checkpoint"] == str(folder)
+    bad = [
+        (RunConfig(checkpoint=str(folder), tp=2, hidden=64), "hidden=64 cannot be combined with a checkpoint"),
+        (RunConfig(checkpoint=str(tmp_path / "absent"), tp=2), "does not exist"),
+        (RunConfig(checkpoint=str(folder), tp=2, rank=2), "--rank 2 must be in 0..1 for tp=2"),
+        (RunConfig(rank=1), "rank=1 needs a checkpoint"),
+    ]  # fmt: skip
+    for config, message in bad:
+        with pytest.raises(BadArgument, match=message):
+            config.validate()
+
+
+def test_tui_run_on_a_checkpoint_end_to_end(device, tmp_path):
+    """The TUI's run entry (runner.run_session, what its engine backend calls) on a checkpoint."""
+    folder, orig = ckpt_fixture.checkpoint(tmp_path / "c", 64, 128, 8, 2, 3, group=64, seed=5)
+    config = {"checkpoint": str(folder), "tp": 2, "rank": 1, "kernels": ["w13"], "sets": ["hot"],
+              "pairs": 2, "blocks": 2, "calls": 4, "replays": 5}  # fmt: skip
+    path = runner.run_session(config, root=tmp_path / "s")
+    sess = load_session(path)
+    assert sess.status == "complete" and all(g["ok"] for g in sess.gates)
+    assert sess.config["checkpoint"] == {"path": str(folder.resolve()), "tp": 2, "rank": 1}
+    assert sess.config["source"] == "tui" and sess.config["preset"] == "checkpoint:c"
+    assert sess.provenance["banks"]["source"] == "checkpoint"
+    made = [(i, b) for i, b in sim_device.UPLOADED if b.kernel == "w13"]
+    assert made
+    for index, bank in made[:4]:
+        q, sc, z = ckpt_fixture.expected(orig, index % 3, 6, "w13", 2, 1, 64)
+        assert torch.equal(bank.weights[6], dequantize(q, sc, z).float())

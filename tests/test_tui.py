@@ -323,6 +323,40 @@ async def test_bad_numeric_values_show_a_validation_error_and_block_the_run(root
         assert len(session_dirs(sessions)) == 1
 
 
+@drive
+async def test_checkpoint_field_gives_the_shape_and_names_what_clashes(roots, tmp_path):
+    """The form's checkpoint folder (docs/DESIGN.md §3.8): its config.json gives the shape, shape
+    fields beside it and bad folders are named under the form, and a run starts with it."""
+    import ckpt_fixture
+    from textual.widgets import Select
+
+    from workbench.tui.widgets.run_form import RunForm
+
+    _, sessions, _ = roots
+    folder, _ = ckpt_fixture.checkpoint(tmp_path / "c", group=64)
+    app, _ = make_app(roots)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        form, error = app.query_one(RunForm), app.query_one("#form-error", Static)
+        app.query_one("#tp", Select).value = 2
+        app.query_one("#checkpoint", Input).value = str(tmp_path / "absent")
+        await pilot.pause()
+        assert "does not exist" in shown(error)
+        app.query_one("#checkpoint", Input).value = str(folder)
+        app.query_one("#hidden", Input).value = "64"
+        await pilot.pause()
+        assert "hidden=64 cannot be combined with a checkpoint" in shown(error)
+        app.query_one("#hidden", Input).value = ""
+        app.query_one("#rank", Input).value = "1"
+        await pilot.pause()
+        assert shown(error).strip() == ""
+        config = form.config()
+        assert (config.checkpoint, config.rank, config.shape().name) == (str(folder), 1, "checkpoint:c")
+        await pilot.press("escape", "r")
+        await settle(pilot)
+        assert len(session_dirs(sessions)) == 1
+
+
 # ----------------------------------------------------------------- help, palette, command
 
 

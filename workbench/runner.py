@@ -335,10 +335,19 @@ def run_session(
     from workbench.shapes import resolve_shape
 
     c = dict(config)
-    shape = resolve_shape(
-        preset=c.get("preset"), tp=c.get("tp"), hidden=c.get("hidden"), inter=c.get("inter"),
-        experts=c.get("experts"), top_k=c.get("top_k"), layers=c.get("layers"),
-    )  # fmt: skip
+    ckpt = None
+    extra: dict[str, Any] = {"source": "tui"}
+    if str(c.get("checkpoint") or "").strip():  # real weights (docs/DESIGN.md §3.8)
+        from workbench.checkpoint import Checkpoint
+
+        ckpt = Checkpoint(str(c["checkpoint"]).strip(), tp=c.get("tp"), rank=int(c.get("rank") or 0))
+        shape = ckpt.shape
+        extra["checkpoint"] = ckpt.summary()
+    else:
+        shape = resolve_shape(
+            preset=c.get("preset"), tp=c.get("tp"), hidden=c.get("hidden"), inter=c.get("inter"),
+            experts=c.get("experts"), top_k=c.get("top_k"), layers=c.get("layers"),
+        )  # fmt: skip
     proto = ProtocolConfig(
         pairs=int(c.get("pairs", defaults.PAIRS)),
         blocks=int(c.get("blocks", defaults.BLOCKS)),
@@ -350,8 +359,9 @@ def run_session(
         sets=tuple(c.get("sets", defaults.SETS)), a=c.get("a", defaults.ARM_A),
         b=c.get("b", defaults.ARM_B), calls=int(c.get("calls", defaults.CALLS)),
         replays=int(c.get("replays", defaults.REPLAYS)), seed=int(c.get("seed", defaults.SEED)),
-        protocol=proto, sessions_dir=str(root), extra={"source": "tui"},
+        protocol=proto, sessions_dir=str(root), extra=extra,
     )  # fmt: skip
+    cfg.checkpoint = ckpt  # banks from its experts when one is given
     cancel = threading.Event()
     ids = [x.id for x in cfg.comparisons]
 

@@ -82,9 +82,33 @@ class RunConfig:
     calls: int = defaults.CALLS
     replays: int = defaults.REPLAYS
     seed: int = defaults.SEED
+    # A real AWQ checkpoint's folder ("" = synthetic banks; docs/DESIGN.md §3.8): its config.json
+    # gives the shape (only tp may be set beside it), and rank picks the tensor-parallel slice.
+    checkpoint: str = ""
+    rank: int = 0
+
+    def open_checkpoint(self) -> Any:
+        """The opened checkpoint (workbench.checkpoint.Checkpoint), or None for synthetic banks;
+        BadArgument names the field or the file. Reads config.json and the safetensors headers."""
+        if not self.checkpoint.strip():
+            if self.rank != 0:
+                raise BadArgument(f"rank={self.rank} needs a checkpoint: synthetic banks have no ranks")
+            return None
+        for name in ("hidden", "inter", "experts", "top_k", "layers"):
+            if getattr(self, name) is not None:
+                raise BadArgument(
+                    f"{name}={getattr(self, name)} cannot be combined with a checkpoint: the shape "
+                    "is read from its config.json (only tp may be set)"
+                )
+        from workbench.checkpoint import Checkpoint
+
+        return Checkpoint(self.checkpoint.strip(), tp=self.tp, rank=self.rank)
 
     def shape(self) -> Shape:
         """The validated shape (raises BadArgument naming the dimension)."""
+        ckpt = self.open_checkpoint()
+        if ckpt is not None:
+            return ckpt.shape
         return resolve_shape(
             preset=self.preset,
             tp=self.tp,

@@ -1,4 +1,5 @@
-"""The run configuration form: shape, kernels, sets, A and B arms and the timing protocol.
+"""The run configuration form: shape (or a checkpoint), kernels, sets, A and B arms and the
+timing protocol.
 
 Numeric fields take digits only (Textual's integer/number inputs refuse other keys, so a key
 meant for the app cannot slip into a field), and every change is checked at once: the first
@@ -35,7 +36,7 @@ def _int(text: str, name: str, blank: int | None = None) -> int | None:
 
 
 # The least value each integer field accepts (RunConfig.validate has the same floors).
-_MINIMUM = {"pairs": 1, "blocks": 1, "calls": 1, "replays": 1, "seed": 0} | dict.fromkeys(
+_MINIMUM = {"pairs": 1, "blocks": 1, "calls": 1, "replays": 1, "seed": 0, "rank": 0} | dict.fromkeys(
     _SHAPE_FIELDS, 1
 )
 
@@ -83,6 +84,15 @@ class RunForm(Vertical):
                 compact=True,
                 id="tp",
             )
+            yield Label("checkpoint")
+            yield Input(  # a real AWQ checkpoint's folder: its config.json then gives the shape
+                c.checkpoint,
+                placeholder="(blank: synthetic banks)",
+                compact=True,
+                id="checkpoint",
+            )
+            yield Label("rank")
+            yield _integer("rank", str(c.rank))
             for name in _SHAPE_FIELDS:
                 yield Label(name.replace("_", "-"))
                 value = getattr(c, name)
@@ -185,6 +195,8 @@ class RunForm(Vertical):
                 calls=_int(self._text("calls"), "calls", RunConfig.calls),
                 replays=_int(self._text("replays"), "replays", RunConfig.replays),
                 seed=_int(self._text("seed"), "seed", RunConfig.seed),
+                checkpoint=self._text("checkpoint").strip(),
+                rank=_int(self._text("rank"), "rank", RunConfig.rank),
             ).validate()
         except BadArgument as e:
             self.query_one("#form-error", Static).update(Text(str(e), style="bold red"))
