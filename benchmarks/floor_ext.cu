@@ -49,6 +49,7 @@ void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.attr("MATH_THREADS") = floor_probe::kMathThreads;  // the arithmetic mode's largest block
   m.def("launch", &floor_launch,
         "floor probe: stream src's bytes (16-byte loads after one id load); the first math16 "
         "elements also go through the kernels' dequantize and tensor-core products",

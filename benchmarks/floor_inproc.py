@@ -20,7 +20,6 @@ HERE = Path(__file__).resolve().parent
 # grid x block of the standalone sweep's fastest rows for W13's and W2's bytes (PDL on, no
 # clusters): every (kernel, set) takes the fastest of all of them
 SHAPES = ((300, 256), (264, 512), (132, 1024), (132, 512), (80, 640), (160, 320))
-MATH_THREADS = 640  # floor_kernel.cuh kMathThreads: the arithmetic mode's largest block
 
 
 def load_extension():
@@ -34,7 +33,12 @@ def load_extension():
         os.environ.setdefault("CUDA_HOME", home)
 
     kernels = HERE.parent / "csrc" / "kernels"  # floor_kernel.cuh includes the kernels' arithmetic
-    sources = [HERE / "floor_ext.cu", HERE / "floor_kernel.cuh", kernels / "awq_meta.cuh", kernels / "layout.h"]
+    sources = [
+        HERE / "floor_ext.cu",
+        HERE / "floor_kernel.cuh",
+        kernels / "awq_meta.cuh",
+        kernels / "layout.h",
+    ]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:12]
     name = f"wb_floor_probe_{digest}"
     build_dir = cache_root() / name
@@ -74,7 +78,7 @@ def time_floor(
     out = torch.zeros(4096, dtype=torch.int32, device="cuda")
     rows = {}
     for grid, block in SHAPES:
-        if math16 and block > MATH_THREADS:
+        if math16 and block > ext.MATH_THREADS:  # floor_kernel.cuh kMathThreads
             continue
         row = {}
         for set_name in ("hot", "rotating"):

@@ -23,7 +23,7 @@ struct Args {
   int chunk16;
   const long long* chunk_off;  // [kChunks] in global memory (a kernel-parameter array indexed at
                                // run time would be copied to local memory by every thread)
-  // arithmetic mode (probe_math; n16 a multiple of 32, ids zeros): the first math16 elements (a
+  // arithmetic mode (probe_math; n16 a multiple of 32): the first math16 elements (a
   // multiple of 32) are weight words, and each goes through the kernels' dequantize and
   // tensor-core products (awq_meta.cuh, dot_group) with a record and activations held in
   // registers: the work the numerics contract requires per weight, and nothing else a kernel does
@@ -43,11 +43,13 @@ __device__ __forceinline__ void probe_body(const Args& a) {
   const long long tid = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   long long off = 0;
   if (a.chain) off = __ldg(a.ids + (blockIdx.x & 7));
+  if (kMath) off &= ~31LL;  // whole 32-element rows for any id, so the warp stays uniform
   unsigned acc = 0;
   constexpr int kU = 8;
   // With arithmetic, the loop and the arithmetic test must be warp-uniform, as the tensor-core
-  // products need: the launcher then requires n16 and math16 to be multiples of 32 and the ids to
-  // be zeros, so all lanes of a warp leave the loop together; the test uses lane 0's index.
+  // products need: the launcher requires n16 and math16 to be multiples of 32, and the id offset
+  // is rounded down to one, so all lanes of a warp leave the loop together; the test uses lane 0's
+  // index.
   const int lane = threadIdx.x & 31;
   const unsigned rec = 0x1c002c00u ^ (static_cast<unsigned>(lane) << 3);  // scale, bias: fp16 words
   const wb::QuadMeta q{{rec, rec ^ 0x10u, rec ^ 0x20u, rec ^ 0x30u}};
@@ -97,8 +99,9 @@ __device__ __forceinline__ void probe_body(const Args& a) {
 // The plain probe (its code is the same as before the arithmetic mode existed).
 __global__ void probe(const Args a) { probe_body<false>(a); }
 
-// Arithmetic mode: it holds more registers, so it launches blocks of up to kMathThreads (no spills).
-constexpr int kMathThreads = 640;
+// Arithmetic mode: it holds more registers, so it launches blocks of up to kMathThreads (no spills),
+// which covers the kernels' own blocks (W13 512 threads, W2 800).
+constexpr int kMathThreads = 800;
 __global__ void __launch_bounds__(kMathThreads) probe_math(const Args a) { probe_body<true>(a); }
 
 }  // namespace floor_probe

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_check.h"
@@ -148,8 +149,7 @@ int main(int argc, char** argv) {
   } else if (argc == 2 && std::string(argv[1]) == "math") {
     // floor+math: the call's bytes rounded up to whole 512-byte rows (the arithmetic mode's loop is
     // warp-uniform), the weight words through dot_group; beside the plain probe on the same grids.
-    // The kernels' own grids: W13 100 CTAs x 512 threads, W2 80 CTAs (of 800 threads, above the
-    // arithmetic mode's 640: 80 x 640 stands in).
+    // The kernels' own grids: W13 100 CTAs x 512 threads, W2 80 CTAs x 800 (and 80 x 640).
     const long long w13m = (w13 + 511) / 512 * 512, w2m = (w2 + 511) / 512 * 512;
     const long long w13w = 10LL * 80 * 320, w2w = 10LL * 5 * 2560;  // top_k x groups x columns
     for (int g : {100, 132}) {
@@ -157,9 +157,9 @@ int main(int argc, char** argv) {
       cfgs.push_back({"w13-math", w13m, g, 512, 1, 1, 1, w13w});
     }
     cfgs.push_back({"w13-math", w13m, 300, 256, 1, 1, 1, w13w});
-    for (int g : {80, 132}) {
-      cfgs.push_back({"w2-bytes", w2m, g, g == 80 ? 640 : 512, 1, 1, 1, 0});
-      cfgs.push_back({"w2-math", w2m, g, g == 80 ? 640 : 512, 1, 1, 1, w2w});
+    for (auto [g, b] : {std::pair{80, 800}, std::pair{80, 640}, std::pair{132, 512}}) {
+      cfgs.push_back({"w2-bytes", w2m, g, b, 1, 1, 1, 0});
+      cfgs.push_back({"w2-math", w2m, g, b, 1, 1, 1, w2w});
     }
     cfgs.push_back({"w2-math", w2m, 300, 256, 1, 1, 1, w2w});
   } else {

@@ -140,5 +140,6 @@ def test_runs_on_the_gpu_in_the_committed_format(tmp_path):
             assert set(row[st]) == {"ms_per_replay", "us_per_call", "GB_s"}
             assert 0 < row[st]["us_per_call"] < 1000
             assert 1 < row["vs_floor"][st] < 100  # no kernel here streams faster than the probe
-            # nor beats the probe that also does the arithmetic every weight needs
-            assert 1 < row["vs_floor_math"][st] < 100
+            # against the probe that also does the arithmetic every weight needs: a ratio, not
+            # a bound (a structure that overlaps its arithmetic better might come under it)
+            assert 0.5 < row["vs_floor_math"][st] < 100

@@ -280,12 +280,27 @@ def test_tui_run_config_takes_a_checkpoint(tmp_path):
     bad = [
         (RunConfig(checkpoint=str(folder), tp=2, hidden=64), "hidden=64 cannot be combined with a checkpoint"),
         (RunConfig(checkpoint=str(tmp_path / "absent"), tp=2), "does not exist"),
-        (RunConfig(checkpoint=str(folder), tp=2, rank=2), "--rank 2 must be in 0..1 for tp=2"),
+        (RunConfig(checkpoint=str(folder), tp=2, rank=2), "rank=2 must be in 0..1 for tp=2"),
         (RunConfig(rank=1), "rank=1 needs a checkpoint"),
     ]  # fmt: skip
     for config, message in bad:
         with pytest.raises(BadArgument, match=message):
             config.validate()
+    # the form validates on every keystroke: the opened checkpoint is kept until its files change
+    first = cfg.open_checkpoint()
+    assert RunConfig(checkpoint=str(folder), tp=2, rank=1).open_checkpoint() is first
+    config_json = folder / "config.json"
+    config_json.write_text(config_json.read_text() + "\n")
+    assert RunConfig(checkpoint=str(folder), tp=2, rank=1).open_checkpoint() is not first
+
+
+def test_tui_run_entry_names_what_clashes_with_a_checkpoint(device, tmp_path):
+    folder, _ = ckpt_fixture.checkpoint(tmp_path / "c", group=64)
+    with pytest.raises(BadArgument, match="hidden cannot be combined with a checkpoint"):
+        runner.run_session({"checkpoint": str(folder), "tp": 2, "hidden": 64}, root=tmp_path / "s")
+    with pytest.raises(BadArgument, match="rank=1 needs a checkpoint"):
+        runner.run_session({"tp": 2, "rank": 1}, root=tmp_path / "s")
+    assert not (tmp_path / "s").exists()
 
 
 def test_tui_run_on_a_checkpoint_end_to_end(device, tmp_path):

@@ -351,10 +351,17 @@ async def test_checkpoint_field_gives_the_shape_and_names_what_clashes(roots, tm
         await pilot.pause()
         assert shown(error).strip() == ""
         config = form.config()
-        assert (config.checkpoint, config.rank, config.shape().name) == (str(folder), 1, "checkpoint:c")
+        assert (config.checkpoint, config.rank, config.shape().name) == (
+            str(folder),
+            1,
+            "checkpoint:c",
+        )
         await pilot.press("escape", "r")
         await settle(pilot)
-        assert len(session_dirs(sessions)) == 1
+        (saved,) = session_dirs(sessions)
+        # the run got the folder and the rank (the test double records the form's config)
+        recorded = load_session(saved).config
+        assert (recorded["checkpoint"], recorded["rank"]) == (str(folder), 1)
 
 
 # ----------------------------------------------------------------- help, palette, command

@@ -337,13 +337,22 @@ def run_session(
     c = dict(config)
     ckpt = None
     extra: dict[str, Any] = {"source": "tui"}
+    given = [k for k in ("hidden", "inter", "experts", "top_k", "layers") if c.get(k) is not None]
     if str(c.get("checkpoint") or "").strip():  # real weights (docs/DESIGN.md §3.8)
         from workbench.checkpoint import Checkpoint
 
-        ckpt = Checkpoint(str(c["checkpoint"]).strip(), tp=c.get("tp"), rank=int(c.get("rank") or 0))
+        if given:
+            raise BadArgument(
+                f"{given[0]} cannot be combined with a checkpoint: its config.json gives the shape"
+            )
+        ckpt = Checkpoint(
+            str(c["checkpoint"]).strip(), tp=c.get("tp"), rank=int(c.get("rank") or 0)
+        )
         shape = ckpt.shape
         extra["checkpoint"] = ckpt.summary()
     else:
+        if c.get("rank"):
+            raise BadArgument(f"rank={c['rank']} needs a checkpoint: synthetic banks have no ranks")
         shape = resolve_shape(
             preset=c.get("preset"), tp=c.get("tp"), hidden=c.get("hidden"), inter=c.get("inter"),
             experts=c.get("experts"), top_k=c.get("top_k"), layers=c.get("layers"),

@@ -27,6 +27,32 @@ SETS = ("hot", "rotating")
 ARMS = ("b3-scalar", "b3-coop", "b4-scalar", "tinygemm", "triton-moe")
 
 
+def _open_checkpoint(folder: str, tp: int, rank: int) -> Any:
+    """workbench.checkpoint.Checkpoint(folder, tp, rank), kept while its config.json and the
+    folder's files are unchanged: the form validates on every keystroke, and opening reads every
+    shard's header."""
+    from workbench.checkpoint import Checkpoint
+
+    path = Path(folder)
+    try:
+        stamp = tuple(
+            sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in path.iterdir())
+        )
+    except OSError:
+        stamp = None  # absent or unreadable: Checkpoint names the problem
+    key = (str(path.resolve()) if stamp is not None else folder, tp, rank, stamp)
+    if stamp is None or key not in _OPENED:
+        ckpt = Checkpoint(folder, tp=tp, rank=rank)
+        if stamp is None:
+            return ckpt
+        _OPENED.clear()  # one form, one checkpoint at a time
+        _OPENED[key] = ckpt
+    return _OPENED[key]
+
+
+_OPENED: dict[tuple, Any] = {}
+
+
 @dataclass(frozen=True)
 class GpuStatus:
     """Whether runs are possible here, and why not when they are not."""
@@ -92,17 +118,19 @@ class RunConfig:
         BadArgument names the field or the file. Reads config.json and the safetensors headers."""
         if not self.checkpoint.strip():
             if self.rank != 0:
-                raise BadArgument(f"rank={self.rank} needs a checkpoint: synthetic banks have no ranks")
+                raise BadArgument(
+                    f"rank={self.rank} needs a checkpoint: synthetic banks have no ranks"
+                )
             return None
         for name in ("hidden", "inter", "experts", "top_k", "layers"):
             if getattr(self, name) is not None:
                 raise BadArgument(
                     f"{name}={getattr(self, name)} cannot be combined with a checkpoint: the shape "
-                    "is read from its config.json (only tp may be set)"
+                    "is read from its config.json (only tp may be set; the preset is not used)"
                 )
-        from workbench.checkpoint import Checkpoint
-
-        return Checkpoint(self.checkpoint.strip(), tp=self.tp, rank=self.rank)
+        if not 0 <= self.rank < self.tp:
+            raise BadArgument(f"rank={self.rank} must be in 0..{self.tp - 1} for tp={self.tp}")
+        return _open_checkpoint(self.checkpoint.strip(), self.tp, self.rank)
 
     def shape(self) -> Shape:
         """The validated shape (raises BadArgument naming the dimension)."""

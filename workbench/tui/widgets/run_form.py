@@ -36,9 +36,14 @@ def _int(text: str, name: str, blank: int | None = None) -> int | None:
 
 
 # The least value each integer field accepts (RunConfig.validate has the same floors).
-_MINIMUM = {"pairs": 1, "blocks": 1, "calls": 1, "replays": 1, "seed": 0, "rank": 0} | dict.fromkeys(
-    _SHAPE_FIELDS, 1
-)
+_MINIMUM = {
+    "pairs": 1,
+    "blocks": 1,
+    "calls": 1,
+    "replays": 1,
+    "seed": 0,
+    "rank": 0,
+} | dict.fromkeys(_SHAPE_FIELDS, 1)
 
 
 def _integer(name: str, value: str, **kwargs) -> Input:
