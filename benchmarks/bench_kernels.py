@@ -182,8 +182,9 @@ def weight_words(shape: Shape, kernel: str) -> int:
 def _floor_rows(ext, shape: Shape, kernel: str, a, n_sets: int, results: dict) -> None:
     """The floor probe streaming this kernel's b3 bytes per call, timed here beside the kernels
     (benchmarks/floor_inproc.py), and each of the kernel's rows as a multiple of it. Then the same
-    probe with its weight words through the kernels' dequantize and tensor-core products: the
-    least a kernel under the numerics contract can take on these bytes (floor+math)."""
+    probe with its weight words through the kernels' dequantize and tensor-core products
+    (floor+math): the bytes plus the arithmetic the numerics contract requires, in the probe's
+    structure; a yardstick, not a proven bound."""
     from floor_inproc import time_floor
 
     for key, label, math16 in (
