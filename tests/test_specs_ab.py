@@ -96,3 +96,24 @@ def test_a_broken_promise_stops_timing_with_exit_5(device, capsys, tmp_path):
     journal = [json.loads(x) for x in (folder / "journal.jsonl").read_text().splitlines()]
     assert not [r for r in journal if r["type"] == "sample"], "timed despite a failed gate"
     assert [r["ok"] for r in journal if r["type"] == "gate"] == [False]
+
+
+def test_calibrate_runs_its_ladder_on_a_spec_arm(device, capsys, tmp_path):
+    """`calibrate --arm SPEC.toml`: the user's kernel gets its calibration build (the spin of
+    docs/DESIGN.md §5.8 lives in the project's headers it includes) and the ladder runs on it."""
+    spec = _spec(tmp_path / "v", "tolerance = 2e-3")
+    code = cli.main(
+        ["calibrate", *SMALL, *FAST, "--kernel", "w13", "--set", "hot", "--arm", str(spec),
+         "--spins", "0,80,400", "--sessions-dir", str(tmp_path / "s"), "--no-plots", "--json"]
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    s = json.loads(out.out)
+    assert {r["spin_cycles"] for r in s["calibration"]["rungs"]} == {0, 80, 400}
+    assert s["calibration"]["resolution"]["spin_cycles"] == 80
+    assert "w13:mine+calib" in {v.name for v in device}
+    sess = load_session(s["session"])
+    assert (
+        sess.comparisons[1]["a"] == "mine+spin=256" and sess.comparisons[1]["b"] == "mine+spin=336"
+    )
+    assert "w13:mine+calib" in sess.provenance["specs"]  # its sources hashed, as in ab
