@@ -184,16 +184,19 @@ def _floor_rows(ext, shape: Shape, kernel: str, a, n_sets: int, results: dict) -
     (benchmarks/floor_inproc.py), and each of the kernel's rows as a multiple of it. Then the same
     probe with its weight words through the kernels' dequantize and tensor-core products
     (floor+math): the bytes plus the arithmetic the numerics contract requires, in the probe's
-    structure; a yardstick, not a proven bound."""
-    from floor_inproc import time_floor
+    structure (the faster of two); a yardstick, not a proven bound. Last, that arithmetic alone
+    with no loads (arith-only): what the contract's per-weight work costs with nothing to wait for."""
+    from floor_inproc import MATH_KINDS, time_floor
 
-    for key, label, math16 in (
-        ("floor_probe", "floor-probe", 0),
-        ("floor_math", "floor+math ", weight_words(shape, kernel)),
+    words = weight_words(shape, kernel)
+    for key, label, math16, kinds in (
+        ("floor_probe", "floor-probe", 0, ()),
+        ("floor_math", "floor+math ", words, MATH_KINDS),
+        ("arith_only", "arith-only ", words, ("arith",)),
     ):
         fl = time_floor(
             ext, call_bytes(shape, kernel, "b3"), a.calls, n_sets, a.replays,
-            lambda issues, replays, label=label: time_issues(label.strip(), issues, replays), math16,
+            lambda issues, replays, label=label: time_issues(label.strip(), issues, replays), math16, kinds,
         )  # fmt: skip
         results.setdefault(key, {})[kernel] = fl
         best = fl["best"]

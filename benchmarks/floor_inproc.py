@@ -18,8 +18,13 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 # grid x block of the standalone sweep's fastest rows for W13's and W2's bytes (PDL on, no
-# clusters): every (kernel, set) takes the fastest of all of them
-SHAPES = ((300, 256), (264, 512), (132, 1024), (132, 512), (80, 640), (160, 320))
+# clusters), and 264 x 256, the arithmetic's best in `floor_probe sweep` (lab round 9): every
+# (kernel, set) takes the fastest of all of them
+SHAPES = ((300, 256), (264, 512), (264, 256), (132, 1024), (132, 512), (80, 640), (160, 320))
+# the arithmetic mode's structures (floor_ext.cu `kind`): floor+math is the faster of "u8" (eight
+# loads per round, up to 800 threads) and "u2x2" (two per round, two CTAs per SM); "arith" is the
+# arithmetic alone, no loads
+MATH_KINDS = ("u8", "u2x2")
 
 
 def load_extension():
@@ -29,8 +34,12 @@ def load_extension():
     from workbench.build import cache_root, cuda_home
 
     home = cuda_home()  # as workbench's own builds find the toolkit (the PATH's nvcc may be a link)
+    ldflags = []
     if home:
         os.environ.setdefault("CUDA_HOME", home)
+        # torch fixes its CUDA_HOME when cpp_extension is first imported, which may be before this
+        # (it then guesses the parent of the PATH's nvcc link, and the link step misses cudart)
+        ldflags = [f"-L{d}" for d in (Path(home) / "lib64", Path(home) / "lib") if d.is_dir()]
 
     kernels = HERE.parent / "csrc" / "kernels"  # floor_kernel.cuh includes the kernels' arithmetic
     sources = [
@@ -47,6 +56,7 @@ def load_extension():
         name,
         [str(sources[0])],
         extra_cuda_cflags=["-O3", f"-I{HERE}"],
+        extra_ldflags=ldflags,
         build_directory=str(build_dir),
         verbose=False,
     )
@@ -60,10 +70,12 @@ def time_floor(
     replays: int,
     time_issues: Callable[[list, int], float],
     math16: int = 0,
+    kinds: tuple[str, ...] = MATH_KINDS,
 ) -> dict:
     """µs per call of the probe streaming ``call_bytes`` per call, hot and rotating, per shape.
     With ``math16`` > 0 the first ``math16`` 16-byte elements (the call's weight words) also go
-    through the kernels' dequantize and tensor-core products (floor_kernel.cuh, arithmetic mode).
+    through the kernels' dequantize and tensor-core products (floor_kernel.cuh, arithmetic mode),
+    in each structure of ``kinds`` (``("arith",)``: the arithmetic with no loads).
 
     Hot: every call reads the same slice. Rotating: each call of each of ``n_sets`` graphs reads
     its own slice, as the bench's rotating set reads its own banks. ``time_issues(issues,
@@ -77,8 +89,8 @@ def time_floor(
     ids = torch.zeros(64, dtype=torch.int32, device="cuda")
     out = torch.zeros(4096, dtype=torch.int32, device="cuda")
     rows = {}
-    for grid, block in SHAPES:
-        if math16 and block > ext.MATH_THREADS:  # floor_kernel.cuh kMathThreads
+    for (grid, block), kind in ((sh, k) for sh in SHAPES for k in (kinds if math16 else ("",))):
+        if math16 and block > (ext.MATH_THREADS if kind == "u8" else ext.MATH2_THREADS):
             continue
         row = {}
         for set_name in ("hot", "rotating"):
@@ -86,12 +98,12 @@ def time_floor(
             for s in range(n_sets if set_name == "rotating" else 1):
                 idx = [s * calls + c if set_name == "rotating" else 0 for c in range(calls)]
 
-                def issue(idx=idx, grid=grid, block=block):
+                def issue(idx=idx, grid=grid, block=block, kind=kind):
                     for i in idx:
-                        ext.launch(buf[i], ids, out, grid, block, True, math16)
+                        ext.launch(buf[i], ids, out, grid, block, True, math16, kind or "u8")
 
                 issues.append(issue)
             row[set_name] = round(time_issues(issues, replays) * 1000 / calls, 3)
-        rows[f"{grid}x{block}"] = row
+        rows[f"{grid}x{block}" + (f" {kind}" if kind else "")] = row
     best = {s: min(r[s] for r in rows.values()) for s in ("hot", "rotating")}
     return {"shapes": rows, "best": best}

@@ -32,7 +32,10 @@ struct Args {
 };
 constexpr int kChunks = 10;
 
-template <bool kMath>
+// kU: 16-byte loads per thread per round. kFeed (arithmetic mode only): 0 loads a round and then
+// computes on it; 1 issues the next round's loads before computing the current one (register double
+// buffering); 2 loads nothing and computes on words made from the index (the arithmetic alone).
+template <bool kMath, int kU = 8, int kFeed = 0>
 __device__ __forceinline__ void probe_body(const Args& a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (a.cluster > 1) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -45,7 +48,6 @@ __device__ __forceinline__ void probe_body(const Args& a) {
   if (a.chain) off = __ldg(a.ids + (blockIdx.x & 7));
   if (kMath) off &= ~31LL;  // whole 32-element rows for any id, so the warp stays uniform
   unsigned acc = 0;
-  constexpr int kU = 8;
   // With arithmetic, the loop and the arithmetic test must be warp-uniform, as the tensor-core
   // products need: the launcher requires n16 and math16 to be multiples of 32, and the id offset
   // is rounded down to one, so all lanes of a warp leave the loop together; the test uses lane 0's
@@ -55,8 +57,7 @@ __device__ __forceinline__ void probe_body(const Args& a) {
   const wb::QuadMeta q{{rec, rec ^ 0x10u, rec ^ 0x20u, rec ^ 0x30u}};
   const wb::XFrag xf{{0x3c003c00u ^ lane, 0x38003800u ^ lane, 0x34003400u ^ lane, 0x30003000u ^ lane}};
   wb::Acc sums = wb::acc_zero();
-  for (long long i = tid + off; i < a.n16; i += kU * nthreads) {
-    uint4 v[kU];
+  auto load = [&](uint4 (&v)[kU], long long i) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const long long k = i + u * nthreads;
@@ -65,12 +66,36 @@ __device__ __forceinline__ void probe_body(const Args& a) {
         const int c = static_cast<int>(k) / a.chunk16;  // slices stay far below 2^31 elements
         p = a.src + __ldg(a.chunk_off + (c < kChunks ? c : kChunks - 1)) + (k - static_cast<long long>(c) * a.chunk16);
       }
-      v[u] = k < a.n16 ? __ldg(p) : make_uint4(0, 0, 0, 0);
+      if (kFeed == 2) {
+        const unsigned kk = static_cast<unsigned>(k);
+        v[u] = make_uint4(kk * 0x9e3779b9u, kk ^ 0x5a5a5a5au, kk + 0x01234567u, ~kk);
+      } else {
+        v[u] = k < a.n16 ? __ldg(p) : make_uint4(0, 0, 0, 0);
+      }
     }
+  };
+  auto use = [&](const uint4 (&v)[kU], long long i) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       if (kMath && i - lane + u * nthreads < a.math16) wb::dot_group(v[u], q, xf, sums);
       acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+  };
+  if (kFeed == 1) {
+    uint4 cur[kU], nxt[kU];
+    long long i = tid + off;
+    if (i < a.n16) load(cur, i);
+    for (; i < a.n16; i += kU * nthreads) {
+      if (i + kU * nthreads < a.n16) load(nxt, i + kU * nthreads);
+      use(cur, i);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) cur[u] = nxt[u];
+    }
+  } else {
+    for (long long i = tid + off; i < a.n16; i += kU * nthreads) {
+      uint4 v[kU];
+      load(v, i);
+      use(v, i);
     }
   }
   wb::finish_acc(sums);
@@ -103,5 +128,13 @@ __global__ void probe(const Args a) { probe_body<false>(a); }
 // which covers the kernels' own blocks (W13 512 threads, W2 800).
 constexpr int kMathThreads = 800;
 __global__ void __launch_bounds__(kMathThreads) probe_math(const Args a) { probe_body<true>(a); }
+
+// The same arithmetic in the structure that was fastest for it in `floor_probe sweep` (lab round 9):
+// two loads per round and blocks of up to 512 threads held to at most 64 registers, so two CTAs
+// share an SM. And the arithmetic alone: that structure with no loads at all (words made from the
+// index), what the contract's per-weight work costs on this GPU with nothing to wait for.
+constexpr int kMath2Threads = 512;
+__global__ void __launch_bounds__(kMath2Threads, 2) probe_math2(const Args a) { probe_body<true, 2, 0>(a); }
+__global__ void __launch_bounds__(kMath2Threads, 2) probe_arith(const Args a) { probe_body<true, 2, 2>(a); }
 
 }  // namespace floor_probe

@@ -13,6 +13,8 @@
 //   ./floor_probe                 # the built-in table of configurations (W2- and W13-sized)
 //   ./floor_probe scatter         # contiguous slices vs 10 random experts of a 512-expert bank
 //   ./floor_probe math            # the arithmetic mode (floor+math) on the kernels' grids and others
+//   ./floor_probe sweep           # floor+math's structure varied: loads per round, double buffering,
+//                                 # two CTAs per SM, no loads (benchmarks/lab/README.md, round 9)
 //   ./floor_probe BYTES GRID BLOCK CLUSTER PDL CHAIN   # one configuration (CHAIN 2: scatter)
 //
 // Output: µs per call, hot and rotating, and the GB/s the rotating number implies. Not a kernel of
@@ -32,9 +34,20 @@
 using floor_probe::Args;
 using floor_probe::kChunks;
 using floor_probe::probe;
+using floor_probe::probe_body;
 
-static double time_config(long long bytes, int grid, int block, int cluster, int pdl, int chain, long long math16,
-                          bool hot, const uint4* buf, const int* ids, unsigned* out, cudaStream_t st) {
+// `sweep`'s other variants of the arithmetic mode (floor_kernel.cuh, probe_body's kU and kFeed)
+__global__ void __launch_bounds__(800) lab_u4(const Args a) { probe_body<true, 4, 0>(a); }
+__global__ void __launch_bounds__(512, 2) lab_u4_lb2(const Args a) { probe_body<true, 4, 0>(a); }
+__global__ void __launch_bounds__(512, 2) lab_pipe2_lb2(const Args a) { probe_body<true, 2, 1>(a); }
+__global__ void __launch_bounds__(800) lab_pipe4(const Args a) { probe_body<true, 4, 1>(a); }
+__global__ void __launch_bounds__(800) lab_only(const Args a) { probe_body<true, 8, 2>(a); }
+
+using Kernel = void (*)(const Args);
+
+static double time_config(Kernel kernel, long long bytes, int grid, int block, int cluster, int pdl, int chain,
+                          long long math16, bool hot, const uint4* buf, const int* ids, unsigned* out,
+                          cudaStream_t st) {
   const int calls = 48, graphs = hot ? 1 : 8;
   std::vector<cudaGraphExec_t> execs;
   // Scatter mode: the experts of every (graph, call), drawn before capture (no allocation inside).
@@ -91,10 +104,7 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
       }
       cfg.attrs = at;
       cfg.numAttrs = n;
-      if (math16 > 0)
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, floor_probe::probe_math, a));
-      else
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, probe, a));
+      CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
     }
     cudaGraph_t gr;
     CUDA_CHECK(cudaStreamEndCapture(st, &gr));
@@ -127,10 +137,11 @@ static double time_config(long long bytes, int grid, int block, int cluster, int
 
 int main(int argc, char** argv) {
   struct Cfg {
-    const char* name;
+    std::string name;
     long long bytes;
     int grid, block, cluster, pdl, chain;
     long long math16 = 0;  // > 0: probe_math over this many leading weight words
+    Kernel kernel = nullptr;  // null: probe, or probe_math when math16 > 0
   };
   std::vector<Cfg> cfgs;
   const long long w2 = 2430000, w13 = 4860000;
@@ -162,6 +173,35 @@ int main(int argc, char** argv) {
       cfgs.push_back({"w2-math", w2m, g, b, 1, 1, 1, w2w});
     }
     cfgs.push_back({"w2-math", w2m, 300, 256, 1, 1, 1, w2w});
+  } else if (argc == 2 && std::string(argv[1]) == "sweep") {
+    // floor+math's structure varied (benchmarks/lab/README.md, round 9): loads per round, register
+    // double buffering, two CTAs per SM, and the arithmetic with no loads at all
+    const long long w13m = (w13 + 511) / 512 * 512, w2m = (w2 + 511) / 512 * 512;
+    const long long w13w = 10LL * 80 * 320, w2w = 10LL * 5 * 2560;
+    struct K {
+      const char* name;
+      Kernel k;
+      std::vector<std::pair<int, int>> shapes;
+    };
+    const std::vector<std::pair<int, int>> one = {{132, 512}, {100, 512}, {80, 800}};
+    const std::vector<std::pair<int, int>> two = {{132, 512}, {264, 512}, {264, 256}, {100, 512}};
+    const std::vector<K> ks = {
+        {"bytes", probe, one},       {"math-u8", floor_probe::probe_math, one},
+        {"math-u4", lab_u4, one},    {"math-u4-2cta", lab_u4_lb2, two},
+        {"math-u2-2cta", floor_probe::probe_math2, two}, {"pipe-u2-2cta", lab_pipe2_lb2, two},
+        {"pipe-u4", lab_pipe4, one}, {"only-u8", lab_only, one},
+        {"only-u2-2cta", floor_probe::probe_arith, two},
+    };
+    for (const auto& k : ks) {
+      cudaFuncAttributes fa;
+      CUDA_CHECK(cudaFuncGetAttributes(&fa, k.k));
+      std::printf("# %-14s %3d registers, %zu bytes local\n", k.name, fa.numRegs, fa.localSizeBytes);
+      for (auto [g, b] : k.shapes) {
+        if (b > fa.maxThreadsPerBlock) continue;
+        cfgs.push_back({std::string("w13 ") + k.name, w13m, g, b, 1, 1, 1, k.k == probe ? 0 : w13w, k.k});
+        cfgs.push_back({std::string("w2 ") + k.name, w2m, g, b, 1, 1, 1, k.k == probe ? 0 : w2w, k.k});
+      }
+    }
   } else {
     for (long long b : {0LL, w2}) {
       const char* t = b ? "w2-bytes" : "null";
@@ -215,12 +255,13 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs; 48-call graphs; us per call (median of 9)\n", prop.name, prop.multiProcessorCount);
-  std::printf("%-10s %9s %5s %5s %7s %3s %5s %8s %8s %8s\n", "what", "bytes", "grid", "block", "cluster", "pdl",
+  std::printf("%-18s %9s %5s %5s %7s %3s %5s %8s %8s %8s\n", "what", "bytes", "grid", "block", "cluster", "pdl",
               "chain", "hot", "rotating", "GB/s");
   for (auto& c : cfgs) {
-    const double h = time_config(c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, c.math16, true, buf, ids, out, st);
-    const double r = time_config(c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, c.math16, false, buf, ids, out, st);
-    std::printf("%-10s %9lld %5d %5d %7d %3d %5d %8.3f %8.3f %8.0f\n", c.name, c.bytes, c.grid, c.block, c.cluster,
+    const Kernel k = c.kernel ? c.kernel : c.math16 > 0 ? floor_probe::probe_math : probe;
+    const double h = time_config(k, c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, c.math16, true, buf, ids, out, st);
+    const double r = time_config(k, c.bytes, c.grid, c.block, c.cluster, c.pdl, c.chain, c.math16, false, buf, ids, out, st);
+    std::printf("%-18s %9lld %5d %5d %7d %3d %5d %8.3f %8.3f %8.0f\n", c.name.c_str(), c.bytes, c.grid, c.block, c.cluster,
                 c.pdl, c.chain, h, r, c.bytes / (r * 1e3));
     std::fflush(stdout);
   }

@@ -125,14 +125,32 @@ def test_runs_on_the_gpu_in_the_committed_format(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     timed = [x for x in proc.stdout.splitlines() if "us/call  rotating" in x]
-    lines = [x for x in timed if "floor-probe" not in x and "floor+math" not in x]
+    probes = ("floor-probe", "floor+math", "arith-only")
+    lines = [x for x in timed if not any(p in x for p in probes)]
     assert len(lines) == 6 and all("graph sets)" in x and "GB/s" in x for x in lines)
-    # the floor probe is timed in the same process, one line per kernel, plain and with arithmetic
-    for probe in ("floor-probe", "floor+math"):
+    # the floor probe is timed in the same process, one line per kernel: plain, with arithmetic (the
+    # faster of its two structures), and the arithmetic alone
+    for probe in probes:
         floor = [x for x in timed if probe in x]
         assert len(floor) == 2 and all("same process" in x for x in floor), probe
+    assert all(" u2x2" in x and " u8" in x for x in timed if "floor+math" in x)
     res = json.loads(out.read_text())
-    assert set(res) >= {"gpu", "shape", "calls", "replays", "rows", "floor_us_per_call"}
+    assert set(res) >= {
+        "gpu",
+        "shape",
+        "calls",
+        "replays",
+        "rows",
+        "floor_us_per_call",
+        "arith_only",
+    }
+    for kernel, arith in res["arith_only"].items():
+        # no loads: hot and rotating time the same work (within noise), and it is no slower than
+        # the same structure with the loads
+        assert abs(arith["best"]["hot"] / arith["best"]["rotating"] - 1) < 0.1, arith
+        for shape, us in arith["shapes"].items():
+            with_loads = res["floor_math"][kernel]["shapes"][shape.replace("arith", "u2x2")]
+            assert us["hot"] < 1.1 * with_loads["hot"], (shape, us, with_loads)
     for row in res["rows"]:
         # vs_floor(_math): the arm's µs per call over the in-process floor probe's, per set
         assert set(row) == {"kernel", "arm", "sets", "hot", "rotating", "vs_floor", "vs_floor_math"}

@@ -142,3 +142,35 @@ def test_floor_probe_builds(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert out.stat().st_size > 0
+
+
+def test_floor_extension_builds(tmp_path, monkeypatch):
+    """benchmarks/floor_ext.cu, the probe bench_kernels.py times in its own process, builds and
+    loads without a GPU, exports the launch bounds floor_inproc.py reads, and refuses what it
+    cannot launch with a message that names it."""
+    from pathlib import Path
+
+    import torch
+
+    if SKIP:
+        pytest.skip(SKIP)
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import floor_inproc
+
+    ext = floor_inproc.load_extension()
+    # every math kind has a shape it fits; the two-CTA kinds' bound is the smaller
+    assert ext.MATH2_THREADS <= ext.MATH_THREADS
+    assert any(b <= ext.MATH2_THREADS for _, b in floor_inproc.SHAPES)
+    cpu = torch.zeros(512, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="src must be a contiguous CUDA uint8 tensor"):
+        ext.launch(
+            cpu,
+            torch.zeros(8, dtype=torch.int32),
+            torch.zeros(8, dtype=torch.int32),
+            1,
+            32,
+            True,
+            0,
+        )
