@@ -18,8 +18,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 # grid x block of the standalone sweep's fastest rows for W13's and W2's bytes (PDL on, no
-# clusters), and 264 x 256, the arithmetic's best in `floor_probe sweep` (lab round 9): every
-# (kernel, set) takes the fastest of all of them
+# clusters), and 264 x 256, the arithmetic's best in `floor_probe sweep`: every (kernel, set)
+# takes the fastest of all of them
 SHAPES = ((300, 256), (264, 512), (264, 256), (132, 1024), (132, 512), (80, 640), (160, 320))
 # the arithmetic mode's structures (floor_ext.cu `kind`): floor+math is the faster of "u8" (eight
 # loads per round, up to 800 threads) and "u2x2" (two per round, two CTAs per SM); "arith" is the

@@ -14,7 +14,7 @@
 //   ./floor_probe scatter         # contiguous slices vs 10 random experts of a 512-expert bank
 //   ./floor_probe math            # the arithmetic mode (floor+math) on the kernels' grids and others
 //   ./floor_probe sweep           # floor+math's structure varied: loads per round, double buffering,
-//                                 # two CTAs per SM, no loads (benchmarks/lab/README.md, round 9)
+//                                 # two CTAs per SM, no loads (results: h200_kernel_speed/floor_sweep_*)
 //   ./floor_probe BYTES GRID BLOCK CLUSTER PDL CHAIN   # one configuration (CHAIN 2: scatter)
 //
 // Output: µs per call, hot and rotating, and the GB/s the rotating number implies. Not a kernel of
@@ -174,8 +174,8 @@ int main(int argc, char** argv) {
     }
     cfgs.push_back({"w2-math", w2m, 300, 256, 1, 1, 1, w2w});
   } else if (argc == 2 && std::string(argv[1]) == "sweep") {
-    // floor+math's structure varied (benchmarks/lab/README.md, round 9): loads per round, register
-    // double buffering, two CTAs per SM, and the arithmetic with no loads at all
+    // floor+math's structure varied: loads per round, register double buffering, two CTAs per SM,
+    // and the arithmetic with no loads at all (benchmarks/results/h200_kernel_speed/floor_sweep_*)
     const long long w13m = (w13 + 511) / 512 * 512, w2m = (w2 + 511) / 512 * 512;
     const long long w13w = 10LL * 80 * 320, w2w = 10LL * 5 * 2560;
     struct K {
