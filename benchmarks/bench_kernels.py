@@ -184,7 +184,7 @@ def _floor_rows(ext, shape: Shape, kernel: str, a, n_sets: int, results: dict) -
     (benchmarks/floor_inproc.py), and each of the kernel's rows as a multiple of it. Then the same
     probe with its weight words through the kernels' dequantize and tensor-core products
     (floor+math): the bytes plus the arithmetic the numerics contract requires, in the probe's
-    structure (the faster of two); a yardstick, not a proven bound. Last, that arithmetic alone
+    structure (the fastest of three); a yardstick, not a proven bound. Last, that arithmetic alone
     with no loads (arith-only): what the contract's per-weight work costs with nothing to wait for."""
     from floor_inproc import MATH_KINDS, time_floor
 

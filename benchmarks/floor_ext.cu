@@ -6,7 +6,8 @@
 
 #include "floor_kernel.cuh"
 
-// kind (with math16 > 0): "u8" probe_math, "u2x2" probe_math2, "arith" probe_arith (floor_kernel.cuh)
+// kind (with math16 > 0): "u8" probe_math, "u4x2" probe_math4, "u2x2" probe_math2, "arith" probe_arith
+// (floor_kernel.cuh)
 void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor& out, int64_t grid,
                   int64_t block, bool pdl, int64_t math16, const std::string& kind) {
   TORCH_CHECK(src.is_cuda() && src.is_contiguous() && src.numel() % 16 == 0 && src.scalar_type() == at::kByte,
@@ -19,8 +20,8 @@ void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor
               "floor_launch: grid in 1..4096, block a multiple of 32 in 32..1024");
   TORCH_CHECK(math16 >= 0 && math16 % 32 == 0 && math16 <= src.numel() / 16,
               "floor_launch: math16 must be a multiple of 32 in 0..src's 16-byte elements");
-  TORCH_CHECK(kind == "u8" || kind == "u2x2" || kind == "arith",
-              "floor_launch: kind must be 'u8', 'u2x2' or 'arith', not '", kind, "'");
+  TORCH_CHECK(kind == "u8" || kind == "u4x2" || kind == "u2x2" || kind == "arith",
+              "floor_launch: kind must be 'u8', 'u4x2', 'u2x2' or 'arith', not '", kind, "'");
   const int bound = kind == "u8" ? floor_probe::kMathThreads : floor_probe::kMath2Threads;
   TORCH_CHECK(math16 == 0 || block <= bound, "floor_launch: with math16 > 0, block must be <= ", bound,
               " (the launch bound of the arithmetic mode's kind '", kind, "')");
@@ -48,7 +49,10 @@ void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor
   }
   void (*kernel)(const floor_probe::Args) = floor_probe::probe;
   if (math16 > 0)
-    kernel = kind == "u8" ? floor_probe::probe_math : kind == "u2x2" ? floor_probe::probe_math2 : floor_probe::probe_arith;
+    kernel = kind == "u8"     ? floor_probe::probe_math
+             : kind == "u4x2" ? floor_probe::probe_math4
+             : kind == "u2x2" ? floor_probe::probe_math2
+                              : floor_probe::probe_arith;
   cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, a);
   if (err == cudaSuccess) err = cudaGetLastError();
   TORCH_CHECK(err == cudaSuccess, "floor_launch: ", cudaGetErrorString(err));
@@ -56,7 +60,7 @@ void floor_launch(const at::Tensor& src, const at::Tensor& ids, const at::Tensor
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.attr("MATH_THREADS") = floor_probe::kMathThreads;    // the largest block of kind "u8"
-  m.attr("MATH2_THREADS") = floor_probe::kMath2Threads;  // ... of kinds "u2x2" and "arith"
+  m.attr("MATH2_THREADS") = floor_probe::kMath2Threads;  // ... of kinds "u4x2", "u2x2" and "arith"
   m.def("launch", &floor_launch,
         "floor probe: stream src's bytes (16-byte loads after one id load); the first math16 "
         "elements also go through the kernels' dequantize and tensor-core products, in the structure "

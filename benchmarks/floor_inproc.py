@@ -21,10 +21,10 @@ HERE = Path(__file__).resolve().parent
 # clusters), and 264 x 256, the arithmetic's best in `floor_probe sweep`: every (kernel, set)
 # takes the fastest of all of them
 SHAPES = ((300, 256), (264, 512), (264, 256), (132, 1024), (132, 512), (80, 640), (160, 320))
-# the arithmetic mode's structures (floor_ext.cu `kind`): floor+math is the faster of "u8" (eight
-# loads per round, up to 800 threads) and "u2x2" (two per round, two CTAs per SM); "arith" is the
-# arithmetic alone, no loads
-MATH_KINDS = ("u8", "u2x2")
+# the arithmetic mode's structures (floor_ext.cu `kind`): floor+math is the fastest of "u8" (eight
+# loads per round, up to 800 threads), "u4x2" and "u2x2" (four or two per round, two CTAs per SM);
+# "arith" is the arithmetic alone, no loads
+MATH_KINDS = ("u8", "u4x2", "u2x2")
 
 
 def load_extension():

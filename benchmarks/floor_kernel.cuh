@@ -134,11 +134,12 @@ __global__ void probe(const Args a) { probe_body<false>(a); }
 constexpr int kMathThreads = 800;
 __global__ void __launch_bounds__(kMathThreads) probe_math(const Args a) { probe_body<true>(a); }
 
-// The same arithmetic in the structure that was fastest for it in `floor_probe sweep`:
-// two loads per round and blocks of up to 512 threads held to at most 64 registers, so two CTAs
-// share an SM. And the arithmetic alone: that structure with no loads at all (words made from the
-// index), what the contract's per-weight work costs on this GPU with nothing to wait for.
+// The same arithmetic in the structures that were fastest for it in `floor_probe sweep`: four or
+// two loads per round, in blocks of up to 512 threads held to at most 64 registers, so two CTAs
+// share an SM. And the arithmetic alone: the two-load structure with no loads at all (words made
+// from the index), what the contract's per-weight work costs on this GPU with nothing to wait for.
 constexpr int kMath2Threads = 512;
+__global__ void __launch_bounds__(kMath2Threads, 2) probe_math4(const Args a) { probe_body<true, 4, 0>(a); }
 __global__ void __launch_bounds__(kMath2Threads, 2) probe_math2(const Args a) { probe_body<true, 2, 0>(a); }
 __global__ void __launch_bounds__(kMath2Threads, 2) probe_arith(const Args a) { probe_body<true, 2, 2>(a); }
 

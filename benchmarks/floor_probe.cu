@@ -38,7 +38,6 @@ using floor_probe::probe_body;
 
 // `sweep`'s other variants of the arithmetic mode (floor_kernel.cuh, probe_body's kU and kFeed)
 __global__ void __launch_bounds__(800) lab_u4(const Args a) { probe_body<true, 4, 0>(a); }
-__global__ void __launch_bounds__(512, 2) lab_u4_lb2(const Args a) { probe_body<true, 4, 0>(a); }
 __global__ void __launch_bounds__(512, 2) lab_pipe2_lb2(const Args a) { probe_body<true, 2, 1>(a); }
 __global__ void __launch_bounds__(800) lab_pipe4(const Args a) { probe_body<true, 4, 1>(a); }
 __global__ void __launch_bounds__(800) lab_only(const Args a) { probe_body<true, 8, 2>(a); }
@@ -187,7 +186,7 @@ int main(int argc, char** argv) {
     const std::vector<std::pair<int, int>> two = {{132, 512}, {264, 512}, {264, 256}, {100, 512}};
     const std::vector<K> ks = {
         {"bytes", probe, one},       {"math-u8", floor_probe::probe_math, one},
-        {"math-u4", lab_u4, one},    {"math-u4-2cta", lab_u4_lb2, two},
+        {"math-u4", lab_u4, one},    {"math-u4-2cta", floor_probe::probe_math4, two},
         {"math-u2-2cta", floor_probe::probe_math2, two}, {"pipe-u2-2cta", lab_pipe2_lb2, two},
         {"pipe-u4", lab_pipe4, one}, {"only-u8", lab_only, one},
         {"only-u2-2cta", floor_probe::probe_arith, two},

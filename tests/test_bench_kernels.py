@@ -129,11 +129,13 @@ def test_runs_on_the_gpu_in_the_committed_format(tmp_path):
     lines = [x for x in timed if not any(p in x for p in probes)]
     assert len(lines) == 6 and all("graph sets)" in x and "GB/s" in x for x in lines)
     # the floor probe is timed in the same process, one line per kernel: plain, with arithmetic (the
-    # faster of its two structures), and the arithmetic alone
+    # fastest of its three structures), and the arithmetic alone
     for probe in probes:
         floor = [x for x in timed if probe in x]
         assert len(floor) == 2 and all("same process" in x for x in floor), probe
-    assert all(" u2x2" in x and " u8" in x for x in timed if "floor+math" in x)
+    assert all(
+        all(f" {k}" in x for k in ("u8", "u4x2", "u2x2")) for x in timed if "floor+math" in x
+    )
     res = json.loads(out.read_text())
     assert set(res) >= {
         "gpu",
