@@ -3,8 +3,9 @@
 The standalone `floor_probe.cu` ran in its own process with its own buffers; timing the same kernel
 here, with the bench's graph geometry (calls per graph, graph sets alternated on the rotating set)
 and its `time_graphs`, makes "kernel / floor" a side-by-side ratio. Only the launch shapes that were
-best in the standalone sweep (benchmarks/results/h200_floor_probe.txt) are timed; the floor of a
-(kernel, set) is the fastest of them.
+best in the standalone runs (benchmarks/results/h200_floor_probe.txt, and `floor_probe sweep` for
+264 x 256) are timed; the floor of a (kernel, set) is the fastest of them, and with arithmetic the
+fastest over shapes and structures (``kinds``), hot and rotating each on its own.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def time_floor(
     its own slice, as the bench's rotating set reads its own banks. ``time_issues(issues,
     replays)`` is the bench's timer: it captures one graph per issue function and returns the
     median ms per replay."""
+    if math16 and not kinds:
+        raise ValueError("time_floor: math16 > 0 needs at least one structure in kinds")
     n16 = -(-call_bytes // 16)
     if math16:  # the arithmetic mode's loop is warp-uniform: whole 32-element (512-byte) rows
         n16 = -(-n16 // 32) * 32

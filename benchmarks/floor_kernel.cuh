@@ -23,11 +23,12 @@ struct Args {
   int chunk16;
   const long long* chunk_off;  // [kChunks] in global memory (a kernel-parameter array indexed at
                                // run time would be copied to local memory by every thread)
-  // arithmetic mode (probe_math; n16 a multiple of 32): the first math16 elements (a
-  // multiple of 32) are weight words, and each goes through the kernels' dequantize and
-  // tensor-core products (awq_meta.cuh, dot_group) with a record and activations held in
-  // registers: the work the numerics contract requires per weight, and nothing else a kernel does
-  // (no record loads or shuffles, no activations from memory, no reduction across warps)
+  // arithmetic mode (probe_math, probe_math4, probe_math2, probe_arith; n16 a multiple of 32):
+  // the first math16 elements (a multiple of 32) are weight words, and each goes through the
+  // kernels' dequantize and tensor-core products (awq_meta.cuh, dot_group) with a record and
+  // activations held in registers: the work the numerics contract requires per weight, and nothing
+  // else a kernel does (no record loads or shuffles, no activations from memory, no reduction
+  // across warps). probe_arith loads nothing: it makes its words from the index
   long long math16;
 };
 constexpr int kChunks = 10;
@@ -87,7 +88,7 @@ __device__ __forceinline__ void probe_body(const Args& a) {
     }
   };
   if (kFeed == 1) {
-    uint4 cur[kU], nxt[kU];
+    uint4 cur[kU], nxt[kU] = {};  // (the last round copies nxt without loading it: defined, unused)
     long long i = tid + off;
     if (i < a.n16) load(cur, i);
     for (; i < a.n16; i += kU * nthreads) {

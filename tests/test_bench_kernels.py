@@ -147,12 +147,12 @@ def test_runs_on_the_gpu_in_the_committed_format(tmp_path):
         "arith_only",
     }
     for kernel, arith in res["arith_only"].items():
-        # no loads: hot and rotating time the same work (within noise), and it is no slower than
-        # the same structure with the loads
+        # no loads: hot and rotating time the same work (within noise), and it is faster than the
+        # same structure (arith is u2x2 without its loads) streaming its bytes from DRAM
         assert abs(arith["best"]["hot"] / arith["best"]["rotating"] - 1) < 0.1, arith
         for shape, us in arith["shapes"].items():
             with_loads = res["floor_math"][kernel]["shapes"][shape.replace("arith", "u2x2")]
-            assert us["hot"] < 1.1 * with_loads["hot"], (shape, us, with_loads)
+            assert us["rotating"] < with_loads["rotating"], (shape, us, with_loads)
     for row in res["rows"]:
         # vs_floor(_math): the arm's µs per call over the in-process floor probe's, per set
         assert set(row) == {"kernel", "arm", "sets", "hot", "rotating", "vs_floor", "vs_floor_math"}

@@ -147,7 +147,8 @@ def test_floor_probe_builds(tmp_path):
 def test_floor_extension_builds(tmp_path, monkeypatch):
     """benchmarks/floor_ext.cu, the probe bench_kernels.py times in its own process, builds and
     loads without a GPU, exports the launch bounds floor_inproc.py reads, and refuses what it
-    cannot launch with a message that names it."""
+    cannot launch with a message that names it (its launch arguments are checked before the
+    tensors' device, so a machine without a GPU reaches every check)."""
     from pathlib import Path
 
     import torch
@@ -163,14 +164,17 @@ def test_floor_extension_builds(tmp_path, monkeypatch):
     # every math kind has a shape it fits; the two-CTA kinds' bound is the smaller
     assert ext.MATH2_THREADS <= ext.MATH_THREADS
     assert any(b <= ext.MATH2_THREADS for _, b in floor_inproc.SHAPES)
-    cpu = torch.zeros(512, dtype=torch.uint8)
-    with pytest.raises(RuntimeError, match="src must be a contiguous CUDA uint8 tensor"):
-        ext.launch(
-            cpu,
-            torch.zeros(8, dtype=torch.int32),
-            torch.zeros(8, dtype=torch.int32),
-            1,
-            32,
-            True,
-            0,
-        )
+    src = torch.zeros(512, dtype=torch.uint8)
+    ids, out = torch.zeros(8, dtype=torch.int32), torch.zeros(8, dtype=torch.int32)
+    refused = (  # (block, math16, kind) -> what the message names
+        ((32, 32, "bogus"), "kind must be 'u8', 'u4x2', 'u2x2' or 'arith', not 'bogus'"),
+        ((32, 0, "arith"), "kind 'arith' needs math16 > 0"),
+        ((640, 32, "u2x2"), "block must be <= 512"),
+        ((1024, 32, "u8"), "block must be <= 800"),
+        ((32, 16, "u8"), "math16 must be a multiple of 32"),
+        ((32, 64, "u8"), "math16 must be a multiple of 32 in 0..src's 16-byte elements"),
+        ((32, 32, "u8"), "src must be a contiguous CUDA uint8 tensor"),  # the arguments are fine
+    )
+    for (block, math16, kind), message in refused:
+        with pytest.raises(RuntimeError, match=re.escape(message)):
+            ext.launch(src, ids, out, 1, block, True, math16, kind)
