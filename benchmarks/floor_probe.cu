@@ -144,6 +144,10 @@ int main(int argc, char** argv) {
   };
   std::vector<Cfg> cfgs;
   const long long w2 = 2430000, w13 = 4860000;
+  // the arithmetic mode's sizes: the bytes rounded up to whole 512-byte rows (its loop is
+  // warp-uniform), and the weight words that go through dot_group (top_k x groups x columns)
+  const long long w13m = (w13 + 511) / 512 * 512, w2m = (w2 + 511) / 512 * 512;
+  const long long w13w = 10LL * 80 * 320, w2w = 10LL * 5 * 2560;
   if (argc == 7) {
     cfgs.push_back({"cli", atoll(argv[1]), atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6])});
   } else if (argc == 2 && std::string(argv[1]) == "scatter") {
@@ -160,8 +164,6 @@ int main(int argc, char** argv) {
     // floor+math: the call's bytes rounded up to whole 512-byte rows (the arithmetic mode's loop is
     // warp-uniform), the weight words through dot_group; beside the plain probe on the same grids.
     // The kernels' own grids: W13 100 CTAs x 512 threads, W2 80 CTAs x 800 (and 80 x 640).
-    const long long w13m = (w13 + 511) / 512 * 512, w2m = (w2 + 511) / 512 * 512;
-    const long long w13w = 10LL * 80 * 320, w2w = 10LL * 5 * 2560;  // top_k x groups x columns
     for (int g : {100, 132}) {
       cfgs.push_back({"w13-bytes", w13m, g, 512, 1, 1, 1, 0});
       cfgs.push_back({"w13-math", w13m, g, 512, 1, 1, 1, w13w});
@@ -175,8 +177,6 @@ int main(int argc, char** argv) {
   } else if (argc == 2 && std::string(argv[1]) == "sweep") {
     // floor+math's structure varied: loads per round, register double buffering, two CTAs per SM,
     // and the arithmetic with no loads at all (benchmarks/results/h200_kernel_speed/floor_sweep_*)
-    const long long w13m = (w13 + 511) / 512 * 512, w2m = (w2 + 511) / 512 * 512;
-    const long long w13w = 10LL * 80 * 320, w2w = 10LL * 5 * 2560;
     struct K {
       const char* name;
       Kernel k;

@@ -163,3 +163,13 @@ def test_runs_on_the_gpu_in_the_committed_format(tmp_path):
             # against the probe that also does the arithmetic every weight needs: a ratio, not
             # a bound (a structure that overlaps its arithmetic better might come under it)
             assert 0.5 < row["vs_floor_math"][st] < 100
+
+
+def test_time_floor_refuses_arithmetic_without_a_structure(monkeypatch):
+    """floor_inproc.time_floor with weight words to compute on and no structure to do it in says
+    so before it allocates or launches anything (no GPU needed to reach the check)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import floor_inproc
+
+    with pytest.raises(ValueError, match="math16 > 0 needs at least one structure in kinds"):
+        floor_inproc.time_floor(None, 4096, 48, 1, 10, lambda issues, replays: 0.0, 32, ())
