@@ -8,8 +8,8 @@ DRAM allow for the same bytes).
 
 Hot: every call uses the same top_k experts of one bank. Rotating: call l uses bank l and its own
 experts; below 5x the L2, several graphs over disjoint experts alternate. The geometry is the run's
-own (workbench.plan.geometry, as `workbench ab` places its calls) and the timing is
-workbench.graphs' (capture on a side stream, CUDA events per replay). This is a plain benchmark
+own (workbench.measure.plan.geometry, as `workbench ab` places its calls) and the timing is
+workbench.measure.graphs' (capture on a side stream, CUDA events per replay). This is a plain benchmark
 (median of timed replays), not the ABBA protocol of `workbench ab`. torch is imported inside the
 functions that need a GPU, so the pure parts (bytes, routing) load on a CPU machine.
 """
@@ -22,17 +22,17 @@ import statistics
 import sys
 from typing import Any
 
-from workbench import defaults
-from workbench.plan import Geometry, bank_seed, expert_bytes, expert_ids, geometry
-from workbench.shapes import PRESETS, Shape
-from workbench.variants import ARMS
+from workbench.core import defaults
+from workbench.data.shapes import PRESETS, Shape
+from workbench.kernels.variants import ARMS
+from workbench.measure.plan import Geometry, bank_seed, expert_bytes, expert_ids, geometry
 
 PEERS = ("tinygemm", "triton-moe")  # peer arms timed beside the kernels (docs/DESIGN.md §4.7)
 WARMUP_REPLAYS = 3  # untimed replays of every graph before the timed ones
 
 
 def call_bytes(shape: Shape, kernel: str, layout: str) -> int:
-    """Weights + metadata one call of ``kernel`` reads: its top_k experts (workbench.capacity)."""
+    """Weights + metadata one call of ``kernel`` reads: its top_k experts (workbench.data.capacity)."""
     return shape.top_k * expert_bytes(shape, (kernel,), layout)
 
 
@@ -44,7 +44,7 @@ def floor_us(shape: Shape, kernel: str) -> float:
 def routing(
     shape: Shape, kernel: str, set_name: str, calls: int, l2: int | None, seed: int = 0
 ) -> tuple[Geometry, list[list[tuple[int, list[int]]]]]:
-    """The run's own geometry (workbench.plan, as `workbench ab` places calls) and, per graph and
+    """The run's own geometry (workbench.measure.plan, as `workbench ab` places calls) and, per graph and
     call, (bank index, routed experts). Computed for the b3 layout, the smaller working set, so
     both layouts get the same graphs and routing."""
     geom = geometry(shape, kernel, set_name, calls, {"b4", "b3"}, l2)
@@ -61,8 +61,8 @@ def routing(
 
 def time_issues(name: str, issues: list, replays: int) -> float:
     """Median ms per replay of graphs captured from ``issues``, alternating replay by replay:
-    workbench.graphs' capture and timed replays (one GraphArm), after a few untimed ones."""
-    from workbench.graphs import Cycle, GraphArm
+    workbench.measure.graphs' capture and timed replays (one GraphArm), after a few untimed ones."""
+    from workbench.measure.graphs import Cycle, GraphArm
 
     arm = GraphArm(name, issues, [[] for _ in issues], replays, Cycle(len(issues)))
     try:
@@ -84,9 +84,9 @@ def bench_arm(kernel, arm, shape, banks, inputs, slots, n_calls, replays) -> dic
     set to its graphs' (bank, experts) per call, ``inputs[c]`` are call c's activations."""
     import functools
 
-    from workbench.ops import KernelOp, TinyGemmPeer
-    from workbench.triton_moe import TritonMoePeer
-    from workbench.variants import parse_arm
+    from workbench.kernels.ops import KernelOp, TinyGemmPeer
+    from workbench.kernels.triton_moe import TritonMoePeer
+    from workbench.kernels.variants import parse_arm
 
     if arm == "tinygemm":
         if not TinyGemmPeer.supported():
@@ -140,8 +140,8 @@ def bench_arm(kernel, arm, shape, banks, inputs, slots, n_calls, replays) -> dic
 def bench_step(arm, shape, l2, n_calls, replays) -> dict:
     """Median µs per call of the decode step: each call is W13 (arm) and then W2 (arm) on W13's
     output, with the same routed ids; hot and rotating as for one kernel."""
-    from workbench.ops import KernelOp, make_bank, make_inputs
-    from workbench.variants import parse_arm
+    from workbench.kernels.ops import KernelOp, make_bank, make_inputs
+    from workbench.kernels.variants import parse_arm
 
     layout = arm.split("-")[0]
     ops = {k: KernelOp(parse_arm(k, arm), shape) for k in ("w13", "w2")}
@@ -222,8 +222,8 @@ def _floor_rows(ext, shape: Shape, kernel: str, a, n_sets: int, results: dict) -
 def main() -> int:
     import torch
 
-    from workbench.graphs import l2_bytes
-    from workbench.ops import make_bank, make_inputs
+    from workbench.kernels.ops import make_bank, make_inputs
+    from workbench.measure.graphs import l2_bytes
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="qwen3.8-flash-next")

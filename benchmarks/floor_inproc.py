@@ -32,7 +32,7 @@ def load_extension():
     """Build (or reuse) the probe extension; the name hashes its sources, so edits rebuild it."""
     from torch.utils.cpp_extension import load
 
-    from workbench.build import cache_root, cuda_home
+    from workbench.kernels.build import cache_root, cuda_home
 
     home = cuda_home()  # as workbench's own builds find the toolkit (the PATH's nvcc may be a link)
     ldflags = []

@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED=1
 tmp=$(mktemp -d)
 python3 benchmarks/ablate_sources.py csrc "$tmp" > /dev/null
 names="${ABLATIONS:-E1_null E2_noload E3_nocompute E4_noids E5_loadonly}"
-build="from workbench.build import build_many; from workbench.variants import parse_arm as p
+build="from workbench.kernels.build import build_many; from workbench.kernels.variants import parse_arm as p
 build_many([p(k, 'b3-scalar') for k in '$kernels'.split(',')], max_jobs=4, load=False)"
 for e in $names; do WORKBENCH_CSRC="$tmp/$e" python3 -c "$build" > /dev/null 2>&1 & done
 wait

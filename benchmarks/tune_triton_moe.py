@@ -31,10 +31,10 @@ from pathlib import Path
 
 import torch
 
-from workbench.graphs import capture
-from workbench.ops import make_bank, make_inputs
-from workbench.shapes import PRESETS
-from workbench.triton_moe import TABLE, Launch, TritonMoePeer, load_table, table_key
+from workbench.data.shapes import PRESETS
+from workbench.kernels.ops import make_bank, make_inputs
+from workbench.kernels.triton_moe import TABLE, Launch, TritonMoePeer, load_table, table_key
+from workbench.measure.graphs import capture
 
 
 def graph_us(peer, bank, inputs, id_rows, replays: int) -> float:

@@ -1,6 +1,6 @@
 """A small AWQ checkpoint written by the tests themselves (tests only).
 
-Independent of workbench/checkpoint_write.py: the packing here restates AutoAWQ's own loop
+Independent of workbench/data/checkpoint_write.py: the packing here restates AutoAWQ's own loop
 (``WQLinear_GEMM.from_linear``: nibble i of word c holds column 8c + [0,2,4,6,1,3,5,7][i]), so a
 bug shared by our writer and our reader cannot pass the round trip unseen. Returns the unpacked
 originals: ``orig[(layer, expert, proj)] = (q [K, N], zeros [K/G, N], scales [K/G, N])``.

@@ -15,6 +15,6 @@ def cuda_build_skip_reason() -> str | None:
         return "torch is not installed"
     if torch.version.cuda is None:
         return "torch is a CPU build (no CUDA extension builds)"
-    from workbench.build import cuda_home
+    from workbench.kernels.build import cuda_home
 
     return None if cuda_home() else "no CUDA toolkit (nvcc) found"

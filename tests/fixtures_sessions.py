@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.capacity import expert_footprint
-from workbench.session import SessionWriter
-from workbench.shapes import PRESETS
+from workbench.data.capacity import expert_footprint
+from workbench.data.shapes import PRESETS
+from workbench.store.session import SessionWriter
 
 REPO = Path(__file__).resolve().parent.parent
 SHAPE = PRESETS["qwen3.8-flash-next"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from workbench import bankstore, engine, graphs
+from workbench.measure import bankstore, engine, graphs
 
 
 class Clock:
@@ -106,9 +106,9 @@ UPLOADED: list = []  # every checkpoint bank the engine made: (seed = bank index
 
 
 def fake_upload_bank(kernel, layout, weights, meta, seed, device="cuda"):
-    """A checkpoint's bank (workbench.banks): its weights decoded through layouts' decoders, as
+    """A checkpoint's bank (workbench.measure.banks): its weights decoded through layouts' decoders, as
     the real kernels would read them."""
-    from workbench.layouts import decode_metadata, dequantize_records, unpack_int4
+    from workbench.data.layouts import decode_metadata, dequantize_records, unpack_int4
 
     E, G, N, _ = weights.shape
     scales, biases = decode_metadata(meta, layout, N)
@@ -267,8 +267,8 @@ class FakeBuild:
 def install(monkeypatch):
     """Put the simulated GPU in place (undone with `monkeypatch`); returns the list of variants
     that get built."""
-    from workbench import build
-    from workbench.ops import make_inputs
+    from workbench.kernels import build
+    from workbench.kernels.ops import make_inputs
 
     built: list = []
 
@@ -276,15 +276,15 @@ def install(monkeypatch):
         built.extend(variants)
         return [FakeBuild(v) for v in variants]
 
-    ops = types.ModuleType("workbench.ops")
+    ops = types.ModuleType("workbench.kernels.ops")
     ops.make_bank, ops.make_inputs = fake_make_bank, make_inputs
     ops.relocate_bank = fake_relocate_bank
     ops.upload_bank = fake_upload_bank
     ops.KernelOp, ops.TinyGemmPeer = FakeKernelOp, FakePeer
-    monkeypatch.setitem(sys.modules, "workbench.ops", ops)
-    fused = types.ModuleType("workbench.triton_moe")
+    monkeypatch.setitem(sys.modules, "workbench.kernels.ops", ops)
+    fused = types.ModuleType("workbench.kernels.triton_moe")
     fused.TritonMoePeer = FakeFusedPeer
-    monkeypatch.setitem(sys.modules, "workbench.triton_moe", fused)
+    monkeypatch.setitem(sys.modules, "workbench.kernels.triton_moe", fused)
     monkeypatch.setattr(build, "build_many", build_many)
     props = types.SimpleNamespace(
         name="Simulated H200", major=9, minor=0, multi_processor_count=132,

@@ -19,9 +19,10 @@ import sim_device
 import torch
 from sim_device import FUSED_PEER_US, PEER_US, SM_MHZ, FakeFusedPeer, FakeKernelOp, FakePeer
 
-from workbench import cli, runner
-from workbench.errors import BadArgument, BuildError
-from workbench.session import load_session
+from workbench import cli
+from workbench.core.errors import BadArgument, BuildError
+from workbench.run import runner
+from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
 FAST = ["--calls", "4", "--replays", "5", "--blocks", "3", "--pairs", "2"]
@@ -259,7 +260,7 @@ def test_numerics_differ_exits_5_and_times_nothing(device, capsys, tmp_path):
 
 
 def test_build_failure_exits_4_with_the_log(device, monkeypatch, capsys, tmp_path):
-    from workbench import build
+    from workbench.kernels import build
 
     log = "\n".join([f"line {i}" for i in range(100)] + ["w13.cu(12): error: expected a ';'"])
 
@@ -278,8 +279,8 @@ def test_build_failure_exits_4_with_the_log(device, monkeypatch, capsys, tmp_pat
 
 
 def test_cancel_keeps_the_session_as_interrupted(device, tmp_path):
-    from workbench.abba import ProtocolConfig
-    from workbench.shapes import resolve_shape
+    from workbench.data.shapes import resolve_shape
+    from workbench.measure.abba import ProtocolConfig
 
     shape = resolve_shape(hidden=64, inter=128, experts=8, top_k=2, tp=1)
     cfg = runner.make_config(
@@ -410,8 +411,8 @@ def test_tui_entry_point(device, tmp_path):
 
 
 def test_rotating_geometry_of_the_default_shape_on_an_h200():
-    from workbench.plan import geometry
-    from workbench.shapes import resolve_shape
+    from workbench.data.shapes import resolve_shape
+    from workbench.measure.plan import geometry
 
     shape, l2 = resolve_shape(), 62_914_560  # the H200's L2, 60 MiB (docs/DESIGN.md §5.3)
     w13 = geometry(shape, "w13", "rotating", 48, {"b3", "b4"}, l2)
@@ -434,8 +435,8 @@ def test_rotating_geometry_of_the_default_shape_on_an_h200():
 
 
 def test_tiny_shapes_cap_graphs_and_add_banks_beyond_the_slices():
-    from workbench.plan import MAX_GRAPHS, geometry
-    from workbench.shapes import resolve_shape
+    from workbench.data.shapes import resolve_shape
+    from workbench.measure.plan import MAX_GRAPHS, geometry
 
     shape = resolve_shape(hidden=64, inter=128, experts=8, top_k=2, tp=1)
     g = geometry(shape, "w2", "rotating", 4, {"b3"}, 60 << 20)
@@ -447,8 +448,8 @@ def test_tiny_shapes_cap_graphs_and_add_banks_beyond_the_slices():
 
 
 def test_expert_ids_are_disjoint_slices_and_seeded():
-    from workbench.plan import expert_ids
-    from workbench.shapes import resolve_shape
+    from workbench.data.shapes import resolve_shape
+    from workbench.measure.plan import expert_ids
 
     shape = resolve_shape()
     seed = int(np.random.SeedSequence().entropy % 1000)
@@ -461,7 +462,7 @@ def test_expert_ids_are_disjoint_slices_and_seeded():
 
 
 def test_plan_roles_and_references():
-    from workbench.plan import parse_arm_spec, plan_ab
+    from workbench.measure.plan import parse_arm_spec, plan_ab
 
     cmps = plan_ab(("w13", "step"), ("hot",), "b4-scalar", "b3-coop")
     assert [(c.id, c.role) for c in cmps] == [

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from workbench import stats
-from workbench.abba import FnArm, ProtocolConfig, pair_order, run_abba, sample_flagged
-from workbench.errors import BadArgument
-from workbench.monitor import Window
-from workbench.session import SessionWriter, load_session
+from workbench.core import stats
+from workbench.core.errors import BadArgument
+from workbench.measure.abba import FnArm, ProtocolConfig, pair_order, run_abba, sample_flagged
+from workbench.measure.monitor import Window
+from workbench.store.session import SessionWriter, load_session
 
 
 class FakeClock:

@@ -16,10 +16,10 @@ from fixtures_sessions import real_sessions
 
 from workbench import cli
 from workbench.analysis import analyse, combine, reader_comparison, recommendations
-from workbench.errors import BadArgument
-from workbench.report import render_report
-from workbench.session import load_session
-from workbench.stats import Verdict, compare
+from workbench.core.errors import BadArgument
+from workbench.core.stats import Verdict, compare
+from workbench.report.markdown import render_report
+from workbench.store.session import load_session
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -200,7 +200,7 @@ RULE_HOME = "workbench/analysis/recommend.py"
 RULE_CALLS = {"combine", "is_reader_comparison", "reader_comparison"}
 # The engine keeps the banks the step confirmation will need, so it asks plan's arm predicate
 # (the one recommend.py builds on) which comparisons are reader comparisons: planning, not a rule.
-ALLOWED = {("workbench/engine.py", "is_reader_comparison")}
+ALLOWED = {("workbench/measure/engine.py", "is_reader_comparison")}
 
 
 def rule_copies(trees: dict[str, ast.Module]) -> list[str]:

@@ -5,9 +5,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from workbench.awq import awq_pack, awq_unpack, load_awq_expert
-from workbench.errors import BadArgument
-from workbench.layouts import dequantize
+from workbench.core.errors import BadArgument
+from workbench.data.awq import awq_pack, awq_unpack, load_awq_expert
+from workbench.data.layouts import dequantize
 
 PREFIX = "model.layers.3.mlp.experts.11"
 

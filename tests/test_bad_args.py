@@ -142,7 +142,7 @@ def no_gpu(monkeypatch):
     """Any GPU step reached before the arguments are rejected fails the test."""
     import torch
 
-    from workbench import runner
+    from workbench.run import runner
 
     def boom(*a, **k):
         raise AssertionError("a GPU step was reached before the arguments were checked")

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.plan import L2_FACTOR, MAX_GRAPHS, expert_bytes
-from workbench.shapes import PRESETS, Shape
+from workbench.data.shapes import PRESETS, Shape
+from workbench.measure.plan import L2_FACTOR, MAX_GRAPHS, expert_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "bench_kernels.py"
@@ -36,7 +36,7 @@ def _shape(rng) -> Shape:
 
 
 def test_call_bytes_is_the_old_formula(bench):
-    """The benchmark's own formula before it used workbench.capacity: the committed GB/s hold."""
+    """The benchmark's own formula before it used workbench.data.capacity: the committed GB/s hold."""
     rng = np.random.default_rng()
     for shape in [_shape(rng) for _ in range(20)] + list(PRESETS.values()):
         for kernel in ("w13", "w2"):
@@ -79,7 +79,7 @@ def test_hot_routing_is_one_routing(bench):
 
 
 def test_graph_count_is_the_old_rule_where_no_cap_applies(bench):
-    """The benchmark's own rule before it used workbench.plan: graphs = ceil(5 x L2 / bytes of one
+    """The benchmark's own rule before it used workbench.measure.plan: graphs = ceil(5 x L2 / bytes of one
     graph), at least 1; the committed H200 results (2 graph sets for the default shape) hold."""
     rng = np.random.default_rng()
     cases = [(PRESETS["qwen3.8-flash-next"], 48, 62_914_560)]

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 import sim_device
 
-from workbench import cli, stats
-from workbench.abba import FnArm, ProtocolConfig, run_abba
-from workbench.plan import MAX_PADDING, placement_padding
-from workbench.session import load_session
+from workbench import cli
+from workbench.core import stats
+from workbench.measure.abba import FnArm, ProtocolConfig, run_abba
+from workbench.measure.plan import MAX_PADDING, placement_padding
+from workbench.store.session import load_session
 
 # (name, true ratio B/A, between-placement SD of the ratio, per-replay noise) from the H200:
 # W2 hot ran 1.0130-1.0144 over six processes, W2 rotating 1.0040-1.0089, and W13 hot moved over
@@ -168,7 +169,7 @@ def test_engine_coverage_blocks_vs_one_placement(device, capsys, tmp_path):
 
 
 def test_a_failed_block_costs_only_itself(device, monkeypatch, capsys, tmp_path):
-    from workbench import engine
+    from workbench.measure import engine
 
     real = engine.Engine._run_block
     calls = {"n": 0}

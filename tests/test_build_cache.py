@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench import build
-from workbench.errors import BuildError
-from workbench.variants import parse_arm
+from workbench.core.errors import BuildError
+from workbench.kernels import build
+from workbench.kernels.variants import parse_arm
 
 V = parse_arm("w2", "b3-scalar")
 
@@ -159,8 +159,8 @@ def test_cli_prints_one_line_per_step_when_not_a_terminal(cache, monkeypatch, ca
 
 _CHILD = """
 import json, sys
-from workbench.build import build_variant
-from workbench.variants import parse_arm
+from workbench.kernels.build import build_variant
+from workbench.kernels.variants import parse_arm
 states = []
 r = build_variant(parse_arm("w2", "b3-scalar"), progress=lambda e: states.append(e.state))
 print(json.dumps({"hit": r.cache_hit, "sha": r.lib_sha256, "dir": r.build_dir,

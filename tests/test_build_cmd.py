@@ -18,7 +18,7 @@ def test_bad_arguments_exit_2_before_building(capsys):
 @pytest.mark.compile
 def test_build_lists_every_variant_with_its_report(capsys):
     torch = pytest.importorskip("torch")
-    from workbench.build import cuda_home
+    from workbench.kernels.build import cuda_home
 
     if torch.version.cuda is None or cuda_home() is None:
         pytest.skip("needs nvcc and a CUDA build of torch")

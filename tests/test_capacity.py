@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from workbench.capacity import capacity, expert_footprint
 from workbench.cli import main
-from workbench.errors import BadArgument
-from workbench.shapes import PRESETS, Shape, resolve_shape
+from workbench.core.errors import BadArgument
+from workbench.data.capacity import capacity, expert_footprint
+from workbench.data.shapes import PRESETS, Shape, resolve_shape
 
 SEED_SAVING = 943_718_400  # docs/DESIGN.md §2, the default preset at tp 4
 

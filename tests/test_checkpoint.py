@@ -15,17 +15,17 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from workbench.banks import CheckpointBanks
-from workbench.checkpoint import EXPERT_KEY, Checkpoint
-from workbench.errors import BadArgument
-from workbench.layouts import (
+from workbench.core.errors import BadArgument
+from workbench.data.checkpoint import EXPERT_KEY, Checkpoint
+from workbench.data.layouts import (
     bias_of,
     decode_metadata,
     dequantize,
     dequantize_records,
     unpack_int4,
 )
-from workbench.ops import upload_bank
+from workbench.kernels.ops import upload_bank
+from workbench.measure.banks import CheckpointBanks
 
 DIMS = dict(hidden=128, inter=256, experts=4, top_k=2, layers=2)
 
@@ -69,7 +69,7 @@ def test_bank_decodes_to_the_checkpoint_bit_exact(tmp_path, layout, tp, rank, in
 
 
 def test_reference_reads_checkpoint_banks_like_synthetic_ones(tmp_path):
-    from workbench.reference import w13_reference
+    from workbench.data.reference import w13_reference
 
     folder, orig = ckpt_fixture.checkpoint(tmp_path / "c", **DIMS, group=64, seed=4)
     src = CheckpointBanks(Checkpoint(folder, tp=2, rank=0))

@@ -16,12 +16,13 @@ import sim_device
 import torch
 from safetensors.torch import load_file
 
-from workbench import cli, runner
-from workbench.awq import TensorSource, load_awq_expert
-from workbench.checkpoint import Checkpoint
-from workbench.errors import BadArgument
-from workbench.layouts import dequantize
-from workbench.session import load_session
+from workbench import cli
+from workbench.core.errors import BadArgument
+from workbench.data.awq import TensorSource, load_awq_expert
+from workbench.data.checkpoint import Checkpoint
+from workbench.data.layouts import dequantize
+from workbench.run import runner
+from workbench.store.session import load_session
 
 FAST = ["--calls", "4", "--replays", "5", "--blocks", "2", "--pairs", "2", "--no-plots"]
 
@@ -242,7 +243,7 @@ def test_calibrate_on_a_checkpoint_end_to_end(device, capsys, tmp_path):
 def test_check_options_reach_the_bank_source(monkeypatch, capsys, tmp_path):
     """`check --checkpoint` hands check_kernel the checkpoint's banks (the GPU part is tested in
     test_checkpoint_gpu.py): here check_kernel is replaced by a recorder of what it was given."""
-    from workbench import check
+    from workbench.measure import check
 
     folder, _ = ckpt_fixture.checkpoint(tmp_path / "c", group=64)
     seen = []

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from workbench import cli
-from workbench.session import load_session
+from workbench.store.session import load_session
 
 pytestmark = pytest.mark.gpu
 

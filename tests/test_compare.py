@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from workbench.analysis import compare_sessions, comparison_results, recommendations
-from workbench.session import SessionWriter, load_session
-from workbench.stats import compare, pair_ratios
+from workbench.core.stats import compare, pair_ratios
+from workbench.store.session import SessionWriter, load_session
 
 SRC = {"csrc/w13.cu": "a" * 64, "csrc/w2.cu": "b" * 64}
 
@@ -174,7 +174,7 @@ def test_unknown_source_hashes_warn(tmp_path):
 
 def test_shift_interval_coverage(tmp_path):
     # The conservative interval must cover the true shift at least ~95 % of the time.
-    from workbench.session import Session
+    from workbench.store.session import Session
 
     def mem_session(true_ratio, rng, pairs=12):
         samples = []

@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.coop_model import (
+from workbench.core.errors import BadArgument
+from workbench.data.layouts import encode_metadata
+from workbench.kernels.coop_model import (
     TILE_BYTES_B3,
     WARP,
     coop_indices,
@@ -18,8 +20,6 @@ from workbench.coop_model import (
     tile_offset,
     words_used,
 )
-from workbench.errors import BadArgument
-from workbench.layouts import encode_metadata
 
 RNG = np.random.default_rng(20240917)
 

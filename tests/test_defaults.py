@@ -1,4 +1,4 @@
-"""Defaults live in workbench/defaults.py: the CLI, the TUI's run form, the runner, its protocol
+"""Defaults live in workbench/core/defaults.py: the CLI, the TUI's run form, the runner, its protocol
 and the statistics read them from there (no copy of a default anywhere else)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench import defaults, stats
-from workbench.abba import ProtocolConfig
 from workbench.commands import ab, calibrate
-from workbench.runner import RunConfig, make_config
+from workbench.core import defaults, stats
+from workbench.measure.abba import ProtocolConfig
+from workbench.run.runner import RunConfig, make_config
 from workbench.tui.backend import RunConfig as FormConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,7 +100,7 @@ def literal_defaults(tree: ast.Module) -> list[tuple[int, object]]:
 
 def test_no_literal_copy_of_a_default():
     files = ["workbench/commands/ab.py", "workbench/commands/calibrate.py",
-             "workbench/commands/_measure.py", "workbench/runner.py", "workbench/abba.py",
+             "workbench/commands/_measure.py", "workbench/run/runner.py", "workbench/measure/abba.py",
              "workbench/tui/backend.py", "workbench/commands/plot.py",
              "workbench/commands/report.py", "workbench/commands/sessions.py",
              "workbench/commands/tui.py"]  # fmt: skip

@@ -1,10 +1,10 @@
 """Evidence is never stale (issue 11, item 4): the sessions README.md and docs/*.md cite.
 
-Convention (docs/EVIDENCE.md, workbench/evidence.py): a session folder name cited in README.md
+Convention (docs/EVIDENCE.md, workbench/store/evidence.py): a session folder name cited in README.md
 or docs/*.md (``<YYYYmmddTHHMMSSZ>_<slug>``, bare, after ``sessions/``, or as the stem of a file
 named after the session such as ``<name>_summary.png``) is CURRENT evidence: the session must
 exist under sessions/ and its recorded kernel-source hashes (provenance.files, csrc/ entries)
-must equal the working tree's (workbench.build.source_hashes()). A citation under a Markdown
+must equal the working tree's (workbench.kernels.build.source_hashes()). A citation under a Markdown
 heading whose text contains "History" (any level; until the next heading of the same or a
 higher level) is HISTORICAL: the session must exist, but may be stale. So a kernel change needs
 fresh evidence (or an honest move of the old citation under a History heading) before it lands.
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench.build import source_hashes
-from workbench.evidence import check, citations, doc_files
-from workbench.provenance import source_digest, stale_sources, staleness_text
-from workbench.session import SessionWriter
+from workbench.kernels.build import source_hashes
+from workbench.store.evidence import check, citations, doc_files
+from workbench.store.provenance import source_digest, stale_sources, staleness_text
+from workbench.store.session import SessionWriter
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = {"csrc/w13.cu": "1" * 64, "csrc/w2.cu": "2" * 64}

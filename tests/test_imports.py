@@ -1,14 +1,17 @@
-"""The import graph of workbench/ (docs/CONTRIBUTING.md): lower layers never call up.
+"""The import graph of workbench/ (docs/ARCHITECTURE.md, docs/CONTRIBUTING.md): one package per
+layer, and lower layers never import upper ones.
 
 Every `import` and `from ... import` of a workbench module counts, also those inside functions
-(a lazy import is still a dependency). No cycle is allowed: the plots read the analysis model
+(a lazy import is still a dependency), and so do the modules the TUI and the CLI load by name
+(`importlib.import_module`). No cycle is allowed: the plots read the analysis model
 (workbench.analysis) and the report's wording, and the report finds the plots' files through
-workbench.plot_files, never through the plotting package.
+workbench.report.plot_files, never through the plotting package.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,6 +68,101 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return out
 
 
+# Bottom to top. A module may import its own layer and any layer below it, never one above.
+# `workbench` itself (__version__) sits below everything; the entry points sit above everything.
+LAYERS = [
+    "core",  # errors, defaults, limits, stats
+    "data",  # shapes, layouts, awq, checkpoints, synthetic data, reference, capacity
+    "kernels",  # specs, variants, build, ops, argcases, the Triton peer, the CUDA models
+    "store",  # session folder, schema, provenance, evidence
+    "measure",  # plan, banks, gate, graphs, ABBA, engine, results, monitor
+    "analysis",  # the analysis model of sessions: summaries, compare, pool, recommend
+    "run",  # the runner and its progress events
+    "report",  # the Markdown report and the figures' file names
+    "plots",  # matplotlib figures
+    "tune",  # the tuner (a face over the runner and engine)
+    "tui",  # the Textual app
+    "commands",  # the CLI's subcommands
+]
+ENTRY = {"workbench.cli", "workbench.__main__"}
+
+
+def layer_of(module: str) -> int:
+    """Index of a module's layer: -1 for the package root, len(LAYERS) for the entry points."""
+    if module == "workbench":
+        return -1
+    if module in ENTRY:
+        return len(LAYERS)
+    top = module.split(".")[1]
+    if top not in LAYERS:
+        raise AssertionError(f"{module} is in no layer: put it in one of {LAYERS}")
+    return LAYERS.index(top)
+
+
+def dynamic_imports(root: Path) -> dict[str, set[str]]:
+    """Modules loaded by name: the CLI's command table and the TUI's `_engine("...")` calls."""
+    out: dict[str, set[str]] = {}
+    cli = (root / "cli.py").read_text()
+    out["workbench.cli"] = set(re.findall(r'"(workbench\.commands\.[a-z_]+)"', cli))
+    eng = (root / "tui" / "engine.py").read_text()
+    out["workbench.tui.engine"] = {
+        f"workbench.{m}" for m in re.findall(r'_engine\("([a-z_.]+)"\)', eng)
+    }
+    return out
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{m} ({LAYERS[layer_of(m)] if 0 <= layer_of(m) < len(LAYERS) else 'root'}) imports "
+        f"{d} ({LAYERS[layer_of(d)] if 0 <= layer_of(d) < len(LAYERS) else 'root'})"
+        for m, deps in graph.items()
+        for d in deps
+        if layer_of(d) > layer_of(m)
+    )
+
+
+def full_graph() -> dict[str, set[str]]:
+    graph = import_graph(REPO / "workbench")
+    for m, deps in dynamic_imports(REPO / "workbench").items():
+        missing = deps - graph.keys()
+        assert not missing, f"{m} loads modules that do not exist: {sorted(missing)}"
+        graph[m] |= deps
+    return graph
+
+
+def test_every_module_is_in_a_layer_package():
+    graph = import_graph(REPO / "workbench")
+    loose = sorted(
+        m
+        for m in graph
+        if m.count(".") == 1
+        and m not in ENTRY
+        and not (REPO / "workbench" / m.split(".")[1]).is_dir()
+    )
+    assert loose == [], f"modules outside a layer package: {loose}"
+    for m in graph:
+        layer_of(m)  # raises for a package that is not a layer
+
+
+def test_layer_checker_finds_a_planted_upward_import():
+    g = {"workbench.core.stats": {"workbench.analysis.model"}, "workbench.analysis.model": set()}
+    assert layer_violations(g) == [
+        "workbench.core.stats (core) imports workbench.analysis.model (analysis)"
+    ]
+    assert layer_violations({"workbench.commands.ab": {"workbench.core.stats"}}) == []
+
+
+def test_dynamic_imports_are_read():
+    dyn = dynamic_imports(REPO / "workbench")
+    assert "workbench.commands.ab" in dyn["workbench.cli"]
+    assert "workbench.run.runner" in dyn["workbench.tui.engine"]
+
+
+def test_lower_layers_never_import_upper_ones():
+    graph = full_graph()
+    assert layer_violations(graph) == []
+
+
 def test_cycle_finder_finds_a_planted_cycle():
     g = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(g) == [frozenset({"a", "b", "c"})]
@@ -73,27 +171,31 @@ def test_cycle_finder_finds_a_planted_cycle():
 
 def test_no_import_cycles():
     graph = import_graph(REPO / "workbench")
-    assert "workbench.engine" in graph and graph["workbench.engine"], "graph not read"
+    assert "workbench.measure.engine" in graph and graph["workbench.measure.engine"], (
+        "graph not read"
+    )
     assert cycles(graph) == [], sorted(sorted(c) for c in cycles(graph))
 
 
 def test_report_and_plots_do_not_import_each_other_both_ways():
     graph = import_graph(REPO / "workbench")
     plots = {m for m in graph if m == "workbench.plots" or m.startswith("workbench.plots.")}
-    assert not graph["workbench.report"] & plots
+    assert not graph["workbench.report.markdown"] & plots
     assert "workbench.analysis" in graph["workbench.plots"]
 
 
 def test_engine_and_runner_do_not_import_each_other():
     graph = import_graph(REPO / "workbench")
-    assert "workbench.runner" not in graph["workbench.engine"]
-    assert "workbench.engine" in graph["workbench.runner"]  # the runner drives the engine
+    assert "workbench.run.runner" not in graph["workbench.measure.engine"]
+    assert (
+        "workbench.measure.engine" in graph["workbench.run.runner"]
+    )  # the runner drives the engine
 
 
 def test_runner_imports_no_front_end():
     """The runner keeps orchestration: the TUI imports the runner's types, never the reverse."""
     graph = import_graph(REPO / "workbench")
     front = {m for m in graph if m.startswith(("workbench.tui", "workbench.commands"))}
-    assert not graph["workbench.runner"] & front, sorted(graph["workbench.runner"] & front)
-    assert "workbench.progress" in graph["workbench.runner"]
-    assert "workbench.progress" in graph["workbench.tui.backend"]
+    assert not graph["workbench.run.runner"] & front, sorted(graph["workbench.run.runner"] & front)
+    assert "workbench.run.progress" in graph["workbench.run.runner"]
+    assert "workbench.run.progress" in graph["workbench.tui.backend"]

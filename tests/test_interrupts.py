@@ -20,9 +20,10 @@ import sim_device
 from fixtures_sessions import REPO
 from sim_device import FakeKernelOp
 
-from workbench import build, cli
-from workbench.errors import BuildError
-from workbench.session import load_session
+from workbench import cli
+from workbench.core.errors import BuildError
+from workbench.kernels import build
+from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
 FAST = ["--calls", "4", "--replays", "5", "--pairs", "6"]
@@ -131,7 +132,7 @@ def test_build_keeps_the_finished_builds(monkeypatch, capsys, tmp_path):
     assert (
         line == "workbench build: interrupted; 1 of 3 variant(s) built or cached stay in the cache"
     )
-    from workbench.variants import all_variants
+    from workbench.kernels.variants import all_variants
 
     w2 = [v for v in all_variants(calib=False) if v.kernel == "w2"]
     assert [build.cached_build(v) is not None for v in w2] == [True, False, False]
@@ -169,12 +170,12 @@ def test_plot_lists_only_complete_files(monkeypatch, capsys, tmp_path):
 
 
 def test_report_writes_all_or_nothing(monkeypatch, capsys, tmp_path):
-    import workbench.report
+    import workbench.report.markdown
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(workbench.report, "render_report", interrupted)
+    monkeypatch.setattr(workbench.report.markdown, "render_report", interrupted)
     out = tmp_path / "r" / "report.md"
     code = cli.main(["report", str(SESSION), "--output", str(out), "--no-plots"])
     assert code == 130

@@ -12,9 +12,9 @@ import time
 import pytest
 from cuda_toolchain import cuda_build_skip_reason
 
-from workbench import argcases
-from workbench.errors import BuildError
-from workbench.variants import all_variants
+from workbench.core.errors import BuildError
+from workbench.kernels import argcases
+from workbench.kernels.variants import all_variants
 
 pytestmark = pytest.mark.compile
 
@@ -29,7 +29,7 @@ def builds():
     if SKIP:
         pytest.skip(SKIP)
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")  # the H200; without a GPU nothing says so
-    from workbench.build import build_many
+    from workbench.kernels.build import build_many
 
     return {r.variant.name: r for r in build_many(VARIANTS)}
 
@@ -48,7 +48,7 @@ def test_every_variant_builds_for_sm90_without_spills(builds):
 
 
 def test_repeat_build_is_a_cache_hit_well_under_a_second(builds):
-    from workbench.build import build_variant
+    from workbench.kernels.build import build_variant
 
     v = VARIANTS[0]
     t0 = time.perf_counter()
@@ -84,8 +84,8 @@ def test_at_least_48_distinct_invalid_argument_cases():
 def test_failed_build_gives_the_compiler_error_not_a_traceback(tmp_path, monkeypatch):
     if SKIP:
         pytest.skip(SKIP)
-    from workbench.build import CSRC, build_variant
-    from workbench.variants import parse_arm
+    from workbench.kernels.build import CSRC, build_variant
+    from workbench.kernels.variants import parse_arm
 
     broken = tmp_path / "csrc"
     shutil.copytree(CSRC, broken)
@@ -106,7 +106,7 @@ def test_failed_build_gives_the_compiler_error_not_a_traceback(tmp_path, monkeyp
 
 
 def test_kernels_compile_for_sm70_with_nvrtc12():
-    from workbench.portable import compile_sm70, find_toolchain12
+    from workbench.kernels.portable import compile_sm70, find_toolchain12
 
     tc = find_toolchain12()
     if tc is None:
@@ -129,7 +129,7 @@ def test_floor_probe_builds(tmp_path):
 
     if SKIP:
         pytest.skip(SKIP)
-    from workbench.build import cuda_home
+    from workbench.kernels.build import cuda_home
 
     nvcc = Path(cuda_home()) / "bin" / "nvcc"
     src = Path(__file__).resolve().parents[1] / "benchmarks" / "floor_probe.cu"

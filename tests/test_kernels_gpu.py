@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from workbench.shapes import PRESETS, valid_tps
+from workbench.data.shapes import PRESETS, valid_tps
 
 pytestmark = pytest.mark.gpu
 
@@ -14,7 +14,7 @@ ALL_SHAPES = [replace(s, tp=tp) for s in PRESETS.values() for tp in valid_tps(s)
 @pytest.mark.parametrize("shape", ALL_SHAPES, ids=lambda s: f"{s.name}-tp{s.tp}")
 @pytest.mark.parametrize("kernel", ["w13", "w2"])
 def test_variants_identical_and_near_reference(shape, kernel):
-    from workbench.check import check_kernel
+    from workbench.measure.check import check_kernel
 
     rows = check_kernel(shape, kernel, seed=shape.tp, banks=2)
     assert len(rows) == 6
@@ -28,9 +28,9 @@ def test_variants_identical_and_near_reference(shape, kernel):
 
 @pytest.mark.parametrize("kernel", ["w13", "w2"])
 def test_invalid_arguments_rejected_on_gpu(kernel):
-    from workbench.build import build_variant
-    from workbench.check import check_args
-    from workbench.variants import parse_arm
+    from workbench.kernels.build import build_variant
+    from workbench.kernels.variants import parse_arm
+    from workbench.measure.check import check_args
 
     for arm in ("b4-scalar", "b3-coop"):
         v = parse_arm(kernel, arm)
@@ -45,9 +45,9 @@ def test_out_of_range_ids_contribute_nothing(arm):
     """Policy: an id outside [0, E) is skipped by W2 and zeroes its W13 row; eager check_ids raises."""
     import torch
 
-    from workbench.errors import BadArgument
-    from workbench.ops import KernelOp, make_bank, make_inputs
-    from workbench.variants import parse_arm
+    from workbench.core.errors import BadArgument
+    from workbench.kernels.ops import KernelOp, make_bank, make_inputs
+    from workbench.kernels.variants import parse_arm
 
     shape = PRESETS["qwen3.8-flash-next"]
     for kernel in ("w13", "w2"):
@@ -82,8 +82,8 @@ def test_graph_replays_repeat_exactly():
     """W13 keeps no state between launches: many replays of one graph give an eager call's bits."""
     import torch
 
-    from workbench.ops import KernelOp, make_bank, make_inputs
-    from workbench.variants import parse_arm
+    from workbench.kernels.ops import KernelOp, make_bank, make_inputs
+    from workbench.kernels.variants import parse_arm
 
     shape = PRESETS["qwen3.8-flash-next"]
     op = KernelOp(parse_arm("w13", "b3-coop"), shape)

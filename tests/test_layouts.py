@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.errors import BadArgument
-from workbench.layouts import (
+from workbench.core.errors import BadArgument
+from workbench.data.layouts import (
     NIBBLE_OF_ELEMENT,
     decode_metadata,
     dequantize,

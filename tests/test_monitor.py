@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from workbench import monitor as mon
-from workbench.monitor import FLAG_MASK, Monitor, Reading, Window, throttle_names
+from workbench.measure import monitor as mon
+from workbench.measure.monitor import FLAG_MASK, Monitor, Reading, Window, throttle_names
 
 
 @dataclass

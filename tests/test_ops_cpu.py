@@ -4,10 +4,10 @@ to layouts.pack_int4 / encode_metadata here, on the CPU device."""
 import pytest
 import torch
 
-from workbench import layouts
-from workbench.errors import BadArgument
-from workbench.ops import make_bank, make_inputs
-from workbench.shapes import Shape
+from workbench.core.errors import BadArgument
+from workbench.data import layouts
+from workbench.data.shapes import Shape
+from workbench.kernels.ops import make_bank, make_inputs
 
 SMALL = Shape(hidden=128, inter=256, experts=6, top_k=3, layers=2, tp=4)
 

@@ -15,7 +15,7 @@ import pytest
 from fixtures_sessions import real_sessions, write_session
 
 from workbench.cli import main
-from workbench.errors import BadArgument, SessionError
+from workbench.core.errors import BadArgument, SessionError
 from workbench.plots import COLOR_A, COLOR_B, COLOR_FLAG, existing_plots, plot_session
 
 KINDS = ["summary", "ratios", "distributions", "nvml"]
@@ -151,6 +151,8 @@ def test_bad_format_and_bad_session(tmp_path, capsys):
 
 
 def test_importing_plots_does_not_import_matplotlib():
-    code = "import sys, workbench.plots, workbench.report; print('matplotlib' in sys.modules)"
+    code = (
+        "import sys, workbench.plots, workbench.report.markdown; print('matplotlib' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

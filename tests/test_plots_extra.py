@@ -14,9 +14,9 @@ from fixtures_sessions import REPO, real_sessions, write_session
 
 from workbench.analysis import analyse
 from workbench.cli import main
-from workbench.errors import BadArgument
+from workbench.core.errors import BadArgument
 from workbench.plots import parse_floor, plot_replicates, plot_session, read_floor_file
-from workbench.session import load_session
+from workbench.store.session import load_session
 
 MAX_SVG = 500 * 1024
 SESSIONS = REPO / "sessions"

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.errors import BadArgument
-from workbench.reference import (
+from workbench.core.errors import BadArgument
+from workbench.data.reference import (
     rel_l2,
     step_reference,
     w2_reference,
@@ -140,8 +140,8 @@ def test_errors_name_argument_and_value():
 
 def test_pipeline_from_synthetic_weights():
     # synthetic -> layouts.dequantize -> reference: realistic data gives finite, non-zero outputs
-    from workbench.layouts import dequantize
-    from workbench.synthetic import activations, expert_weights, routing
+    from workbench.data.layouts import dequantize
+    from workbench.data.synthetic import activations, expert_weights, routing
 
     r = routing(1, experts=6, top_k=3)
     deq = {}

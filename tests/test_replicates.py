@@ -8,8 +8,8 @@ from fixtures_sessions import write_session
 
 from workbench import cli
 from workbench.analysis import VARIES, comparison_results, pool_sessions
-from workbench.errors import BadArgument
-from workbench.session import load_session
+from workbench.core.errors import BadArgument
+from workbench.store.session import load_session
 
 REPO = Path(__file__).resolve().parent.parent
 # Three default runs on the H200 from the same sources (README, "How much to trust one session").

@@ -1,7 +1,7 @@
 """`workbench report`: numbers checked against the journal, recomputed here independently.
 
 The independent arithmetic below reads journal.jsonl line by line and uses only NumPy/SciPy
-(not workbench.stats), so a bug in the report's path from samples to tables shows up here.
+(not workbench.core.stats), so a bug in the report's path from samples to tables shows up here.
 Fixtures: synthetic sessions of known effect (tests/fixtures_sessions.py) and every real
 session committed under sessions/.
 """
@@ -20,10 +20,10 @@ from scipy import stats as sps
 
 from workbench.analysis import analyse
 from workbench.cli import main
-from workbench.errors import SessionError
-from workbench.report import render_report, resolve_session, variant_label
-from workbench.session import SessionWriter, load_session
-from workbench.shapes import PRESETS
+from workbench.core.errors import SessionError
+from workbench.data.shapes import PRESETS
+from workbench.report.markdown import render_report, resolve_session, variant_label
+from workbench.store.session import SessionWriter, load_session
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The measurement engine on a real GPU (marker ``gpu``: skipped without a CUDA device).
 
 Small shapes keep the builds' run time short; the builds themselves come from the cache after
-the first run (workbench.build).
+the first run (workbench.kernels.build).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def torch():
 
 
 def test_graph_arm_times_replays_and_alternates(torch):
-    from workbench.graphs import Cycle, GraphArm
+    from workbench.measure.graphs import Cycle, GraphArm
 
     src = [torch.randn(1 << 20, device="cuda") for _ in range(3)]
     dst = [torch.empty_like(s) for s in src]
@@ -51,7 +51,7 @@ def test_graph_arm_times_replays_and_alternates(torch):
 
 
 def test_first_difference_finds_the_flipped_bit_and_unwritten_outputs(torch):
-    from workbench.graphs import Cycle, GraphArm, first_difference
+    from workbench.measure.graphs import Cycle, GraphArm, first_difference
 
     x = torch.randn(64, 32, device="cuda").half()
     outs = [torch.empty_like(x) for _ in range(3)]
@@ -78,7 +78,7 @@ def test_first_difference_finds_the_flipped_bit_and_unwritten_outputs(torch):
 
 
 def test_l2_size_from_properties_and_cudart_agree(torch):
-    from workbench.graphs import _l2_from_cudart, l2_bytes
+    from workbench.measure.graphs import _l2_from_cudart, l2_bytes
 
     props = torch.cuda.get_device_properties(0)
     assert l2_bytes(0) == props.L2_cache_size > 0
@@ -88,7 +88,7 @@ def test_l2_size_from_properties_and_cudart_agree(torch):
 def test_monitor_reads_the_gpu():
     import time
 
-    from workbench.monitor import Monitor
+    from workbench.measure.monitor import Monitor
 
     with Monitor(interval=0.01) as m:
         if not m.available:
@@ -104,7 +104,7 @@ def test_monitor_reads_the_gpu():
 
 def test_ab_end_to_end(tmp_path, capsys):
     from workbench import cli
-    from workbench.session import load_session
+    from workbench.store.session import load_session
 
     code = cli.main(
         ["ab", *SMALL, *FAST, "--sessions-dir", str(tmp_path / "s"), "--plots-dir",

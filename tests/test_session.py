@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workbench.errors import BadArgument, SessionError
-from workbench.session import SCHEMA, SessionWriter, list_sessions, load_session
+from workbench.core.errors import BadArgument, SessionError
+from workbench.store.session import SCHEMA, SessionWriter, list_sessions, load_session
 
 CMP = dict(kernel="w13", set="hot", role="main", a="b3-scalar", b="b3-coop", calls=48, replays=20)
 
@@ -246,7 +246,7 @@ def test_unknown_record_type_kept_with_warning(tmp_path):
 CHILD = textwrap.dedent(
     """
     import sys, threading, time
-    from workbench.session import SessionWriter
+    from workbench.store.session import SessionWriter
     root, n = sys.argv[1], int(sys.argv[2])
     with SessionWriter(root, "child", {"pairs": n}) as w:
         stop = threading.Event()
@@ -329,7 +329,7 @@ def test_provenance_hashes_and_git(tmp_path):
     import hashlib
 
     from workbench import __version__
-    from workbench.provenance import collect, git_info, sha256_file
+    from workbench.store.provenance import collect, git_info, sha256_file
 
     rng = np.random.default_rng(9)
     blob = rng.integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()  # spans several read chunks
@@ -365,7 +365,7 @@ def test_provenance_hashes_and_git(tmp_path):
 
 def test_provenance_and_session_import_no_torch():
     code = (
-        "import sys, workbench.provenance, workbench.session, workbench.analysis\n"
+        "import sys, workbench.store.provenance, workbench.store.session, workbench.analysis\n"
         "print([m for m in ('torch', 'textual', 'matplotlib') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -375,7 +375,7 @@ def test_provenance_and_session_import_no_torch():
 def test_workbench_commit_overrides_a_stale_checkout(tmp_path, monkeypatch):
     import subprocess
 
-    from workbench.provenance import git_info
+    from workbench.store.provenance import git_info
 
     repo = tmp_path / "r"
     repo.mkdir()

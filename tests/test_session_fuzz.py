@@ -38,7 +38,7 @@ from session_fuzz import BASE, CASES, SAME_FIGURES, Case
 from session_fuzz_mutations import REPO, make_base
 
 from workbench.cli import main
-from workbench.session_schema import MS_RANGE
+from workbench.store.session_schema import MS_RANGE
 
 EXIT_CODES = {0, 2}  # documented in workbench/commands/sessions.py
 GOOD = (BASE, "good-default-2", "good-calibrate")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench.build import source_hashes
 from workbench.cli import main
-from workbench.provenance import source_digest
-from workbench.session import SessionWriter
+from workbench.kernels.build import source_hashes
+from workbench.store.provenance import source_digest
+from workbench.store.session import SessionWriter
 
 RECS = {
     "w13": {"kernel": "w13", "decision": "cooperative", "arm": "b3-coop"},

@@ -11,7 +11,7 @@ import pytest
 
 from workbench.analysis import comparison_results
 from workbench.cli import main
-from workbench.session import SessionWriter, load_session
+from workbench.store.session import SessionWriter, load_session
 
 
 def write_session(

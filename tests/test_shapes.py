@@ -4,8 +4,8 @@ import argparse
 
 import pytest
 
-from workbench.errors import BadArgument
-from workbench.shapes import (
+from workbench.core.errors import BadArgument
+from workbench.data.shapes import (
     DEFAULT_PRESET,
     PRESETS,
     Shape,

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from workbench import cli
-from workbench.errors import BadArgument
-from workbench.layouts import LAYOUTS, READERS, decode_metadata, encode_metadata
-from workbench.plan import parse_arm_spec, plan_ab
-from workbench.specs import BUILTIN_PARAMS, REPO, csrc_dir, load_spec
-from workbench.variants import ARMS, Variant, all_variants, parse_arm
+from workbench.core.errors import BadArgument
+from workbench.data.layouts import LAYOUTS, READERS, decode_metadata, encode_metadata
+from workbench.kernels.specs import BUILTIN_PARAMS, REPO, csrc_dir, load_spec
+from workbench.kernels.variants import ARMS, Variant, all_variants, parse_arm
+from workbench.measure.plan import parse_arm_spec, plan_ab
 
 EXAMPLE = REPO / "examples" / "w13_unroll4" / "variant.toml"
 CU = '#include "w13.cu"\n'
@@ -142,7 +142,7 @@ def test_parameters_are_checked_named_and_normalised():
 
 def test_build_name_hashes_tree_params_and_flags(tmp_path):
     pytest.importorskip("torch")
-    from workbench.build import build_name
+    from workbench.kernels.build import build_name
 
     a = Variant.of_spec(load_spec(write_spec(tmp_path / "a", cu=CU + "// a\n")))
     b = Variant.of_spec(
@@ -191,7 +191,7 @@ def test_cli_rejects_bad_specs_with_exit_2(tmp_path, capsys):
 
 
 def test_user_specs_listing_reads_the_search_path(tmp_path, monkeypatch):
-    from workbench.variants import user_specs
+    from workbench.kernels.variants import user_specs
 
     good = write_spec(tmp_path / "good")
     write_spec(tmp_path / "bad", layout='"b9"')
@@ -224,8 +224,8 @@ def test_layout_registry_round_trips_every_layout():
 
 
 def test_unknown_layouts_are_never_labelled_b4_or_b3():
-    from workbench.capacity import expert_footprint
-    from workbench.coop_model import tile_offset
+    from workbench.data.capacity import expert_footprint
+    from workbench.kernels.coop_model import tile_offset
 
     fp = expert_footprint(64, 64)
     assert fp.meta("b3") == 2 * 64 * 3 and fp.meta("b4") == 2 * 64 * 4

@@ -12,9 +12,9 @@ import sim_device
 import torch
 
 from workbench import cli
-from workbench.errors import EXIT_NUMERICS_DIFFER
-from workbench.session import load_session
-from workbench.specs import csrc_dir
+from workbench.core.errors import EXIT_NUMERICS_DIFFER
+from workbench.kernels.specs import csrc_dir
+from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
 FAST = ["--calls", "4", "--replays", "5", "--blocks", "2", "--pairs", "2"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from cuda_toolchain import cuda_build_skip_reason
 
-from workbench.specs import REPO, csrc_dir
+from workbench.kernels.specs import REPO, csrc_dir
 
 pytestmark = pytest.mark.compile
 EXAMPLE = REPO / "examples" / "w13_unroll4" / "variant.toml"
@@ -43,9 +43,9 @@ def _cli_build(spec: Path, cwd: Path) -> dict:
 
 
 def _load(spec: Path):
-    from workbench.build import build_variant
-    from workbench.specs import load_spec
-    from workbench.variants import Variant
+    from workbench.kernels.build import build_variant
+    from workbench.kernels.specs import load_spec
+    from workbench.kernels.variants import Variant
 
     return build_variant(Variant.of_spec(load_spec(spec)))  # a cache hit after the CLI's build
 
@@ -80,8 +80,8 @@ def test_a_new_spec_outside_the_package_builds_through_the_cli(tmp_path):
     assert (m.kernel, m.layout, m.reader, m.calibration) == ("w2", "b3", "coop", False)
     assert res.name.startswith("wb_w2_my_w2_unroll3_") and res.lib_sha256 == row["lib_sha256"]
     # the built-in of the same layout and reader lives beside it in this process, by its own name
-    from workbench.build import build_variant
-    from workbench.variants import parse_arm
+    from workbench.kernels.build import build_variant
+    from workbench.kernels.variants import parse_arm
 
     builtin = build_variant(parse_arm("w2", "b3-coop"))
     assert builtin.name != res.name and builtin.module is not m

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from workbench import cli
-from workbench.errors import EXIT_NUMERICS_DIFFER
-from workbench.specs import REPO
+from workbench.core.errors import EXIT_NUMERICS_DIFFER
+from workbench.kernels.specs import REPO
 
 pytestmark = pytest.mark.gpu
 

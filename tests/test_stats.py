@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from workbench.errors import BadArgument
-from workbench.stats import (
+from workbench.core.errors import BadArgument
+from workbench.core.stats import (
     MAX_MORE_PAIRS,
     PairRatio,
     Verdict,
@@ -311,8 +311,6 @@ def test_ci_half_width_and_stopping_rule():
 
 
 def test_stats_imports_neither_torch_nor_textual():
-    code = (
-        "import sys, workbench.stats; print([m for m in ('torch', 'textual') if m in sys.modules])"
-    )
+    code = "import sys, workbench.core.stats; print([m for m in ('torch', 'textual') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from workbench.errors import BadArgument
-from workbench.synthetic import activations, expert_weights, routing
+from workbench.core.errors import BadArgument
+from workbench.data.synthetic import activations, expert_weights, routing
 
 
 def test_expert_weights_ranges_and_shapes():

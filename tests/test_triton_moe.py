@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from workbench import layouts
-from workbench.check import REL_L2_MAX
-from workbench.errors import BadArgument
-from workbench.ops import make_bank, make_inputs
-from workbench.shapes import PRESETS, Shape
-from workbench.triton_moe import (
+from workbench.core.errors import BadArgument
+from workbench.data import layouts
+from workbench.data.shapes import PRESETS, Shape
+from workbench.kernels.ops import make_bank, make_inputs
+from workbench.kernels.triton_moe import (
     Launch,
     TritonMoePeer,
     convert_bank,
@@ -30,6 +29,7 @@ from workbench.triton_moe import (
     table_key,
     unpack_int4_torch,
 )
+from workbench.measure.check import REL_L2_MAX
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = Shape(hidden=128, inter=256, experts=6, top_k=3, layers=2, tp=4)
@@ -169,7 +169,7 @@ def test_relocate_copies_the_converted_experts():
 
 
 def _space(kernel, wide):
-    from workbench.triton_moe_kernels import config_space
+    from workbench.kernels.triton_moe_kernels import config_space
 
     return [Launch.from_triton(c, source="space") for c in config_space(wide, kernel)]
 
@@ -203,7 +203,7 @@ def test_the_w2_space_holds_both_slot_forms_and_w13_none():
 
 def test_k_tiles_past_k_are_pruned():
     pytest.importorskip("triton")
-    from workbench.triton_moe_kernels import _drop_oversized_k, config_space
+    from workbench.kernels.triton_moe_kernels import _drop_oversized_k, config_space
 
     space = config_space(True, "w2")
     kept = _drop_oversized_k(space, {"K": 160, "N": 2560})
@@ -247,7 +247,7 @@ DEFAULT = PRESETS["qwen3.8-flash-next"]
 
 
 def _gpu_reference(kernel, bank, inp):
-    from workbench.reference import w2_reference, w13_reference
+    from workbench.data.reference import w2_reference, w13_reference
 
     w = bank.dequantized(inp["ids"].tolist())
     if kernel == "w13":
@@ -271,7 +271,7 @@ GPU_CONFIGS = [(k, c) for k in ("w13", "w2") for c in FORCED if k == "w2" or "sp
 @pytest.mark.gpu
 @pytest.mark.parametrize(("kernel", "config"), GPU_CONFIGS)
 def test_gpu_numerics_on_the_default_shape(kernel, config):
-    from workbench.reference import rel_l2
+    from workbench.data.reference import rel_l2
 
     seed = _seed()
     bank = make_bank(DEFAULT, kernel, "b3", seed=seed)
@@ -318,7 +318,7 @@ def test_gpu_out_of_range_ids_contribute_nothing(kernel, config):
 @pytest.mark.gpu
 @pytest.mark.parametrize(("kernel", "config"), FORMS)
 def test_gpu_graph_capture_reads_the_ids_on_the_device(kernel, config):
-    from workbench.graphs import capture
+    from workbench.measure.graphs import capture
 
     seed = _seed()
     bank = make_bank(DEFAULT, kernel, "b3", seed=seed)
@@ -339,8 +339,8 @@ def test_gpu_graph_capture_reads_the_ids_on_the_device(kernel, config):
 
 @pytest.mark.gpu
 def test_gpu_autotunes_once_where_the_table_has_no_entry():
-    from workbench import triton_moe
-    from workbench.reference import rel_l2
+    from workbench.data.reference import rel_l2
+    from workbench.kernels import triton_moe
 
     shape = Shape(hidden=256, inter=512, experts=16, top_k=4, layers=1, tp=2)
     bank = make_bank(shape, "w2", "b3", seed=_seed())
@@ -361,8 +361,8 @@ def test_gpu_autotune_times_a_split_config_with_its_sum():
     output (written by nothing else here) is the whole call's result after autotuning."""
     import triton
 
-    from workbench import triton_moe_kernels as k
-    from workbench.reference import rel_l2
+    from workbench.data.reference import rel_l2
+    from workbench.kernels import triton_moe_kernels as k
 
     seed = _seed()
     bank = make_bank(DEFAULT, "w2", "b3", seed=seed)

@@ -35,8 +35,8 @@ from tui_backend_double import (  # noqa: E402
     status_text,
 )
 
-from workbench.errors import BadArgument, NoGPUError  # noqa: E402
-from workbench.session import load_session  # noqa: E402
+from workbench.core.errors import BadArgument, NoGPUError  # noqa: E402
+from workbench.store.session import load_session  # noqa: E402
 from workbench.tui.app import WorkbenchApp
 from workbench.tui.backend import ProgressEvent  # noqa: E402
 from workbench.tui.commands import WorkbenchCommands  # noqa: E402

@@ -23,7 +23,7 @@ from tui_backend_double import (  # noqa: E402
     status_text,
 )
 
-from workbench.session import load_session  # noqa: E402
+from workbench.store.session import load_session  # noqa: E402
 from workbench.tui.widgets.nvml_panel import NvmlPanel, short_reason  # noqa: E402
 from workbench.tui.widgets.results_view import ResultsView  # noqa: E402
 from workbench.tui.widgets.variant_matrix import VariantMatrix  # noqa: E402
@@ -98,7 +98,10 @@ async def test_nvml_unavailable_is_one_short_line(roots):
             "NVML unavailable: pynvml (nvidia-ml-py) is not importable (No module named 'pynvml')",
             "pynvml (nvidia-ml-py) is not importable",
         ),
-        ("workbench.monitor unavailable: ImportError: boom", "workbench.monitor unavailable"),
+        (
+            "workbench.measure.monitor unavailable: ImportError: boom",
+            "workbench.measure.monitor unavailable",
+        ),
         ("NVML unavailable: monitor stopped", "monitor stopped"),
     ],
 )

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from workbench import stats  # noqa: E402
+from workbench.core import stats  # noqa: E402
 from workbench.tui.backend import RatioPoint  # noqa: E402
 from workbench.tui.widgets.ratio_chart import (  # noqa: E402
     BAND,

@@ -26,8 +26,8 @@ from tui_backend_double import (  # noqa: E402
     status_text,
 )
 
-from workbench.errors import NoGPUError, SessionError  # noqa: E402
-from workbench.session import load_session  # noqa: E402
+from workbench.core.errors import NoGPUError, SessionError  # noqa: E402
+from workbench.store.session import load_session  # noqa: E402
 from workbench.tui.analysis import view_from_session  # noqa: E402
 from workbench.tui.backend import RunConfig  # noqa: E402
 from workbench.tui.engine import EngineBackend  # noqa: E402
@@ -151,7 +151,7 @@ def test_engine_backend_on_a_cpu_machine(roots):
 
 def test_engine_backend_build_status_needs_nvcc_and_cuda_torch_not_a_gpu(roots, monkeypatch):
     torch = pytest.importorskip("torch")
-    from workbench import build
+    from workbench.kernels import build
 
     _, sessions, plots = roots
     backend = EngineBackend(sessions, plots, browse_only=True)  # browsing still builds

@@ -15,9 +15,9 @@ import sim_device
 from sim_device import FakeKernelOp
 
 from workbench import cli
-from workbench.abba import ProtocolConfig
-from workbench.session import load_session
-from workbench.shapes import resolve_shape
+from workbench.data.shapes import resolve_shape
+from workbench.measure.abba import ProtocolConfig
+from workbench.store.session import load_session
 from workbench.tune import space, tuner
 
 SHAPE = dict(hidden=64, inter=128, experts=8, top_k=2, tp=1)
@@ -221,7 +221,7 @@ def test_cli_end_to_end_with_json_and_sweep_plot(device, capsys, tmp_path):
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(monkeypatch, capsys, argv, names):
-    from workbench import runner
+    from workbench.run import runner
 
     def boom(*a, **k):
         raise AssertionError("GPU work started before the arguments were checked")
@@ -233,7 +233,7 @@ def test_bad_arguments_exit_2_with_one_line(monkeypatch, capsys, argv, names):
 
 
 def test_param_variants_build_under_their_own_names():
-    from workbench.build import build_name
+    from workbench.kernels.build import build_name
 
     v = space.Candidate("w13", "b3-coop", FASTEST, False).variant
     assert v.params == (("unroll", 4),) and v.reader == "coop"  # only what differs is kept

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.compile
 def test_a_parameter_variant_builds_in_its_own_cache_entry(tmp_path, monkeypatch):
     import torch
 
-    from workbench.build import build_name, build_variant, cuda_home
+    from workbench.kernels.build import build_name, build_variant, cuda_home
 
     if torch.version.cuda is None or cuda_home() is None:
         pytest.skip("needs a CUDA build of torch and nvcc")

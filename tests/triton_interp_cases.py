@@ -17,10 +17,10 @@ import sys
 import numpy as np
 import torch
 
-from workbench import reference
-from workbench.ops import make_bank, make_inputs
-from workbench.shapes import Shape
-from workbench.triton_moe import Launch, TritonMoePeer
+from workbench.data import reference
+from workbench.data.shapes import Shape
+from workbench.kernels.ops import make_bank, make_inputs
+from workbench.kernels.triton_moe import Launch, TritonMoePeer
 
 
 def run_case(case: dict) -> dict:
@@ -64,7 +64,7 @@ def run_case(case: dict) -> dict:
 if __name__ == "__main__":
     if os.environ.get("TRITON_INTERPRET") != "1":
         sys.exit("run with TRITON_INTERPRET=1 (tests/test_triton_moe.py does)")
-    from workbench import triton_moe_kernels as KERNELS
+    from workbench.kernels import triton_moe_kernels as KERNELS
 
     torch.set_num_threads(1)  # shared 2-core machine
     print(json.dumps([run_case(c) for c in json.load(sys.stdin)]))

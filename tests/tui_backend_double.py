@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from workbench import stats
-from workbench.session import SessionWriter, load_session
-from workbench.shapes import PRESETS
+from workbench.core import stats
+from workbench.data.shapes import PRESETS
+from workbench.store.session import SessionWriter, load_session
 from workbench.tui.backend import BuildStatus, GpuStatus, ProgressEvent, RunConfig, VariantRow
 from workbench.tui.engine import EngineBackend
 

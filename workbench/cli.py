@@ -11,7 +11,7 @@ import importlib
 import sys
 
 from workbench import __version__
-from workbench.errors import EXIT_BAD_ARGS, EXIT_INTERRUPTED, WorkbenchError
+from workbench.core.errors import EXIT_BAD_ARGS, EXIT_INTERRUPTED, WorkbenchError
 
 # name -> module; the order is the order of `workbench --help`.
 COMMANDS: dict[str, str] = {

@@ -4,7 +4,7 @@ One implementation of each step, read by the runner, the report, the plots, the 
 commands and the TUI:
 
 * ``model``: per-comparison results (pair ratios, block-level verdicts through
-  ``workbench.stats``) of one session, ``analyse(session) -> Analysis``;
+  ``workbench.core.stats``) of one session, ``analyse(session) -> Analysis``;
 * ``recommend``: which comparisons are reader comparisons, and the reader recommendation;
 * ``calibration``: the calibration resolution (smallest injected delay detected reliably);
 * ``compare``: the shift of each comparison between two sessions;

@@ -22,8 +22,8 @@ from workbench.analysis.model import (
     finite_or_none,
     session_m,
 )
-from workbench.session import Session
-from workbench.stats import DEFAULT_CONF, compare
+from workbench.core.stats import DEFAULT_CONF, compare
+from workbench.store.session import Session
 
 # Config keys that define the problem (shape) and the measurement (protocol).
 SHAPE_KEYS = ("preset", "shape", "hidden", "inter", "experts", "top_k", "layers", "tp", "group")

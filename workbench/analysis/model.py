@@ -2,7 +2,7 @@
 
 ``analyse(session)`` is the analysis model every reader of a session shares: the report, the
 plots, `sessions show`, the TUI. Nothing here trusts the ``summary`` the runner stored: every
-number comes from the ``sample`` records through ``workbench.stats`` (pair ratios, block-level
+number comes from the ``sample`` records through ``workbench.core.stats`` (pair ratios, block-level
 intervals, verdicts) and the reader rule of ``workbench.analysis.recommend``.
 """
 
@@ -13,10 +13,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench import stats
 from workbench.analysis.calibration import calibration_summary, spin_of
 from workbench.analysis.recommend import Recommendation, not_counted, recommendations
-from workbench.session import Session
+from workbench.core import stats
+from workbench.store.session import Session
 
 # Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
 TIMING_ROLES = ("main", "reference", "confirm", "aa")

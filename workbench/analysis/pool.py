@@ -31,8 +31,8 @@ from scipy import stats as sps
 from workbench.analysis.compare import compare_sessions
 from workbench.analysis.model import ComparisonResult, comparison_results
 from workbench.analysis.recommend import Recommendation, recommendations
-from workbench.errors import BadArgument
-from workbench.session import Session
+from workbench.core.errors import BadArgument
+from workbench.store.session import Session
 
 VARIES = "VARIES"
 

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
-from workbench.errors import BadArgument
-from workbench.plan import is_reader_comparison, parse_arm_spec
-from workbench.stats import DEFAULT_CONF, DEFAULT_M, Verdict
+from workbench.core.errors import BadArgument
+from workbench.core.stats import DEFAULT_CONF, DEFAULT_M, Verdict
+from workbench.measure.plan import is_reader_comparison, parse_arm_spec
 
 READER_KERNELS = ("w13", "w2")  # kernels with a reader choice; "step" is the confirmation
 DECISIONS = ("cooperative", "scalar", "inconclusive")

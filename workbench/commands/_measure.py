@@ -13,11 +13,11 @@ import sys
 import threading
 from typing import Any
 
-from workbench import defaults, limits
-from workbench.abba import ProtocolConfig
 from workbench.commands._paths import not_a_file
-from workbench.errors import EXIT_INTERRUPTED, BuildError, NumericsError
-from workbench.shapes import add_shape_arguments
+from workbench.core import defaults, limits
+from workbench.core.errors import EXIT_INTERRUPTED, BuildError, NumericsError
+from workbench.data.shapes import add_shape_arguments
+from workbench.measure.abba import ProtocolConfig
 
 
 def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> None:
@@ -102,7 +102,7 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
     o.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
 
 
-# option, attribute, maximum, the maximum's name in workbench.limits
+# option, attribute, maximum, the maximum's name in workbench.core.limits
 _UPPER = (
     ("--pairs", "pairs", limits.MAX_PAIRS, "MAX_PAIRS"),
     ("--blocks", "blocks", limits.MAX_BLOCKS, "MAX_BLOCKS"),
@@ -118,7 +118,7 @@ _UPPER = (
 
 
 def check_limits(args: argparse.Namespace) -> None:
-    """Upper bounds and the slug rule (workbench.limits); lower bounds are checked by their
+    """Upper bounds and the slug rule (workbench.core.limits); lower bounds are checked by their
     owners (ProtocolConfig, make_config). Torch-free: runs before any GPU check."""
     limits.check_slug(args.slug)
     not_a_file(args.sessions_dir, "--sessions-dir")
@@ -219,7 +219,7 @@ def _sigint_handler(live: _Live, cancel: threading.Event):
 
 def drive(cfg, args: argparse.Namespace):
     """Run ``cfg`` with progress on stderr. Returns (RunResult or None, exit code)."""
-    from workbench.runner import Runner, require_gpu
+    from workbench.run.runner import Runner, require_gpu
 
     require_gpu()  # NoGPUError -> exit 3 with the plain message, before any build
     console = _console()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.errors import BadArgument
+from workbench.core.errors import BadArgument
 
 
 def output_dir(path: str | Path, option: str) -> Path:

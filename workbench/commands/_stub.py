@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from workbench.errors import EXIT_NOT_IMPLEMENTED
+from workbench.core.errors import EXIT_NOT_IMPLEMENTED
 
 
 def not_implemented(name: str, issue: int) -> int:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from workbench import defaults
-from workbench.checkpoint import add_checkpoint_arguments
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
+from workbench.core import defaults
+from workbench.data.checkpoint import add_checkpoint_arguments
 
 HELP = "A/B-time two reader variants (ABBA pairs of CUDA-Graph replays) and recommend per kernel"
 
@@ -53,11 +53,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """The validated RunConfig; BadArgument (exit 2) names the option. No torch, no GPU."""
-    from workbench.checkpoint import checkpoint_from_args
     from workbench.commands._measure import protocol_from_args
-    from workbench.plan import KERNEL_CHOICES, SETS, parse_list
-    from workbench.runner import make_config
-    from workbench.shapes import shape_from_args
+    from workbench.data.checkpoint import checkpoint_from_args
+    from workbench.data.shapes import shape_from_args
+    from workbench.measure.plan import KERNEL_CHOICES, SETS, parse_list
+    from workbench.run.runner import make_config
 
     ckpt = checkpoint_from_args(args)
     shape = ckpt.shape if ckpt is not None else shape_from_args(args)

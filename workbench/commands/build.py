@@ -97,10 +97,10 @@ class BuildProgress:
 
 
 def _variants(args: argparse.Namespace):
-    from workbench.errors import BadArgument
-    from workbench.plan import parse_list
-    from workbench.specs import is_spec_path, load_spec
-    from workbench.variants import Variant, all_variants
+    from workbench.core.errors import BadArgument
+    from workbench.kernels.specs import is_spec_path, load_spec
+    from workbench.kernels.variants import Variant, all_variants
+    from workbench.measure.plan import parse_list
 
     kernels = parse_list(args.kernel, ("w13", "w2"), "--kernel")
     if args.specs:
@@ -112,8 +112,8 @@ def _variants(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.errors import EXIT_INTERRUPTED, BadArgument
-    from workbench.limits import MAX_JOBS, check_max
+    from workbench.core.errors import EXIT_INTERRUPTED, BadArgument
+    from workbench.core.limits import MAX_JOBS, check_max
 
     if args.jobs is not None and args.jobs < 1:
         raise BadArgument(f"--jobs {args.jobs} must be >= 1")
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             raise BadArgument(
                 f"--log {args.log!r} is not a variant; known: {', '.join(v.name for v in variants)}"
             )
-    from workbench.build import build_many, target_arch
+    from workbench.kernels.build import build_many, target_arch
 
     arch = target_arch()
     print(f"building {len(variants)} variants for sm_{arch.replace('.', '')} ...", file=sys.stderr)
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     sm70 = {}
     if args.sm70:
-        from workbench.portable import compile_sm70
+        from workbench.kernels.portable import compile_sm70
 
         sm70 = {v.name: compile_sm70(v) for v in variants}
     rows = []

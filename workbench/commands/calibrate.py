@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 
-from workbench import defaults
-from workbench.checkpoint import add_checkpoint_arguments
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
-from workbench.errors import BadArgument
-from workbench.limits import MAX_SPIN_CYCLES, check_max
+from workbench.core import defaults
+from workbench.core.errors import BadArgument
+from workbench.core.limits import MAX_SPIN_CYCLES, check_max
+from workbench.data.checkpoint import add_checkpoint_arguments
 
 HELP = "inject known delays with the calibration build: the smallest effect detected reliably"
 # At ~1.9 GHz one cycle is ~0.5 ns; a call of these kernels takes ~1-3 µs, so the rungs span
@@ -78,7 +78,7 @@ def plan_calibration(kernels, sets, arm: str, spins, base_spin: int = 0, trials:
     """A spins `base_spin` cycles, B `base_spin + s` for each rung s. With a base above zero both
     arms run the same spin code (clock reads, CTA barrier), so B differs from A by the injected
     cycles alone; with base 0, A skips that code and the smallest rungs carry its fixed cost."""
-    from workbench.plan import ComparisonSpec, parse_arm_spec, with_spin
+    from workbench.measure.plan import ComparisonSpec, parse_arm_spec, with_spin
 
     if base_spin < 0:
         raise BadArgument(f"--base-spin {base_spin} must be >= 0")
@@ -105,11 +105,11 @@ def config_from_args(args: argparse.Namespace):
     """The validated RunConfig of a calibration run (torch-free; BadArgument -> exit 2)."""
     import dataclasses
 
-    from workbench.checkpoint import checkpoint_from_args
     from workbench.commands._measure import protocol_from_args
-    from workbench.plan import SETS, parse_list
-    from workbench.runner import make_config
-    from workbench.shapes import shape_from_args
+    from workbench.data.checkpoint import checkpoint_from_args
+    from workbench.data.shapes import shape_from_args
+    from workbench.measure.plan import SETS, parse_list
+    from workbench.run.runner import make_config
 
     ckpt = checkpoint_from_args(args)
     kernels = parse_list(args.kernel, ("w13", "w2", "step"), "--kernel")

@@ -6,9 +6,9 @@ import argparse
 import json
 import sys
 
-from workbench.errors import BadArgument
-from workbench.limits import MAX_KV_BYTES_PER_TOKEN, check_max
-from workbench.shapes import add_shape_arguments, shape_from_args
+from workbench.core.errors import BadArgument
+from workbench.core.limits import MAX_KV_BYTES_PER_TOKEN, check_max
+from workbench.data.shapes import add_shape_arguments, shape_from_args
 
 HELP = "bytes of int4 weights and 4-/3-byte metadata per expert, layer and rank; the saving"
 
@@ -30,7 +30,7 @@ def _bytes(n: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.capacity import capacity
+    from workbench.data.capacity import capacity
 
     kv = args.kv_bytes_per_token
     if kv is not None and kv < 1:

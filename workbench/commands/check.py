@@ -7,10 +7,10 @@ import json
 import sys
 from dataclasses import replace
 
-from workbench.checkpoint import add_checkpoint_arguments, checkpoint_from_args
-from workbench.errors import EXIT_NUMERICS_DIFFER, BadArgument, NoGPUError
-from workbench.limits import MAX_BANKS, MAX_SEED, check_max
-from workbench.shapes import KERNELS, PRESETS, add_shape_arguments, shape_from_args, valid_tps
+from workbench.core.errors import EXIT_NUMERICS_DIFFER, BadArgument, NoGPUError
+from workbench.core.limits import MAX_BANKS, MAX_SEED, check_max
+from workbench.data.checkpoint import add_checkpoint_arguments, checkpoint_from_args
+from workbench.data.shapes import KERNELS, PRESETS, add_shape_arguments, shape_from_args, valid_tps
 
 HELP = "check that every variant is bit-identical, fully written, graph-safe and near the float64 reference"
 
@@ -38,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _specs(args: argparse.Namespace) -> tuple:
-    from workbench.specs import is_spec_path, load_spec
+    from workbench.kernels.specs import is_spec_path, load_spec
 
     for s in args.specs:
         if not is_spec_path(s):
@@ -48,7 +48,7 @@ def _specs(args: argparse.Namespace) -> tuple:
 
 def _validated(args: argparse.Namespace) -> tuple[tuple[str, ...], list]:
     """(kernels, shapes) from the arguments; BadArgument names the option. No torch, no GPU."""
-    from workbench.plan import parse_list
+    from workbench.measure.plan import parse_list
 
     kernels = parse_list(args.kernel, KERNELS, "--kernel")
     args.loaded_specs = _specs(args)
@@ -78,7 +78,7 @@ def _bank_source(args: argparse.Namespace):
     ckpt = args.loaded_checkpoint
     if ckpt is None:
         return None
-    from workbench.banks import CheckpointBanks
+    from workbench.measure.banks import CheckpointBanks
 
     source = CheckpointBanks(ckpt)
     layers = ", ".join(str(source.layer_of(b)) for b in range(args.banks))
@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
         raise NoGPUError(
             "no CUDA device: `workbench check` runs the kernels (the compile tests run without one)"
         )
-    from workbench.check import check_args, check_kernel
-    from workbench.variants import all_variants
+    from workbench.kernels.variants import all_variants
+    from workbench.measure.check import check_args, check_kernel
 
     source = _bank_source(args)
     rows = []
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
                     )
     arg_rows = []
     if not args.no_args:
-        from workbench.build import build_variant
+        from workbench.kernels.build import build_variant
 
         for v in all_variants(calib=True):
             mod = build_variant(v).module

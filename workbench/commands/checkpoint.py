@@ -10,9 +10,9 @@ import argparse
 import json
 import sys
 
-from workbench.errors import BadArgument
-from workbench.limits import MAX_SEED, check_max
-from workbench.shapes import add_shape_arguments
+from workbench.core.errors import BadArgument
+from workbench.core.limits import MAX_SEED, check_max
+from workbench.data.shapes import add_shape_arguments
 
 HELP = "write a random AWQ test checkpoint (make) or show what a run reads from one (show)"
 
@@ -39,8 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _make(args: argparse.Namespace) -> int:
-    from workbench.checkpoint_write import checkpoint_bytes, write_checkpoint
-    from workbench.shapes import resolve_shape
+    from workbench.data.checkpoint_write import checkpoint_bytes, write_checkpoint
+    from workbench.data.shapes import resolve_shape
 
     if args.seed < 0:
         raise BadArgument(f"--seed {args.seed} must be >= 0")
@@ -66,7 +66,7 @@ def _make(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from workbench.checkpoint import Checkpoint
+    from workbench.data.checkpoint import Checkpoint
 
     ckpt = Checkpoint(args.dir, tp=args.tp, rank=args.rank)
     rec = {"shape": ckpt.shape.to_dict(), **ckpt.describe()}

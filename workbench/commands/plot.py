@@ -12,9 +12,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from workbench import defaults
 from workbench.commands._paths import not_a_file, output_dir
-from workbench.errors import EXIT_INTERRUPTED, BadArgument
+from workbench.core import defaults
+from workbench.core.errors import EXIT_INTERRUPTED, BadArgument
 
 HELP = (
     "draw sessions' figures (pair ratios, samples, distributions, NVML, calibration, floor) and, "
@@ -90,8 +90,8 @@ def _floor(args: argparse.Namespace):
 
 def _sessions(args: argparse.Namespace) -> list:
     """Load every SESSION once; the same session twice is an error (it is no replicate)."""
-    from workbench.report import resolve_session
-    from workbench.session import load_session
+    from workbench.report.markdown import resolve_session
+    from workbench.store.session import load_session
 
     seen: dict[Path, str] = {}
     for a in args.sessions:

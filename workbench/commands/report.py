@@ -7,10 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-from workbench import defaults
 from workbench.commands._paths import not_a_file, output_dir, output_file
 from workbench.commands.plot import add_session_argument
-from workbench.errors import BadArgument
+from workbench.core import defaults
+from workbench.core.errors import BadArgument
 
 HELP = "Markdown report of a session, recomputed from its journals (tables, verdicts, plots)"
 
@@ -29,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.plots import existing_plots, plot_session
-    from workbench.report import render_report, resolve_session
-    from workbench.session import load_session
+    from workbench.report.markdown import render_report, resolve_session
+    from workbench.store.session import load_session
 
     out = output_file(args.output, "--output") if args.output else None
     if not args.no_plots:

@@ -5,7 +5,7 @@ SESSION is a path to a session folder (or its session.json), a folder name under
 unique part of one (e.g. the slug or the timestamp), or "latest".
 
 Exit codes: 0 done; 2 bad arguments or a session that cannot be loaded (one line on stderr naming
-the file and the field, see workbench/session_schema.py). `list` and `pool` skip a bad session
+the file and the field, see workbench/store/session_schema.py). `list` and `pool` skip a bad session
 with a one-line warning and go on with the good ones.
 """
 
@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench import defaults
-from workbench.errors import BadArgument
+from workbench.core import defaults
+from workbench.core.errors import BadArgument
 
 HELP = "list, show or compare saved sessions"
 
@@ -62,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def resolve(arg: str, root: str | Path) -> Path:
     """Find a session folder from a path, a name under ``root``, a unique part of one, or "latest"."""
-    from workbench.session import list_sessions
+    from workbench.store.session import list_sessions
 
     p = Path(arg)
     if p.exists():
@@ -129,7 +129,7 @@ def _sources(i: Any) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from workbench.session import list_sessions
+    from workbench.store.session import list_sessions
 
     infos = list_sessions(args.root)
     if args.json:
@@ -173,8 +173,8 @@ def _gpu_line(env: dict[str, Any]) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     from workbench.analysis import analyse
-    from workbench.provenance import source_digest, stale_sources, staleness_text
-    from workbench.session import load_session
+    from workbench.store.provenance import source_digest, stale_sources, staleness_text
+    from workbench.store.session import load_session
 
     s = load_session(resolve(args.session, args.root))
     an = analyse(s, args.m)
@@ -271,7 +271,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from workbench.analysis import compare_sessions
-    from workbench.session import load_session
+    from workbench.store.session import load_session
 
     a = load_session(resolve(args.a, args.root))
     b = load_session(resolve(args.b, args.root))
@@ -331,8 +331,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace) -> int:
     from workbench.analysis import pool_sessions
-    from workbench.errors import SessionError
-    from workbench.session import load_session
+    from workbench.core.errors import SessionError
+    from workbench.store.session import load_session
 
     paths = [resolve(a, args.root) for a in args.sessions]
     seen: dict[Path, str] = {}
@@ -393,7 +393,7 @@ def _pool(args: argparse.Namespace) -> int:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    """Bad options exit 2 before any session is read (--m is checked by workbench.stats)."""
+    """Bad options exit 2 before any session is read (--m is checked by workbench.core.stats)."""
     from workbench.commands._paths import existing_dir
 
     if args.action == "list":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from workbench import defaults
+from workbench.core import defaults
 
 HELP = "open the interactive workbench (the default with no command)"
 
@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.commands._paths import not_a_file
-    from workbench.errors import BadArgument
+    from workbench.core.errors import BadArgument
 
     not_a_file(args.sessions, "--sessions")
     not_a_file(args.plots, "--plots")

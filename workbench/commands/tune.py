@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from workbench.commands._measure import add_protocol_arguments
-from workbench.errors import EXIT_INTERRUPTED, BadArgument, BuildError, NumericsError
+from workbench.core.errors import EXIT_INTERRUPTED, BadArgument, BuildError, NumericsError
 
 HELP = "sweep a kernel's compile-time parameters: screen every candidate, confirm the best"
 DEFAULT_REPLAYS = 50  # as `workbench ab`
@@ -58,8 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(RunConfig, TuneConfig, floor); BadArgument names the option. No torch, no GPU."""
     from workbench.commands._measure import protocol_from_args
-    from workbench.plan import SETS, parse_list
-    from workbench.shapes import shape_from_args
+    from workbench.data.shapes import shape_from_args
+    from workbench.measure.plan import SETS, parse_list
     from workbench.tune import space, tuner
 
     space.params_of(args.kernel)  # an unknown kernel: BadArgument naming --kernel
@@ -127,7 +127,7 @@ def render(console: Any, tune: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.commands._measure import _console, _Live, show_build_error
-    from workbench.runner import require_gpu
+    from workbench.run.runner import require_gpu
     from workbench.tune.tuner import TuneRunner
 
     cfg, tcfg, floor = configs_from_args(args)
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_plots:
         try:
             from workbench.plots.sweep import plot_sweep
-            from workbench.session import load_session
+            from workbench.store.session import load_session
 
             plots.append(str(plot_sweep(load_session(result.session_path), args.plots_dir, floor)))
             console.print(f"sweep plot: {plots[0]}")

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.analysis import analyse
-from workbench.errors import BadArgument
-from workbench.plot_files import existing_plots, plot_name
+from workbench.core.errors import BadArgument
+from workbench.report.plot_files import existing_plots, plot_name
 from workbench.plots._common import (
     COLOR_A,
     COLOR_B,
@@ -40,7 +40,7 @@ from workbench.plots._common import (
     save,
 )
 from workbench.plots.floor import floor_keys_missing, parse_floor, read_floor_file
-from workbench.session import Session, load_session
+from workbench.store.session import Session, load_session
 
 __all__ = [
     "COLOR_A", "COLOR_B", "COLOR_FLAG", "DPI", "FORMATS", "VERDICT_COLORS", "existing_plots",

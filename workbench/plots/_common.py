@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.analysis import Analysis
-from workbench.report import gpu_text, protocol_text, shape_text
-from workbench.session import Session
+from workbench.report.markdown import gpu_text, protocol_text, shape_text
+from workbench.store.session import Session
 
 FORMATS = ("png", "svg", "pdf")
 COLOR_A, COLOR_B, COLOR_FLAG = "#1f77b4", "#ff7f0e", "#d62728"

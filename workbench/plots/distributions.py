@@ -6,7 +6,7 @@ from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis
 from workbench.plots._common import OFF_SCALE, no_data, short_arm, suptitle, variant_color
-from workbench.report import variant_order
+from workbench.report.markdown import variant_order
 
 
 def fig_distributions(an: Analysis) -> Any:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.analysis import Analysis
-from workbench.errors import BadArgument
+from workbench.core.errors import BadArgument
 from workbench.plots._common import (
     COLOR_FLAG,
     OFF_SCALE,
@@ -19,7 +19,7 @@ from workbench.plots._common import (
     suptitle,
     variant_color,
 )
-from workbench.report import variant_order
+from workbench.report.markdown import variant_order
 
 KERNELS = ("w13", "w2", "step")
 SETS = ("hot", "rotating")

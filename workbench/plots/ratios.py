@@ -15,7 +15,7 @@ from workbench.plots._common import (
     suptitle,
     unzip_xy,
 )
-from workbench.report import fmt, fmt_ci, fmt_p, fmt_pct, provenance_line
+from workbench.report.markdown import fmt, fmt_ci, fmt_p, fmt_pct, provenance_line
 
 
 def draw_ratios(ax: Any, an: Analysis, rows: list[ComparisonResult]) -> None:

@@ -3,7 +3,7 @@ candidate's µs per call, the confirmed ones with their block-level 95 % CI, the
 and the streaming floor when one is given (``--floor-file``, as plots/floor.py reads it).
 
 Everything is read from the journal: screened times from the ``candidate`` records, confirmed
-estimates recomputed from the ``tune/<candidate>/<set>`` samples through workbench.stats.
+estimates recomputed from the ``tune/<candidate>/<set>`` samples through workbench.core.stats.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from workbench import stats
+from workbench.core import stats
 from workbench.plots._common import COLOR_A, COLOR_FLAG, VERDICT_COLORS, save
-from workbench.session import Session
+from workbench.store.session import Session
 
 SETS = ("hot", "rotating")
 

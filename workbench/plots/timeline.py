@@ -17,7 +17,7 @@ from workbench.plots._common import (
     suptitle,
     unzip_xy,
 )
-from workbench.session import Session
+from workbench.store.session import Session
 
 
 def _clock_series(s: Session, t_lo: float, t_hi: float) -> tuple[list[float], list[float]]:

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from workbench import analysis, stats
-from workbench.provenance import staleness_text
+from workbench import analysis
+from workbench.core import stats
+from workbench.store.provenance import staleness_text
 from workbench.tui.backend import (
     RatioPoint,
     Recommendation,
@@ -42,7 +43,7 @@ def _short_time(iso: str) -> str:
 
 
 def info_from_listing(i: Any) -> SessionInfo:
-    """SessionInfo of a `workbench.session.SessionInfo` (what `list_sessions` returns)."""
+    """SessionInfo of a `workbench.store.session.SessionInfo` (what `list_sessions` returns)."""
     return SessionInfo(
         path=Path(i.path),
         name=i.path.name,
@@ -61,8 +62,8 @@ def info_from_listing(i: Any) -> SessionInfo:
 
 
 def info_from_session(s: Any) -> SessionInfo:
-    """SessionInfo of a loaded `workbench.session.Session`."""
-    from workbench.session import session_info
+    """SessionInfo of a loaded `workbench.store.session.Session`."""
+    from workbench.store.session import session_info
 
     return info_from_listing(session_info(s))
 

@@ -23,7 +23,7 @@ from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from workbench.errors import BadArgument, WorkbenchError
+from workbench.core.errors import BadArgument, WorkbenchError
 from workbench.tui.backend import Backend, BuildStatus, GpuStatus, RunConfig
 from workbench.tui.commands import WorkbenchCommands
 from workbench.tui.headless import EXIT_INTERRUPTED
@@ -245,7 +245,7 @@ class WorkbenchApp(App[None]):
             return
         self.busy = "run"
         self.action_tab("run")
-        from workbench.stats import DEFAULT_M  # the runner's minimum effect (not in the form)
+        from workbench.core.stats import DEFAULT_M  # the runner's minimum effect (not in the form)
 
         steps = len(config.kernels) * len(config.sets)
         self.query_one(RunProgress).start(

@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workbench import defaults
-from workbench.errors import BadArgument
-from workbench.progress import ProgressEvent  # the runner's record, shown by the TUI
-from workbench.shapes import DEFAULT_PRESET, Shape, resolve_shape
+from workbench.core import defaults
+from workbench.core.errors import BadArgument
+from workbench.data.shapes import DEFAULT_PRESET, Shape, resolve_shape
+from workbench.run.progress import ProgressEvent  # the runner's record, shown by the TUI
 
 KERNELS = ("w13", "w2", "step")
 SETS = ("hot", "rotating")
@@ -28,10 +28,10 @@ ARMS = ("b3-scalar", "b3-coop", "b4-scalar", "tinygemm", "triton-moe")
 
 
 def _open_checkpoint(folder: str, tp: int, rank: int) -> Any:
-    """workbench.checkpoint.Checkpoint(folder, tp, rank), kept while its config.json and the
+    """workbench.data.checkpoint.Checkpoint(folder, tp, rank), kept while its config.json and the
     folder's files are unchanged: the form validates on every keystroke, and opening reads every
     shard's header."""
-    from workbench.checkpoint import Checkpoint
+    from workbench.data.checkpoint import Checkpoint
 
     path = Path(folder)
     try:
@@ -97,7 +97,7 @@ class RunConfig:
     experts: int | None = None
     top_k: int | None = None
     layers: int | None = None
-    kernels: tuple[str, ...] = defaults.KERNELS  # the run's defaults: workbench.defaults
+    kernels: tuple[str, ...] = defaults.KERNELS  # the run's defaults: workbench.core.defaults
     sets: tuple[str, ...] = defaults.SETS
     a: str = defaults.ARM_A
     b: str = defaults.ARM_B
@@ -114,7 +114,7 @@ class RunConfig:
     rank: int = 0
 
     def open_checkpoint(self) -> Any:
-        """The opened checkpoint (workbench.checkpoint.Checkpoint), or None for synthetic banks;
+        """The opened checkpoint (workbench.data.checkpoint.Checkpoint), or None for synthetic banks;
         BadArgument names the field or the file. Reads config.json and the safetensors headers."""
         if not self.checkpoint.strip():
             if self.rank != 0:

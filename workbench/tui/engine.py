@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from workbench.errors import WorkbenchError
+from workbench.core.errors import WorkbenchError
 from workbench.tui.backend import (
     BuildStatus,
     ExportResult,
@@ -87,7 +87,7 @@ class EngineBackend:
         if not torch.cuda.is_available():
             return GpuStatus(False, "no CUDA device (torch.cuda.is_available() is False)")
         try:
-            _engine("runner")
+            _engine("run.runner")
         except EngineUnavailable as e:
             return GpuStatus(False, str(e))
         major, minor = torch.cuda.get_device_capability()
@@ -104,7 +104,7 @@ class EngineBackend:
         if torch.version.cuda is None:
             return BuildStatus(False, f"torch {torch.__version__} is not a CUDA build")
         try:
-            build = _engine("build")
+            build = _engine("kernels.build")
             home = build.cuda_home()
             arch = build.target_arch()
         except Exception as e:
@@ -116,7 +116,7 @@ class EngineBackend:
         return BuildStatus(True, f"nvcc in {home}, for sm_{arch.replace('.', '')}")
 
     def variants(self) -> list[VariantRow]:
-        variants, build = _engine("variants"), _engine("build")
+        variants, build = _engine("kernels.variants"), _engine("kernels.build")
         rows = []
         for v in variants.all_variants(user=True):
             try:
@@ -132,7 +132,7 @@ class EngineBackend:
         progress: Callable[[VariantRow], None],
         cancelled: Callable[[], bool],
     ) -> list[VariantRow]:
-        variants, build = _engine("variants"), _engine("build")
+        variants, build = _engine("kernels.variants"), _engine("kernels.build")
         todo = [v for v in variants.all_variants(user=True) if not names or v.name in names]
         rows = []
         # One at a time so that cancel takes effect between variants (a compile in flight
@@ -158,11 +158,11 @@ class EngineBackend:
         progress: Callable[[ProgressEvent], None],
         cancelled: Callable[[], bool],
     ) -> Path:
-        runner = _engine("runner")
+        runner = _engine("run.runner")
         entry = getattr(runner, "run_session", None)
         if entry is None:
             raise EngineUnavailable(
-                "workbench.runner has no run_session(): the engine is unfinished"
+                "workbench.run.runner has no run_session(): the engine is unfinished"
             )
         return Path(
             entry(
@@ -190,7 +190,7 @@ class EngineBackend:
         with self._monitor_lock:
             if self._monitor is None:
                 try:
-                    self._monitor = _engine("monitor").Monitor()
+                    self._monitor = _engine("measure.monitor").Monitor()
                 except EngineUnavailable as e:
                     self._monitor_note = str(e)
                     return None
@@ -213,7 +213,7 @@ class EngineBackend:
     def sessions(self) -> list[SessionInfo]:
         """Newest first; an unreadable folder becomes an "unreadable" row with its one-line
         error, after the good ones, so that one bad folder never hides the others."""
-        session = _engine("session")
+        session = _engine("store.session")
         analysis = _engine("tui.analysis")
         if not self.sessions_root.exists():
             return []  # no run saved yet
@@ -224,12 +224,12 @@ class EngineBackend:
         return out
 
     def open_session(self, path: Path) -> SessionView:
-        session = _engine("session")
+        session = _engine("store.session")
         analysis = _engine("tui.analysis")
         return analysis.view_from_session(session.load_session(path, nvml=False))
 
     def compare(self, a: Path, b: Path) -> str:
-        session, model = _engine("session"), _engine("analysis")
+        session, model = _engine("store.session"), _engine("analysis")
         view = _engine("tui.analysis")
         diff = model.compare_sessions(session.load_session(a), session.load_session(b))
         return view.compare_markdown(diff)
@@ -237,7 +237,11 @@ class EngineBackend:
     def export(self, path: Path) -> ExportResult:
         """Figures (PNG and SVG) and the Markdown report, side by side in the plots folder, so
         that the report's links to the figures work where it lies."""
-        session, plots, report = _engine("session"), _engine("plots"), _engine("report")
+        session, plots, report = (
+            _engine("store.session"),
+            _engine("plots"),
+            _engine("report.markdown"),
+        )
         s = session.load_session(path)
         written = plots.plot_session(s, self.plots_root, ("png", "svg"))
         out = self.plots_root / f"{s.name}_report.md"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from textual.worker import WorkerCancelled
 
-from workbench.errors import BadArgument, NoGPUError, WorkbenchError
+from workbench.core.errors import BadArgument, NoGPUError, WorkbenchError
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as `workbench` itself exits on Ctrl-C (cli.main)
 

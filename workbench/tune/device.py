@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from workbench.abba import ProtocolConfig
-from workbench.engine import Engine
-from workbench.errors import NumericsError
-from workbench.graphs import GraphArm, first_difference, loose_difference
-from workbench.plan import ComparisonSpec
+from workbench.core.errors import NumericsError
+from workbench.measure.abba import ProtocolConfig
+from workbench.measure.engine import Engine
+from workbench.measure.graphs import GraphArm, first_difference, loose_difference
+from workbench.measure.plan import ComparisonSpec
 from workbench.tune.space import TuneComparison
 
 

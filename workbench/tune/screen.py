@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.errors import NumericsError, WorkbenchError
+from workbench.core.errors import NumericsError, WorkbenchError
 from workbench.tune.space import Candidate, comparisons
 
 
@@ -97,7 +97,7 @@ class _QueueSession:
 
 
 class _WorkerRunner:
-    """The part of workbench.runner.Runner an engine talks to, inside a screening worker."""
+    """The part of workbench.run.runner.Runner an engine talks to, inside a screening worker."""
 
     def __init__(self, cfg: Any, gpu: int, out: Any, stop: Any, monitor: Any) -> None:
         self.cfg, self.gpu, self.out, self.cancel = cfg, gpu, out, stop
@@ -133,7 +133,7 @@ def worker_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; Ctrl-C reaches the group
     try:
         call_setup(setup)
-        from workbench.monitor import Monitor
+        from workbench.measure.monitor import Monitor
         from workbench.tune.device import TuneEngine
 
         monitor = Monitor(device_index=nvml_index)

@@ -1,7 +1,7 @@
 """The parameter space of a kernel and its candidates: the one adapter between `workbench tune`
 and the kernel specs (docs/DESIGN.md §11.1).
 
-The parameters are the kernel specs' (workbench/specs.py, docs/DESIGN.md §4.1): each a ``-D``
+The parameters are the kernel specs' (workbench/kernels/specs.py, docs/DESIGN.md §4.1): each a ``-D``
 macro with its allowed values and default. A candidate is one choice of values; its variant is
 the spec's with those values (``Variant.of_spec``), so its build name hashes them. Nothing else
 in workbench/tune reads the specs.
@@ -17,11 +17,11 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from workbench.errors import BadArgument
-from workbench.plan import ArmSpec, ComparisonSpec
-from workbench.shapes import Shape
-from workbench.specs import ARMS, KERNELS, Param, builtin_spec
-from workbench.variants import Variant
+from workbench.core.errors import BadArgument
+from workbench.data.shapes import Shape
+from workbench.kernels.specs import ARMS, KERNELS, Param, builtin_spec
+from workbench.kernels.variants import Variant
+from workbench.measure.plan import ArmSpec, ComparisonSpec
 
 # Relative L2 of a candidate's outputs against the default's when its parameters reorder the
 # FP32 sums: a reordering moves an output by at most one FP16 ulp (~5e-4 relative), so 1e-3

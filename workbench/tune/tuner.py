@@ -12,11 +12,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.abba import ProtocolConfig
 from workbench.analysis.recommend import recommendations
-from workbench.errors import BadArgument, NumericsError, WorkbenchError
-from workbench.runner import RunConfig, Runner
-from workbench.shapes import Shape
+from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
+from workbench.data.shapes import Shape
+from workbench.measure.abba import ProtocolConfig
+from workbench.run.runner import RunConfig, Runner
 from workbench.tune import cache
 from workbench.tune.screen import Pool, Task, screen_one
 from workbench.tune.space import Candidate, comparisons, reader_comparisons
@@ -216,7 +216,7 @@ class TuneRunner(Runner):
     def _key(self, c: Candidate, default: Candidate) -> dict[str, Any]:
         import torch
 
-        from workbench.build import build_name
+        from workbench.kernels.build import build_name
 
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         arch = f"{props.major}.{props.minor}"
@@ -316,7 +316,7 @@ class TuneRunner(Runner):
                            if c.name not in self.screened],
             "m": self.cfg.m, "rule": BEST_RULE,
         }  # fmt: skip
-        from workbench.runner import json_safe
+        from workbench.run.runner import json_safe
 
         return json_safe(out)
 
@@ -333,7 +333,7 @@ def run_tune_session(
     polled five times a second (a cancelled tune keeps its session, status "interrupted")."""
     import threading
 
-    from workbench.shapes import resolve_shape
+    from workbench.data.shapes import resolve_shape
     from workbench.tune import space
 
     c = dict(config)

@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Label, ProgressBar, Sparkline, Static
 
-from workbench.monitor import FLAG_MASK, throttle_names
+from workbench.measure.monitor import FLAG_MASK, throttle_names
 
 HISTORY = 60  # readings kept for the sparklines (one per poll)
 GIB = 1024**3

@@ -17,8 +17,8 @@ from textual.message import Message
 from textual.validation import Integer, Number
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from workbench.errors import BadArgument
-from workbench.shapes import PRESETS, TP_CHOICES
+from workbench.core.errors import BadArgument
+from workbench.data.shapes import PRESETS, TP_CHOICES
 from workbench.tui.backend import ARMS, KERNELS, SETS, RunConfig
 
 # Shape fields the user may override; blank means "the preset's value".

@@ -1,0 +1,470 @@
+"""Statistics of ABBA pair ratios and verdicts (docs/DESIGN.md §7); the reader recommendation
+built on them lives in workbench.analysis.recommend.
+
+NumPy and SciPy only: this module imports neither torch nor textual.
+
+* A pair is four samples, ABBA (even pairs) or BAAB (odd pairs); its ratio is (B1+B2)/(A1+A2),
+  which cancels any linear drift within the pair exactly. Ratio < 1 means B is faster.
+* Blocks (§5.5): a run splits each comparison's pairs over blocks, each with its banks at a fresh
+  memory placement. Placement moves the ratio (up to ~1 % on the H200), so the block is the unit
+  of replication: the interval is a t-interval over the blocks' median log-ratios (``block_ci``,
+  §7.3), centred on their mean (the estimate is the geometric mean of the block medians).
+* Without blocks (legacy sessions) or with one block, the interval is the distribution-free
+  CI of the median pair ratio, [x_(k), x_(n+1-k)] with the largest k whose exact binomial
+  coverage is at least ``conf``; it assumes i.i.d. pair ratios, which holds within one placement
+  only, so it is narrower than run-to-run reality and the verdict's reason says so. Below
+  ``min_pairs(conf)`` pairs (6 at 95 %) no such interval exists and the verdict is AMBIGUOUS.
+* Verdicts with minimum effect m (default 1 %): FASTER when the CI lies entirely below 1 and the
+  estimate is at most 1-m; SLOWER the mirror image; SAME when the whole CI lies inside
+  [1-m, 1+m]; AMBIGUOUS otherwise, with an estimate of how many more blocks (or pairs) would
+  likely settle it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, NamedTuple
+
+import numpy as np
+from scipy import stats as sps
+
+from workbench.core import defaults
+from workbench.core.errors import BadArgument
+
+DEFAULT_M = defaults.M
+DEFAULT_CONF = defaults.CONF
+DEFAULT_TARGET = defaults.TARGET  # adaptive stop: CI half-width at most 0.5 % of the estimate
+MAX_MORE_PAIRS = 1000  # beyond this the estimate means "not with this protocol", not a number
+VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS")
+_Z_SE_MEDIAN = math.sqrt(math.pi / 2)  # asymptotic s.e. of a normal median is 1.2533·σ/√n
+
+
+@dataclass(frozen=True)
+class PairRatio:
+    """One complete ABBA/BAAB pair: ``a_ms``/``b_ms`` in slot order, ``t`` of its first sample."""
+
+    pair: int
+    ratio: float
+    a_ms: tuple[float, float]
+    b_ms: tuple[float, float]
+    order: str
+    t: float | None = None
+    flagged: bool = False
+    block: int | None = None  # the placement block it was measured in (None: a legacy session)
+
+
+class PairRatios(list):
+    """List of PairRatio, pair order; ``dropped`` maps each dropped pair index to the reason."""
+
+    def __init__(self, items: Iterable[PairRatio] = (), dropped: dict[int, str] | None = None):
+        super().__init__(items)
+        self.dropped: dict[int, str] = dropped or {}
+
+    @property
+    def values(self) -> list[float]:
+        return [p.ratio for p in self]
+
+
+def pair_ratios(samples: Iterable[Mapping[str, Any]]) -> PairRatios:
+    """Pair ratios from the ``sample`` journal records of ONE comparison.
+
+    For each (pair, slot) the last non-excluded record counts (a re-measured slot replaces the
+    earlier one). A pair with a slot missing, only excluded records, or a non-positive time is
+    dropped and listed in ``.dropped``. Arms must read ABBA or BAAB over slots 0..3.
+    """
+    samples = list(samples)
+    cmps = {s.get("cmp") for s in samples}
+    if len(cmps) > 1:
+        raise BadArgument(
+            f"samples: pair_ratios takes one comparison, got {sorted(map(str, cmps))}"
+        )
+    slots: dict[int, dict[int, Mapping[str, Any]]] = {}
+    seen: set[int] = set()
+    for s in samples:
+        p, k = int(s["pair"]), int(s["slot"])
+        seen.add(p)
+        if not s.get("excluded", False):
+            slots.setdefault(p, {})[k] = s  # later records overwrite: a re-measure wins
+    out, dropped = [], {}
+    for p in sorted(seen):
+        got = slots.get(p, {})
+        missing = [k for k in range(4) if k not in got]
+        if missing:
+            dropped[p] = f"slot(s) {', '.join(map(str, missing))} missing or excluded"
+            continue
+        recs = [got[k] for k in range(4)]
+        order = "".join(str(r["arm"]) for r in recs)
+        if order not in ("ABBA", "BAAB"):
+            cmp_id = next(iter(cmps))
+            raise BadArgument(
+                f"samples: pair {p} of {cmp_id!r} has arms {order!r} (need ABBA or BAAB)"
+            )
+        ms = [float(r["ms"]) for r in recs]
+        if not all(math.isfinite(x) and x > 0 for x in ms):
+            dropped[p] = f"non-positive or non-finite time in {ms}"
+            continue
+        a = tuple(x for x, arm in zip(ms, order, strict=True) if arm == "A")
+        b = tuple(x for x, arm in zip(ms, order, strict=True) if arm == "B")
+        flagged = any(bool(r.get("flagged", False)) for r in recs)
+        blk = recs[0].get("block")
+        if any(r.get("block") != blk for r in recs):
+            cmp_id = next(iter(cmps))
+            raise BadArgument(f"samples: pair {p} of {cmp_id!r} spans more than one block")
+        blk = None if blk is None else int(blk)
+        out.append(PairRatio(p, sum(b) / sum(a), a, b, order, recs[0].get("t"), flagged, blk))
+    return PairRatios(out, dropped)
+
+
+def _check_conf(conf: float) -> None:
+    if not 0.0 < conf < 1.0:
+        raise BadArgument(f"conf must be in (0, 1), got {conf!r}")
+
+
+def min_pairs(conf: float = DEFAULT_CONF) -> int:
+    """Fewest values for which a distribution-free CI of the median exists at ``conf`` (6 at 95 %)."""
+    _check_conf(conf)
+    n = 1
+    while 1.0 - 2.0 * 0.5**n < conf:
+        n += 1
+    return n
+
+
+class MedianCI(NamedTuple):
+    median: float
+    low: float
+    high: float
+    coverage: float  # exact coverage of [low, high] for continuous i.i.d. data; >= conf
+    n: int
+
+
+def median_ci(values: Sequence[float], conf: float = DEFAULT_CONF) -> MedianCI:
+    """Median and distribution-free CI [x_(k), x_(n+1-k)] (largest k with coverage >= conf).
+
+    n < min_pairs(conf): low = -inf, high = +inf, coverage 1 (nothing can be said).
+    n == 0: median is NaN as well.
+    """
+    _check_conf(conf)
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = int(x.size)
+    if n == 0:
+        return MedianCI(math.nan, -math.inf, math.inf, 1.0, 0)
+    med = float(np.median(x))
+    k, cov = _order_index(n, conf)
+    if k == 0:
+        return MedianCI(med, -math.inf, math.inf, 1.0, n)
+    return MedianCI(med, float(x[k - 1]), float(x[n - k]), cov, n)
+
+
+@functools.lru_cache(maxsize=1024)
+def _order_index(n: int, conf: float) -> tuple[int, float]:
+    """(k, coverage) of the CI [x_(k), x_(n+1-k)], 1-based; (0, 1.0) when none reaches conf."""
+    # coverage(k) = P(k <= Bin(n, 1/2) <= n-k) = 1 - 2 P(Bin <= k-1), decreasing in k
+    ks = np.arange(1, n // 2 + 1)
+    cov = 1.0 - 2.0 * sps.binom.cdf(ks - 1, n, 0.5)
+    ok = ks[cov >= conf]
+    if ok.size == 0:
+        return 0, 1.0
+    k = int(ok.max())
+    return k, float(cov[k - 1])
+
+
+def ci_half_width(
+    ratios: Sequence[float] | Sequence[PairRatio], conf: float = DEFAULT_CONF
+) -> float:
+    """Half the CI width relative to the median, (high - low) / (2·median); inf below min_pairs.
+
+    The adaptive mode adds pairs until this is at most DEFAULT_TARGET (0.5 %).
+    """
+    c = median_ci(_as_values(ratios), conf)
+    if not math.isfinite(c.low) or not math.isfinite(c.high):
+        return math.inf
+    return (c.high - c.low) / (2.0 * c.median)
+
+
+def _as_values(ratios: Sequence[float] | Sequence[PairRatio]) -> list[float]:
+    vals = [r.ratio if isinstance(r, PairRatio) else float(r) for r in ratios]
+    bad = [v for v in vals if not (math.isfinite(v) and v > 0)]
+    if bad:
+        raise BadArgument(f"ratios must be positive and finite, got {bad[:3]}")
+    return vals
+
+
+@dataclass
+class Verdict:
+    """Result of comparing B against A from pair ratios B/A. Ratios < 1 favour B.
+
+    ``method`` says where the interval comes from: "blocks" (a t-interval over the blocks'
+    median log-ratios: docs/DESIGN.md §7.3), or "pairs" (the distribution-free interval over
+    pairs of one placement: a legacy session, or a run of one block; it does not cover
+    placement, so it is narrower than run-to-run reality). ``median`` is the point estimate
+    of that method: the geometric mean of the block medians, or the median pair ratio.
+    """
+
+    verdict: str
+    n: int  # complete pairs
+    median: float
+    ci_low: float
+    ci_high: float
+    coverage: float
+    wilcoxon_p: float | None
+    k_faster: int
+    m: float
+    conf: float
+    reason: str
+    more_pairs: int | None = None  # more pairs ("pairs") or more blocks ("blocks") to settle it
+    dropped: int = 0
+    method: str = "pairs"
+    blocks: int = 0  # blocks with at least one complete pair
+    k_blocks: int | None = None  # blocks whose median favours B
+    between_sd: float | None = None  # SD of the blocks' median log-ratios (≈ relative SD)
+    within_sd: float | None = None  # pooled SD of pair log-ratios around their block's mean
+    half_width: float | None = None  # (high - low) / (2 · median)
+    resolution: float | None = None  # smallest effect this run could call: max(m, half_width)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict: non-finite floats become None (from_dict restores them)."""
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                d[k] = None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
+        names = {f.name for f in fields(cls)}
+        optional = {f.name for f in fields(cls) if f.default is not dataclasses.MISSING}
+        missing = [f.name for f in fields(cls) if f.name not in d and f.name not in optional]
+        if missing:
+            raise BadArgument(f"verdict dict lacks {', '.join(missing)}")
+        kw = {k: v for k, v in d.items() if k in names}
+        if kw["verdict"] not in VERDICTS:
+            raise BadArgument(f"verdict {kw['verdict']!r} is not one of {VERDICTS}")
+        kw["median"] = math.nan if kw["median"] is None else kw["median"]
+        kw["ci_low"] = -math.inf if kw["ci_low"] is None else kw["ci_low"]
+        kw["ci_high"] = math.inf if kw["ci_high"] is None else kw["ci_high"]
+        return cls(**kw)
+
+
+def _wilcoxon_p(logs: np.ndarray, conf: float) -> float | None:
+    """Two-sided Wilcoxon signed-rank p of log-ratios against 0; None when n < min_pairs(conf)
+    (the exact test's smallest p, 2^(1-n), could not go below 1-conf anyway)."""
+    if logs.size < min_pairs(conf):
+        return None
+    if not np.any(logs != 0.0):
+        return 1.0  # all pairs exactly equal: no evidence either way
+    with warnings.catch_warnings():
+        warnings.simplefilter(
+            "ignore"
+        )  # scipy warns about ties/zeros and switches to normal approx
+        return float(sps.wilcoxon(logs).pvalue)
+
+
+def _more(n: int, med: float, lo_side: float, hi_side: float, m: float, floor: int) -> int | None:
+    """Extra units (pairs or blocks) that would likely turn AMBIGUOUS into a verdict.
+
+    Assumes the estimate stays where it is and each side of the CI shrinks like 1/√n. The side
+    that matters: the upper one when the estimate is at most 1-m (aiming at FASTER), the lower
+    one when at least 1+m (SLOWER), both when inside the band (SAME). None when the estimate
+    sits on a boundary or the number exceeds MAX_MORE_PAIRS.
+    """
+    if med <= 1 - m:
+        factor = (hi_side / (1 - med)) ** 2
+    elif med >= 1 + m:
+        factor = (lo_side / (med - 1)) ** 2
+    else:
+        gap_lo, gap_hi = med - (1 - m), (1 + m) - med
+        if gap_lo <= 0 or gap_hi <= 0:
+            return None
+        factor = max((lo_side / gap_lo) ** 2, (hi_side / gap_hi) ** 2)
+    if not math.isfinite(factor):
+        return None
+    more = max(math.ceil(n * factor) - n, 1, floor - n)
+    return None if more > MAX_MORE_PAIRS else more
+
+
+def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None:
+    """_more for the pair interval; below min_pairs the sides come from the MAD (asymptotic CI
+    of a median)."""
+    n, med = c.n, c.median
+    nmin = min_pairs(conf)
+    if n < nmin:
+        if n < 2:
+            return nmin - n
+        sigma = 1.4826 * float(np.median(np.abs(x - med)))
+        z = float(sps.norm.ppf(0.5 + conf / 2))
+        lo_side = hi_side = z * _Z_SE_MEDIAN * sigma / math.sqrt(n)
+    else:
+        lo_side, hi_side = med - c.low, c.high - med
+    return _more(n, med, lo_side, hi_side, m, nmin)
+
+
+def _check_m(m: Any) -> float:
+    try:
+        m = float(m)
+    except (TypeError, ValueError):
+        raise BadArgument(f"m (minimum effect) must be a number, got {m!r}") from None
+    if not 0.0 <= m < 0.5:
+        raise BadArgument(f"m (minimum effect) must be in [0, 0.5), got {m!r}")
+    return m
+
+
+class BlockCI(NamedTuple):
+    """Block-level interval (docs/DESIGN.md §7.3): ``center`` is the geometric mean of the
+    block medians; [low, high] its t-interval over blocks."""
+
+    center: float
+    low: float
+    high: float
+    blocks: int
+    between_sd: float
+    within_sd: float | None
+    k_blocks: int
+
+
+def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI | None:
+    """The t-interval over blocks, or None with fewer than 2 blocks.
+
+    Each block's summary is the log of its median pair ratio; the blocks are independent
+    placements, so these summaries are i.i.d. draws of (placement effect + within-block noise)
+    and a t-interval on their mean covers both sources of variance (one-way random effects, the
+    block as the unit). The within-block spread enters through the block summaries' own scatter.
+    """
+    _check_conf(conf)
+    by: dict[int, list[float]] = {}
+    for r in ratios:
+        if r.block is not None:
+            by.setdefault(r.block, []).append(math.log(r.ratio))
+    if len(by) < 2:
+        return None
+    y = np.array([float(np.median(v)) for v in by.values()])
+    nb = int(y.size)
+    center = float(np.mean(y))
+    sd = float(np.std(y, ddof=1))
+    t = float(sps.t.ppf(0.5 + conf / 2, nb - 1))
+    half = t * sd / math.sqrt(nb)
+    resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
+    dof = sum(len(v) - 1 for v in by.values())
+    within = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
+    k = int(np.sum(y < 0.0))
+    return BlockCI(
+        math.exp(center), math.exp(center - half), math.exp(center + half), nb, sd, within, k
+    )
+
+
+def _decide(med: float, low: float, high: float, m: float, est: str) -> tuple[str, str]:
+    """The verdict rule (§7) on an estimate (called ``est`` in the text) and its interval."""
+    lo_m, hi_m = 1.0 - m, 1.0 + m
+    if high < 1.0 and med <= lo_m:
+        return "FASTER", (
+            f"B is faster: the CI lies entirely below 1 and the {est} is <= {lo_m:.4f} (1 - m)"
+        )
+    if low > 1.0 and med >= hi_m:
+        return "SLOWER", (
+            f"B is slower: the CI lies entirely above 1 and the {est} is >= {hi_m:.4f} (1 + m)"
+        )
+    if low >= lo_m and high <= hi_m:
+        return "SAME", (
+            f"no effect of m = {m * 100:g} % or more: the whole CI lies inside "
+            f"[{lo_m:.4f}, {hi_m:.4f}]"
+        )
+    why = (
+        "the CI contains 1"
+        if low <= 1.0 <= high
+        else f"the CI excludes 1 but the {est} is within m = {m * 100:g} % of 1"
+    )
+    return "AMBIGUOUS", why + f" and is not inside [{lo_m:.4f}, {hi_m:.4f}]"
+
+
+def compare(
+    ratios: Sequence[float] | Sequence[PairRatio], m: float = DEFAULT_M, conf: float = DEFAULT_CONF
+) -> Verdict:
+    """Verdict on pair ratios B/A (see the module docstring for the rules).
+
+    PairRatios that carry blocks (two or more) get the block-level interval (``block_ci``);
+    plain values, a legacy session, or a single block get the distribution-free interval over
+    pairs, and the reason says that it does not cover memory placement.
+    """
+    m = _check_m(m)
+    vals = _as_values(ratios)
+    dropped = len(getattr(ratios, "dropped", {}))
+    x = np.sort(np.asarray(vals, dtype=np.float64))
+    c = median_ci(x, conf)
+    n = c.n
+    p = _wilcoxon_p(np.log(x), conf)
+    k = int(np.sum(x < 1.0))
+    pct = f"{conf * 100:g} %"
+    prs = [r for r in ratios if isinstance(r, PairRatio)]
+    nblocks = len({r.block for r in prs if r.block is not None})
+    bc = block_ci(prs, conf) if len(prs) == len(vals) else None
+    more = None
+    if bc is not None:
+        med, low, high, unit = bc.center, bc.low, bc.high, "block"
+        facts = (
+            f"ratio B/A {med:.4f} ({(med - 1) * 100:+.2f} %, geometric mean of {bc.blocks} "
+            f"block medians), {pct} CI over blocks [{low:.4f}, {high:.4f}], between-block SD "
+            f"{bc.between_sd * 100:.2f} %, {bc.k_blocks} of {bc.blocks} blocks and {k} of {n} "
+            f"pairs favour B, Wilcoxon p (pairs) = {'n/a' if p is None else f'{p:.2g}'}"
+        )
+        cov = conf
+    else:
+        med, low, high, unit, cov = c.median, c.low, c.high, "pair", c.coverage
+        caveat = (
+            "one block: placement not covered"
+            if nblocks == 1
+            else "no blocks: placement not covered"
+        )
+        ci = (  # below min_pairs the CI is (-inf, inf): say so, never print "inf"
+            f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %; {caveat})"
+            if math.isfinite(c.low) and math.isfinite(c.high)
+            else f"n/a (too few pairs; {caveat})"
+        )
+        facts = (
+            f"median ratio B/A {c.median:.4f} ({(c.median - 1) * 100:+.2f} %), {pct} CI {ci}, "
+            f"{k} of {n} pairs favour B, Wilcoxon p = {'n/a' if p is None else f'{p:.2g}'}"
+        )
+    if dropped:
+        facts += f", {dropped} pair(s) dropped"
+    if n == 0:
+        verdict, why = "AMBIGUOUS", "no complete pairs"
+        facts = f"{dropped} pair(s) dropped" if dropped else "no samples"
+    elif bc is None and n < min_pairs(conf):
+        verdict = "AMBIGUOUS"
+        why = f"only {n} pair(s): a distribution-free {pct} CI needs at least {min_pairs(conf)}"
+    else:
+        verdict, why = _decide(med, low, high, m, "median" if bc is None else "estimate")
+    if verdict == "AMBIGUOUS":
+        if bc is not None:
+            more = _more(bc.blocks, med, med - low, high - med, m, 2)
+        else:
+            more = _more_pairs(x, c, m, conf)
+        why += (
+            f"; about {more} more {unit}(s) would likely settle it"
+            if more is not None
+            else f"; more than {MAX_MORE_PAIRS} more {unit}s would be needed (the estimate "
+            "sits near a boundary)"
+        )
+    hw = (high - low) / (2 * med) if n and math.isfinite(low) and math.isfinite(high) else None
+    return Verdict(
+        verdict, n, med, low, high, cov, p, k, m, conf, f"{why}; {facts}", more, dropped,
+        method="blocks" if bc is not None else "pairs",
+        blocks=bc.blocks if bc is not None else nblocks,
+        k_blocks=None if bc is None else bc.k_blocks,
+        between_sd=None if bc is None else bc.between_sd,
+        within_sd=None if bc is None else bc.within_sd,
+        half_width=hw,
+        resolution=None if hw is None else max(m, hw),
+    )  # fmt: skip
+
+
+def should_stop(
+    ratios: Sequence[float] | Sequence[PairRatio],
+    target: float = DEFAULT_TARGET,
+    conf: float = DEFAULT_CONF,
+) -> bool:
+    """Adaptive-mode stopping rule: the CI half-width is at most ``target`` of the median."""
+    return ci_half_width(ratios, conf) <= target

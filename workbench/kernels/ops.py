@@ -1,0 +1,271 @@
+"""Python API of the kernels: device banks of expert weights and graph-capturable kernel calls.
+
+A bank is one layer's experts for one kernel and metadata layout (docs/ARCHITECTURE.md):
+``weights`` int32 ``[E, K/32, N, 4]`` and ``meta`` uint8 ``[E, K/32, N*R]``. Banks are generated on
+the device (a few GB for a rotating set would take minutes through NumPy); the packing below is the
+torch twin of layouts.pack_int4 / encode_metadata and is held bit-exact to them by tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from workbench.core.errors import BadArgument
+from workbench.data.layouts import NIBBLE_OF_ELEMENT, PACK_AXES, TILE
+from workbench.data.synthetic import (
+    SCALE_RANGE,  # realistic ranges, defined once: docs/DESIGN.md §3.4
+)
+from workbench.kernels.variants import RECORD_BYTES, Variant
+
+if TYPE_CHECKING:
+    from workbench.data.shapes import Shape
+
+GROUP = 32
+ZERO_MAX = 15  # 4-bit zero points, as synthetic.expert_weights draws them
+_EXPERT_CHUNK = 64  # experts generated at a time: bounds the temporary [chunk, K, N] uint8 tensor
+
+
+@dataclass
+class Bank:
+    """One layer's experts for one kernel and layout, on a device."""
+
+    kernel: str
+    layout: str
+    K: int
+    N: int
+    experts: int
+    seed: int
+    weights: torch.Tensor  # int32 [E, K/32, N, 4]
+    meta: torch.Tensor  # uint8 [E, K/32, N*R]
+
+    @property
+    def nbytes(self) -> int:
+        return self.weights.numel() * 4 + self.meta.numel()
+
+    def expert_arrays(self, experts: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(q uint8 [n, K, N], scales fp16 [n, K/32, N], biases fp16 [n, K/32, N]) on the CPU, read
+        back from the bank through layouts' decoders: what the kernel should see."""
+        from workbench.data.layouts import decode_metadata, unpack_int4
+
+        idx = torch.tensor(experts, dtype=torch.long, device=self.weights.device)
+        q = unpack_int4(self.weights.index_select(0, idx).cpu())
+        scales, biases = decode_metadata(self.meta.index_select(0, idx).cpu(), self.layout, self.N)
+        return q, scales, biases
+
+    def dequantized(self, experts: list[int]) -> np.ndarray:
+        """fp16 [n, K, N] dequantized weights of the given experts (docs/DESIGN.md §3 rule), on the CPU."""
+        from workbench.data.layouts import dequantize_records
+
+        return dequantize_records(*self.expert_arrays(experts)).numpy()
+
+
+def pack_int4_torch(q: torch.Tensor) -> torch.Tensor:
+    """uint8 [..., K, N] (0..15) -> int32 [..., K/32, N, 4]; same bits as layouts.pack_int4."""
+    *lead, k, n = q.shape
+    nl = len(lead)
+    blocks = q.reshape(*lead, k // GROUP, 4, 4, 2, n // TILE, 8, 4)  # [.., g, t, p, e, T, qd, c]
+    blocks = blocks.permute(*range(nl), *(nl + a for a in PACK_AXES)).to(torch.int32)
+    blocks = blocks.reshape(*lead, k // GROUP, n, 4, 8)  # [.., g, n = (T, qd, t), c, el]
+    words = torch.zeros(blocks.shape[:-1], dtype=torch.int32, device=q.device)
+    for el, nib in enumerate(NIBBLE_OF_ELEMENT):
+        words |= blocks[..., el] << (4 * nib)  # bit 31 may be set: int32 wraps like the u32 it is
+    return words
+
+
+def encode_metadata_torch(scales: torch.Tensor, zeros: torch.Tensor, layout: str) -> torch.Tensor:
+    """fp16 / uint8 [..., G, N] -> uint8 [..., G, N*R]; same bytes as layouts.encode_metadata."""
+    *lead, g, n = scales.shape
+    sbits = scales.view(torch.int16).to(torch.int32) & 0xFFFF
+    if layout == "b4":
+        # bias = fp16(fp16(-zero) * scale): the product of an 8-bit integer and an fp16 is exact in
+        # fp32, so torch's fp16 multiply (fp32 then one rounding) is the single rounding of §3.
+        bias = (-zeros.to(torch.int32)).to(torch.float16) * scales  # integer -0 is +0, as in CUDA
+        bbits = bias.view(torch.int16).to(torch.int32) & 0xFFFF
+        rec = sbits | (bbits << 16)
+        parts = [(rec >> (8 * i)) & 0xFF for i in range(4)]
+    elif layout == "b3":
+        parts = [sbits & 0xFF, sbits >> 8, zeros.to(torch.int32)]
+    else:
+        raise BadArgument(f"layout={layout!r} is not one of b4, b3")
+    return torch.stack(parts, dim=-1).to(torch.uint8).reshape(*lead, g, n * len(parts))
+
+
+def make_bank(
+    shape: Shape, kernel: str, layout: str, seed: int, device: str | torch.device = "cuda"
+) -> Bank:
+    """A synthetic bank of all ``shape.experts`` experts. The same (shape, kernel, seed) gives the
+    same q/scales/zeros whatever the layout, so b4 and b3 banks decode to identical weights."""
+    if layout not in RECORD_BYTES:
+        raise BadArgument(f"layout={layout!r} is not one of {', '.join(RECORD_BYTES)}")
+    K, N = shape.dims(kernel)
+    E, G, R = shape.experts, K // GROUP, RECORD_BYTES[layout]
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    weights = torch.empty((E, G, N, 4), dtype=torch.int32, device=device)
+    meta = torch.empty((E, G, N * R), dtype=torch.uint8, device=device)
+    lo, hi = np.log(SCALE_RANGE[0]), np.log(SCALE_RANGE[1])
+    for e0 in range(0, E, _EXPERT_CHUNK):
+        e1 = min(E, e0 + _EXPERT_CHUNK)
+        q = torch.randint(0, 16, (e1 - e0, K, N), generator=gen, device=device, dtype=torch.uint8)
+        u = torch.rand((e1 - e0, G, N), generator=gen, device=device)
+        scales = torch.exp(lo + (hi - lo) * u).to(torch.float16)
+        zeros = torch.randint(0, ZERO_MAX + 1, (e1 - e0, G, N), generator=gen, device=device)
+        weights[e0:e1] = pack_int4_torch(q)
+        meta[e0:e1] = encode_metadata_torch(scales, zeros.to(torch.uint8), layout)
+    return Bank(kernel, layout, K, N, E, seed, weights, meta)
+
+
+def upload_bank(
+    kernel: str,
+    layout: str,
+    weights: torch.Tensor,
+    meta: torch.Tensor,
+    seed: int,
+    device: str | torch.device = "cuda",
+) -> Bank:
+    """A bank from host tensors (a checkpoint's experts, docs/DESIGN.md §3.7): ``weights`` int32
+    ``[E, K/32, N, 4]``, ``meta`` uint8 ``[E, K/32, N*R]``. Always a fresh copy on ``device``, so
+    two banks made from one layer are distinct memory."""
+    if layout not in RECORD_BYTES:
+        raise BadArgument(f"layout={layout!r} is not one of {', '.join(RECORD_BYTES)}")
+    E, G, N, _ = weights.shape
+    if weights.dtype != torch.int32 or meta.dtype != torch.uint8:
+        raise BadArgument(f"bank tensors are {weights.dtype}/{meta.dtype}, not int32/uint8")
+    if tuple(meta.shape) != (E, G, N * RECORD_BYTES[layout]):
+        raise BadArgument(f"meta shape {tuple(meta.shape)} does not fit weights {(E, G, N, 4)}")
+    w = weights.to(device, copy=True)
+    m = meta.to(device, copy=True)
+    return Bank(kernel, layout, G * GROUP, N, E, seed, w, m)
+
+
+def relocate_bank(bank: Bank) -> Bank:
+    """The same bank in fresh device memory (a copy; the caller drops the old one). Blocks use
+    it to place their banks anew (docs/DESIGN.md §5.5): a copy is ~100x faster than generating
+    the bank again, and its bytes are identical by construction."""
+    return dataclasses.replace(bank, weights=bank.weights.clone(), meta=bank.meta.clone())
+
+
+def make_inputs(shape: Shape, kernel: str, seed: int, device: str | torch.device = "cuda") -> dict:
+    """Fresh synthetic inputs of one call: activations ~N(0,1) fp16 (``x`` [1, K] for w13, ``inter``
+    [top_k, K] for w2), distinct routed ``ids`` int32 [top_k], router weights ``rw`` fp32 [top_k]
+    (softmax), and an ``out`` buffer poisoned with NaN so an unwritten element cannot pass."""
+    K, N = shape.dims(kernel)
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed)
+    rows = 1 if kernel == "w13" else shape.top_k
+    act = torch.randn((rows, K), generator=gen).to(torch.float16)
+    ids = torch.randperm(shape.experts, generator=gen)[: shape.top_k].to(torch.int32)
+    rw = torch.softmax(torch.randn(shape.top_k, generator=gen), 0).to(torch.float32)
+    out_shape = (shape.top_k, N // 2) if kernel == "w13" else (1, N)
+    out = torch.full(out_shape, float("nan"), dtype=torch.float16)
+    d = {"x" if kernel == "w13" else "inter": act, "ids": ids, "rw": rw, "out": out}
+    return {k: v.to(device) for k, v in d.items()}
+
+
+class KernelOp:
+    """A built variant bound to a shape. ``op(...)`` allocates nothing and needs no scratch (W13 has
+    no exchange buffer), so it can be captured in a CUDA Graph.
+
+    w13: ``op(x fp16 [1,K], bank, ids int32 [top_k], out fp16 [top_k, N/2])``
+    w2:  ``op(inter fp16 [top_k,K], bank, ids int32 [top_k], out fp16 [1,N], rw=fp32 [top_k])``
+    """
+
+    def __init__(
+        self,
+        variant: Variant,
+        shape: Shape,
+        device: str | torch.device = "cuda",  # unused: the op holds no device memory of its own
+        spin_cycles: int = 0,
+    ) -> None:
+        from workbench.kernels.build import build_variant
+
+        self.variant, self.shape, self.kernel = variant, shape, variant.kernel
+        self.build = build_variant(variant)
+        self.module = self.build.module
+        self.spin_cycles = int(spin_cycles)
+
+    def __call__(self, inp, bank: Bank, ids, out, rw=None) -> None:
+        if bank.kernel != self.kernel or bank.layout != self.variant.layout:
+            raise BadArgument(
+                f"bank is {bank.kernel}/{bank.layout} but the op is {self.variant.name}"
+            )
+        if self.kernel == "w13":
+            self.module.forward(inp, bank.weights, bank.meta, ids, out, self.spin_cycles)
+        else:
+            if rw is None:
+                raise BadArgument("w2 needs router weights rw (fp32 [top_k]), got None")
+            self.module.forward(
+                inp,
+                bank.weights,
+                bank.meta,
+                ids,
+                rw,
+                out,
+                self.spin_cycles,
+            )
+
+    @staticmethod
+    def check_ids(ids: torch.Tensor, bank: Bank) -> None:
+        """Host-side check of routed ids (synchronizes: use before capture, not inside)."""
+        bad = [(i, int(v)) for i, v in enumerate(ids.tolist()) if not 0 <= v < bank.experts]
+        if bad:
+            i, v = bad[0]
+            raise BadArgument(f"ids[{i}] = {v} is outside [0, {bank.experts}) experts of the bank")
+
+
+class TinyGemmPeer:
+    """torch's int4 tinygemm (``_weight_int4pack_mm``, bf16, one call per routed expert): the
+    "what a user would otherwise use" peer arm. Same call signature as KernelOp, but the routed
+    experts are fixed at construction (host ids), as a per-expert loop would be in a real model."""
+
+    def __init__(
+        self, kernel: str, shape: Shape, bank: Bank, experts: list[int], inner_k_tiles: int = 8
+    ):
+        self.kernel, self.shape, self.experts = kernel, shape, list(experts)
+        q, scales, biases = bank.expert_arrays(self.experts)
+        dev = bank.weights.device
+        # tinygemm tiles K by inner_k_tiles * 16: take the largest that divides K (W2's K=160 needs 2)
+        inner_k_tiles = next(t for t in (8, 4, 2) if bank.K % (t * 16) == 0)
+        self.packed, self.sz = [], []
+        for i in range(len(self.experts)):
+            # tinygemm dequantizes w = (q - 8) * scale + zero, so zero = bias + 8 * scale.
+            q_nk = q[i].t().contiguous().to(dev)  # [N, K] 0..15
+            packed_u8 = (q_nk[:, 0::2] << 4 | q_nk[:, 1::2]).to(torch.uint8)
+            self.packed.append(torch._convert_weight_to_int4pack(packed_u8, inner_k_tiles))
+            s = scales[i].to(torch.float32)
+            z = biases[i].to(torch.float32) + 8 * s
+            self.sz.append(torch.stack([s, z], dim=-1).to(torch.bfloat16).to(dev).contiguous())
+
+    def relocate(self) -> None:
+        """Its repacked experts in fresh memory (a block's placement, docs/DESIGN.md §5.5)."""
+        self.packed = [t.clone() for t in self.packed]
+        self.sz = [t.clone() for t in self.sz]
+
+    @staticmethod
+    def supported() -> bool:
+        if not torch.cuda.is_available() or not hasattr(torch, "_weight_int4pack_mm"):
+            return False
+        return torch.cuda.get_device_capability() >= (8, 0)
+
+    def __call__(self, inp, bank: Bank, ids, out, rw=None) -> None:
+        del bank, ids  # experts are fixed at construction
+        if self.kernel == "w13":
+            x = inp.reshape(1, -1).to(torch.bfloat16)
+            for j in range(len(self.experts)):
+                h = torch._weight_int4pack_mm(x, self.packed[j], GROUP, self.sz[j])
+                gate, up = h.float().chunk(2, dim=-1)
+                out[j].copy_((torch.nn.functional.silu(gate) * up).reshape(-1))
+        else:
+            acc = None
+            for j in range(len(self.experts)):
+                h = torch._weight_int4pack_mm(
+                    inp[j : j + 1].to(torch.bfloat16), self.packed[j], GROUP, self.sz[j]
+                )
+                term = h.float() * rw[j]
+                acc = term if acc is None else acc + term
+            out.copy_(acc.reshape(out.shape))

@@ -1,0 +1,591 @@
+"""The device side of a run (imports torch): builds, banks, workloads, arms, gate, timing.
+
+Runner (workbench.run.runner) owns the session and the results; Engine does the CUDA work for it:
+
+* banks: one bank per layer per layout, allocated per kernel once, b3 before b4, with NVML used
+  memory read before and after each batch (the ``memory`` record): workbench.measure.bankstore;
+* workloads: per (kernel, set), each call's inputs (``ops.make_inputs``, seeded per call) and
+  the expert ids of every (graph, call) from the plan's geometry;
+* arms: ``graphs.GraphArm`` of ``calls`` calls per graph, outputs allocated before capture;
+* gate: bit-identical outputs for kernel arms (NumericsError, exit 5), a loose relative-L2
+  record for the bf16 peer, recorded-only for calibration arms;
+* timing: ``abba.run_abba`` with the monitor's window and the session's journal.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
+from workbench.measure.abba import Outcome, run_abba
+from workbench.measure.bankstore import DEVICE, BankStore
+from workbench.measure.graphs import Cycle, GraphArm, first_difference, l2_bytes, loose_difference
+from workbench.measure.plan import (
+    ArmSpec,
+    ComparisonSpec,
+    Geometry,
+    expert_ids,
+    geometry,
+    is_reader_comparison,
+    kernels_of,
+    placement_padding,
+)
+from workbench.measure.results import PEER_GATES, CmpResult, verdict_of
+
+
+def _sequence(fns: list[Callable[[], Any]]) -> Callable[[], None]:
+    def issue() -> None:
+        for f in fns:
+            f()
+
+    return issue
+
+
+def peer_class(name: str) -> Any:
+    """The class of peer arm ``name`` (variants.PEER_ARMS), imported when first needed."""
+    if name == "triton-moe":
+        from workbench.kernels.triton_moe import TritonMoePeer
+
+        return TritonMoePeer
+    from workbench.kernels.ops import TinyGemmPeer
+
+    return TinyGemmPeer
+
+
+def input_seed(seed: int, call: int) -> int:
+    """Seed of call ``call``'s activations (distinct per call, like distinct layers)."""
+    return seed * 100_003 + 50_000 + call
+
+
+@dataclass
+class _CmpState:
+    """One comparison across its blocks."""
+
+    spec: ComparisonSpec
+    geom: Geometry
+    outcome: Outcome
+    gates: list[dict[str, Any]] = field(default_factory=list)
+    failed: int = 0
+    done: bool = False
+
+
+def _gate_summary(gates: list[dict[str, Any]]) -> dict[str, Any]:
+    """One gate record for the result: the first failing block's, else the last block's, with
+    the number of blocks gated."""
+    if not gates:
+        return {"ok": False, "kind": "not run", "blocks": 0}
+    bad = [g for g in gates if not g["ok"]]
+    return {**(bad[0] if bad else gates[-1]), "blocks": len(gates), "failed_blocks": len(bad)}
+
+
+class Engine:
+    def __init__(self, runner: Any) -> None:
+        self.r = runner
+        self.cfg = runner.cfg
+        self.shape = runner.cfg.shape
+        self.l2 = l2_bytes(torch.cuda.current_device())
+        self.store = BankStore(self)
+        self.ops: dict[tuple[Any, int], Any] = {}
+        self.peers: dict[tuple[str, int], Any] = {}
+        self.workloads: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self.padding: torch.Tensor | None = None  # the current block's placement padding
+
+    # ------------------------------------------------------------------ builds, facts
+
+    def build(self) -> list[Any]:
+        from workbench.kernels.build import build_many
+
+        variants = {v for c in self.cfg.comparisons for arm in (c.a, c.b) for v in arm.variants}
+        results = build_many(sorted(variants, key=lambda v: v.name)) if variants else []
+        self.r.emit("builds", [b.summary() for b in results])
+        return results
+
+    def environment(self, builds: list[Any]) -> dict[str, Any]:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        mon = self.r.monitor
+        info = mon.device_info()
+        start = mon.read()
+        clocks = dict(start.to_dict()) if start is not None else {}
+        clocks["sm_mhz_max"] = info.get("sm_mhz_max")
+        clocks["torch_clock_rate_khz"] = getattr(props, "clock_rate", None)
+        if clocks["torch_clock_rate_khz"]:
+            self.r.clock_mhz = clocks["torch_clock_rate_khz"] / 1000.0
+        gpu = {
+            "name": props.name,
+            "uuid": info.get("uuid") or str(getattr(props, "uuid", "")),
+            "driver": info.get("driver"),
+            "cuda": torch.version.cuda,
+            "cuda_driver": info.get("cuda_driver"),
+            "torch": torch.__version__,
+            "sm": f"{props.major}.{props.minor}",
+            "multiprocessors": props.multi_processor_count,
+            "total_memory": props.total_memory,
+            "l2_bytes": self.l2,
+            "power_limit_w": info.get("power_limit_w"),
+            "clocks": clocks,
+        }
+        return {
+            "gpu": gpu,
+            "nvml": mon.reason or "available",
+            "builds": {
+                b.variant.name: {k: v for k, v in b.summary().items() if k != "log"} for b in builds
+            },
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
+
+    def provenance(self, builds: list[Any]) -> dict[str, Any]:
+        from workbench.kernels.build import REPO, source_hashes
+        from workbench.store import provenance
+
+        prov = provenance.collect(files=[REPO / p for p in source_hashes()])
+        prov["builds"] = {b.variant.name: b.lib_sha256 for b in builds}
+        prov["banks"] = self.store.source.describe(self.planned_banks())
+        # every spec built, with a user kernel's sources and their sha256 (docs/DESIGN.md §4.1)
+        prov["specs"] = {
+            b.variant.name: b.variant.kernel_spec.to_record(dict(b.variant.params)) for b in builds
+        }
+        return prov
+
+    def planned_banks(self) -> dict[str, int]:
+        """Banks per kernel the plan reads (the step confirmation reads no more than its
+        kernels' own comparisons: its working set per replay is larger, so it needs fewer)."""
+        need: dict[str, int] = {}
+        for c in self.cfg.comparisons:
+            g = self._geometry(c)
+            for k in kernels_of(c.kernel):
+                need[k] = max(need.get(k, 0), g.banks)
+        return need
+
+    # ------------------------------------------------------------------ plan
+
+    def run_plan(self) -> None:
+        """Every comparison of the plan, kernel by kernel, in blocks (docs/DESIGN.md §5.5); then
+        the recommendation and the step confirmation (also in blocks)."""
+        plan = self._drop_unsupported(list(self.cfg.comparisons))
+        groups: list[tuple[str, list[ComparisonSpec]]] = []
+        for c in plan:
+            key = f"{c.kernel}/{c.group}"
+            if groups and groups[-1][0] == key:
+                groups[-1][1].append(c)
+            else:
+                groups.append((key, [c]))
+        # Every bank of the run first, b3 before b4 per kernel, before any graph or release: the
+        # NVML memory records then measure the banks alone.
+        self._prepare_banks(plan)
+        for i, (_, cmps) in enumerate(groups):
+            self._prepare_banks(cmps)
+            self.run_group(i, cmps)
+            if self.r.cancel.is_set():
+                return
+            later = [c for _, g in groups[i + 1 :] for c in g]
+            self.workloads.clear()
+            self.peers.clear()  # peers' converted experts: not needed by later kernels
+            self.store.release(self._banks_needed(later) | self._confirm_banks(plan))
+        recs = self.r.recommend()
+        for rec in recs.values():
+            self.r.emit("recommendation", rec)
+        confirm = self.r.confirmation_plan()
+        if confirm and not self.r.cancel.is_set():
+            self._prepare_banks(confirm)
+            self.run_group(len(groups), confirm)
+
+    def run_group(self, group: int, cmps: list[ComparisonSpec]) -> None:
+        """The blocks of comparisons that share banks. Each block places those banks anew behind
+        a padding drawn from the placement seed, then runs ``pairs`` ABBA pairs of every
+        comparison still going. A block that fails is journaled and costs only itself (a
+        numerics failure still stops the run: exit 5)."""
+        r, proto = self.r, self.cfg.protocol
+        states = [self._start(c) for c in cmps]
+        t0 = time.monotonic()
+        ok_blocks = 0
+        for b in range(proto.block_goal):
+            active = [s for s in states if not s.done]
+            if not active or r.cancel.is_set():
+                break
+            pad = placement_padding(proto.placement_seed or 0, group, b)
+            rec = {"block": b, "group": group, "placement_seed": proto.placement_seed,
+                   "padding_bytes": pad, "comparisons": [s.spec.id for s in active]}  # fmt: skip
+            try:
+                self._place(active, pad)
+            except (WorkbenchError, RuntimeError) as e:
+                r.session.record("block", status="failed", error=f"{type(e).__name__}: {e}", **rec)
+                r.note(f"block {b} of {', '.join(rec['comparisons'])}: placement failed: {e}")
+                continue
+            r.session.record("block", status="placed", **rec)
+            r.emit("block", rec)
+            for s in active:
+                if r.cancel.is_set():
+                    break
+                try:
+                    self._run_block(s, b)
+                except (NumericsError, BadArgument):
+                    raise
+                except (WorkbenchError, RuntimeError) as e:
+                    s.failed += 1
+                    r.session.record("block", status="failed", cmp=s.spec.id,
+                                     error=f"{type(e).__name__}: {e}", **rec)  # fmt: skip
+                    r.note(f"{s.spec.id}: block {b} failed and is left out: {e}")
+            ok_blocks += 1
+            for s in active:
+                s.done = s.done or self._settled(s, b + 1)
+            if proto.budget_s is not None and time.monotonic() - t0 >= proto.budget_s:
+                for s in states:
+                    s.outcome.stop = s.outcome.stop if s.done else "budget"
+                break
+        for s in states:
+            if s.outcome.samples or s.gates:
+                if r.cancel.is_set():
+                    s.outcome.stop = "cancelled"
+                gate = _gate_summary(s.gates)
+                r.add_result(
+                    CmpResult(s.spec, s.geom, s.outcome, verdict_of(s.outcome, self.cfg.m), gate)
+                )
+        if ok_blocks == 0 and not r.cancel.is_set():
+            raise WorkbenchError(
+                f"every block of {', '.join(c.id for c in cmps)} failed: see the notes"
+            )
+
+    def _settled(self, s: _CmpState, blocks_done: int) -> bool:
+        """A comparison is done after its blocks, or in adaptive mode once its block-level CI
+        half-width is at most the target (after ``min_blocks``)."""
+        proto = self.cfg.protocol
+        if s.outcome.cancelled:
+            return True
+        if not proto.adaptive:
+            if blocks_done >= proto.blocks:
+                s.outcome.stop = "blocks"
+                return True
+            return False
+        if blocks_done >= proto.min_blocks:
+            hw = verdict_of(s.outcome, self.cfg.m).half_width
+            if hw is not None and hw <= proto.target:
+                s.outcome.stop = "target"
+                return True
+        if blocks_done >= proto.max_blocks:
+            s.outcome.stop = "max_blocks"
+            return True
+        return False
+
+    def _drop_unsupported(self, plan: list[ComparisonSpec]) -> list[ComparisonSpec]:
+        names = sorted({arm.peer for c in plan for arm in (c.a, c.b) if arm.peer})
+        missing = {n for n in names if not peer_class(n).supported()}
+        for n in sorted(missing):
+            self.r.note(f"{n} is not supported on this GPU/torch: its comparisons are skipped")
+        return [c for c in plan if not {c.a.peer, c.b.peer} & missing]
+
+    def _confirm_banks(self, plan: list[ComparisonSpec]) -> set[tuple[str, str]]:
+        # the step confirmation reads the b3 banks of both kernels: keep them to the end
+        readers = {c.kernel for c in plan if c.role == "main" and is_reader_comparison(c.a, c.b)}
+        if not self.cfg.confirm or readers != {"w13", "w2"}:
+            return set()
+        layouts = {
+            c.a.parts[0][1].layout
+            for c in plan
+            if c.role == "main" and c.kernel != "step" and is_reader_comparison(c.a, c.b)
+        }
+        return {(k, lay) for k in ("w13", "w2") for lay in layouts}
+
+    def _geometry(self, c: ComparisonSpec) -> Geometry:
+        layouts = c.a.layouts | c.b.layouts
+        return geometry(self.shape, c.kernel, c.set, self.cfg.calls, layouts, self.l2)
+
+    def _banks_needed(self, cmps: list[ComparisonSpec]) -> set[tuple[str, str]]:
+        return {
+            (k, lay)
+            for c in cmps
+            for k in kernels_of(c.kernel)
+            for lay in c.a.layouts | c.b.layouts
+        }
+
+    def _prepare_banks(self, cmps: list[ComparisonSpec]) -> None:
+        """Allocate every bank these comparisons read up front, b3 before b4 per kernel, so the
+        memory records compare like with like."""
+        need: dict[tuple[str, str], int] = {}
+        for c in cmps:
+            g = self._geometry(c)
+            for k in kernels_of(c.kernel):
+                for lay in c.a.layouts | c.b.layouts:
+                    need[(k, lay)] = max(need.get((k, lay), 0), g.banks)
+        for (k, lay), n in sorted(need.items(), key=lambda kv: (kv[0][0], kv[0][1] != "b3")):
+            self.store.get(k, lay, n)
+
+    # ------------------------------------------------------------------ one comparison
+
+    def _start(self, c: ComparisonSpec) -> _CmpState:
+        cfg, proto = self.cfg, self.cfg.protocol
+        geom = self._geometry(c)
+        for n in geom.notes:
+            self.r.note(f"{c.id}: {n}")
+        record = {
+            "id": c.id, "kernel": c.kernel, "set": c.set, "role": c.role,
+            "a": c.a.name, "b": c.b.name, "calls": cfg.calls, "replays": cfg.replays,
+            "seed": cfg.seed, "blocks": proto.block_goal, "pairs_per_block": proto.pairs,
+            "placement_seed": proto.placement_seed, **geom.to_record(),
+        }  # fmt: skip
+        if c.role == "calibration":
+            record["spin"] = c.b.spin - c.a.spin  # injected cycles per CTA beyond A's own spin
+        self.r.session.record("comparison", **record)
+        self.r.emit("comparison", record)
+        return _CmpState(c, geom, Outcome(c.id, c.a.name, c.b.name))
+
+    def _place(self, active: list[_CmpState], padding: int) -> None:
+        """Place the banks these comparisons read anew, behind ``padding`` bytes (§5.5)."""
+        self.workloads.clear()  # inputs are re-made behind the padding too
+        self.padding = None
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        self.padding = torch.empty(padding, dtype=torch.uint8, device=DEVICE)
+        for key in sorted(self._banks_needed([s.spec for s in active])):
+            self.store.relocate(key)
+        for peer in self.peers.values():
+            peer.relocate()
+        torch.cuda.synchronize()
+
+    def _run_block(self, s: _CmpState, block: int) -> None:
+        """Block ``block`` of one comparison: capture both arms on this placement, gate them,
+        run the block's pairs (journaled as they are measured)."""
+        c, r, cfg = s.spec, self.r, self.cfg
+        cycle = Cycle(s.geom.graphs)
+        arm_a = arm_b = None
+        try:
+            arm_a = self._block_arm(s, "a", cycle)
+            arm_b = self._block_arm(s, "b", cycle)
+            s.gates.append(self.gate(c, arm_a, arm_b, block, s.geom))
+            window = r.monitor.window if r.monitor.available else None
+            out = run_abba(
+                c.id, arm_a, arm_b, cfg.protocol.for_block(), record=r.session.record,
+                window=window, progress=r.progress, cancel=r.cancel, block=block,
+                first_pair=s.outcome.pair_index,
+            )  # fmt: skip
+            s.outcome.extend(out)
+        finally:
+            for arm in (arm_a, arm_b):
+                if arm is not None:
+                    arm.close()
+
+    def _block_arm(self, s: _CmpState, side: str, cycle: Cycle) -> GraphArm:
+        """Every arm, the peer's too, is captured anew on every placement: a graph kept from
+        an earlier block gave the tinygemm peer different outputs on the H200 (gate records of
+        the 61a63cf sessions), and its own memory is a placement like any other."""
+        return self.make_arm(getattr(s.spec, side), s.spec, s.geom, cycle)
+
+    def gate(
+        self,
+        c: ComparisonSpec,
+        arm_a: GraphArm,
+        arm_b: GraphArm,
+        block: int | None = None,
+        geom: Geometry | None = None,
+    ) -> dict[str, Any]:
+        """Run both arms once on the measured inputs and compare every call's output."""
+        arm_a.run_once()
+        arm_b.run_once()
+        if c.gated and not c.bit_identical and geom is not None:
+            return self._tolerance_gate(c, arm_a, arm_b, block, geom)
+        if c.a.peer or c.b.peer:
+            ref, peer = (arm_b, arm_a) if c.a.peer else (arm_a, arm_b)
+            tol, gated, what = PEER_GATES[peer.variant]
+            d = loose_difference(ref, peer)
+            rec = {"cmp": c.id, "block": block, "ok": bool(d["rel_l2"] <= tol), "gated": gated,
+                   "kind": f"rel_l2 vs {ref.variant} ({what}, tolerance {tol})", **d}  # fmt: skip
+        else:
+            diff = first_difference(arm_a, arm_b)
+            rec = {
+                "cmp": c.id, "block": block, "ok": diff is None, "gated": c.gated,
+                "kind": "bit-identical",
+                "outputs": sum(len(o) for o in arm_a.outputs), "first_difference": diff,
+            }  # fmt: skip
+        self.r.session.record("gate", **rec)
+        self.r.emit("gate", rec)
+        if rec["gated"] and not rec["ok"] and "rel_l2" in rec:
+            raise NumericsError(
+                f"{c.id}: {c.a.name} (A) and {c.b.name} (B) differ by rel_l2 {rec['rel_l2']:.3g} "
+                f"> {rec['kind']}; worst |diff| {rec['max_abs_diff']:.3g} in graph "
+                f"{rec.get('graph')} {rec.get('output')}[{rec.get('flat_index')}]. Nothing was timed."
+            )
+        if c.gated and not rec["ok"]:
+            d = rec["first_difference"]
+            what = "was not written (still NaN)" if d["unwritten"] else "differs"
+            raise NumericsError(
+                f"{c.id}: outputs of {c.a.name} (A) and {c.b.name} (B) are not bit-identical: "
+                f"graph {d['graph']} {d['output']}{d['index']} {what}: A={d['a']!r} "
+                f"(0x{d['a_bits'] & 0xFFFF:04x}), B={d['b']!r} (0x{d['b_bits'] & 0xFFFF:04x}); "
+                f"{d['differing']} of {d['elements']} elements differ in that output. "
+                "Nothing was timed."
+            )
+        return rec
+
+    def _tolerance_gate(
+        self, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm, block: int | None, geom: Geometry
+    ) -> dict[str, Any]:
+        """Arms of different identities (docs/DESIGN.md §4.1): every output of every call written
+        (no NaN left from the poison), and each arm's outputs of the first call of graph 0
+        against the float64 reference, within the arm's promised tolerance."""
+        from workbench.data.reference import rel_l2
+        from workbench.measure.check import reference_output
+
+        work = self.workload(c.kernel, c.set, geom)
+        bank_index, _ = geom.slot(0, 0)
+        inp, ids = work["inputs"][0], work["ids"][0][0]
+        got: dict[str, float] = {}
+        limit: dict[str, float] = {}
+        for arm, graph_arm in ((c.a, arm_a), (c.b, arm_b)):
+            outs = dict(graph_arm.outputs[0])
+            errs = []
+            for k in kernels_of(c.kernel):
+                name = "call0.inter" if k == "w13" else "call0.y"
+                inputs = {"ids": ids, "x": inp.get("x"), "rw": inp.get("rw")}
+                # W2 of a step reads this arm's own W13 output, as the timed graph does
+                inputs["inter"] = outs["call0.inter"] if c.kernel == "step" else inp.get("inter")
+                want = reference_output(k, self._bank(arm, k, bank_index), inputs)
+                errs.append(rel_l2(outs[name].float().cpu().numpy().reshape(want.shape), want))
+            unwritten = sum(
+                bool(torch.isnan(t).any()) for outs_g in graph_arm.outputs for _, t in outs_g
+            )
+            got[arm.name] = float("nan") if unwritten else max(errs)
+            limit[arm.name] = min(v.tolerance for v in arm.variants)
+        bad = [n for n in got if not got[n] <= limit[n]]  # NaN fails too
+        worst = max(got.values(), key=lambda x: x if x == x else float("inf"))
+        rec = {
+            "cmp": c.id, "block": block, "ok": not bad, "gated": True,
+            "kind": "rel_l2 vs the float64 reference (each arm within its promised tolerance)",
+            "rel_l2": worst if worst == worst else None,
+            "arms": {n: {"rel_l2": got[n], "tolerance": limit[n]} for n in got},
+            "a_vs_b": loose_difference(arm_a, arm_b),  # recorded: how far apart the two arms are
+        }  # fmt: skip
+        self.r.session.record("gate", **rec)
+        self.r.emit("gate", rec)
+        if bad:
+            n = bad[0]
+            what = (
+                "left outputs unwritten (NaN)"
+                if got[n] != got[n]
+                else f"has relative L2 {got[n]:.3g} against the float64 reference on call 0 of "
+                f"graph 0, above its tolerance {limit[n]:g}"
+            )
+            raise NumericsError(
+                f"{c.id}: {n} misses its numerics promise: it {what}. Timing stopped."
+            )
+        return rec
+
+    # ------------------------------------------------------------------ arms
+
+    def _op(self, arm: ArmSpec, kernel: str) -> Any:
+        from workbench.kernels.ops import KernelOp
+
+        v = arm.variant(kernel)
+        key = (v, arm.spin)
+        if key not in self.ops:
+            self.ops[key] = KernelOp(v, self.shape, device=DEVICE, spin_cycles=arm.spin)
+        return self.ops[key]
+
+    def _peer(self, name: str, kernel: str, bank_index: int, experts: list[int]) -> Any:
+        """The peer ``name`` for (bank, routed experts). tinygemm repacks its experts at
+        construction, so it is made once per distinct routing; a fused peer (``READS_IDS``)
+        reads the ids on the device and converts the whole bank, so it is made once per bank."""
+        cls = peer_class(name)
+        fused = getattr(cls, "READS_IDS", False)
+        key = (name, kernel, bank_index) + (() if fused else (tuple(experts),))
+        if key not in self.peers:
+            bank = self.store.banks[(kernel, "b3")][bank_index]
+            if fused:
+                self.peers[key] = peer = cls(kernel, self.shape, bank)
+                if not any(k[:2] == key[:2] for k in self.peers if k != key):
+                    self.r.note(f"{name} {kernel}: {peer.config}")  # its block sizes, once
+            else:
+                self.peers[key] = cls(kernel, self.shape, bank, list(experts))
+        return self.peers[key]
+
+    def _bank(self, arm: ArmSpec, kernel: str, index: int) -> Any:
+        layout = "b3" if arm.peer else arm.variant(kernel).layout
+        return self.store.banks[(kernel, layout)][index]
+
+    def workload(self, kernel: str, set_name: str, geom: Geometry) -> dict[str, Any]:
+        """Inputs per call and expert ids per (graph, call), shared by every arm of the set."""
+        key = (kernel, set_name, geom.graphs)
+        if key in self.workloads:
+            return self.workloads[key]
+        from workbench.kernels.ops import make_inputs
+
+        shape, seed = self.shape, self.cfg.seed
+        inputs = []
+        for l in range(self.cfg.calls):  # noqa: E741
+            s = input_seed(seed, l)
+            d: dict[str, Any] = {}
+            if kernel in ("w13", "step"):
+                d["x"] = make_inputs(shape, "w13", s, DEVICE)["x"]
+            if kernel in ("w2", "step"):
+                i2 = make_inputs(shape, "w2", s, DEVICE)
+                d["inter"], d["rw"] = i2["inter"], i2["rw"]
+            inputs.append(d)
+        hot = set_name == "hot"
+        id_lists = [
+            [expert_ids(shape, seed, *geom.slot(g, l), hot=hot) for l in range(self.cfg.calls)]  # noqa: E741
+            for g in range(geom.graphs)
+        ]
+        ids = [[torch.tensor(x, dtype=torch.int32, device=DEVICE) for x in row] for row in id_lists]
+        self.workloads[key] = {"inputs": inputs, "ids": ids, "id_lists": id_lists}
+        return self.workloads[key]
+
+    def make_arm(self, arm: ArmSpec, c: ComparisonSpec, geom: Geometry, cycle: Cycle) -> GraphArm:
+        """Capture ``geom.graphs`` graphs of ``calls`` calls of ``arm`` (outputs pre-allocated)."""
+        work = self.workload(c.kernel, c.set, geom)
+        shape, kernel = self.shape, c.kernel
+        n13 = shape.dims("w13")[1] // 2
+        n2 = shape.dims("w2")[1]
+        half = dict(dtype=torch.float16, device=DEVICE)
+        issues, outputs = [], []
+        for g in range(geom.graphs):
+            fns: list[Callable[[], Any]] = []
+            outs: list[tuple[str, torch.Tensor]] = []
+            for l in range(self.cfg.calls):  # noqa: E741
+                b, _ = geom.slot(g, l)
+                ids, inp = work["ids"][g][l], work["inputs"][l]
+                if kernel == "w13":
+                    out = torch.empty(shape.top_k, n13, **half)
+                    fn = self._callable(arm, "w13", b, work["id_lists"][g][l])
+                    fns.append(functools.partial(fn, inp["x"], self._bank(arm, "w13", b), ids, out))
+                    outs.append((f"call{l}.inter", out))
+                elif kernel == "w2":
+                    out = torch.empty(1, n2, **half)
+                    fn = self._callable(arm, "w2", b, work["id_lists"][g][l])
+                    bank = self._bank(arm, "w2", b)
+                    fns.append(functools.partial(fn, inp["inter"], bank, ids, out, rw=inp["rw"]))
+                    outs.append((f"call{l}.y", out))
+                else:
+                    inter = torch.empty(shape.top_k, n13, **half)
+                    y = torch.empty(1, n2, **half)
+                    op13, op2 = self._op(arm, "w13"), self._op(arm, "w2")
+                    fns.append(
+                        functools.partial(op13, inp["x"], self._bank(arm, "w13", b), ids, inter)
+                    )
+                    fns.append(
+                        functools.partial(
+                            op2, inter, self._bank(arm, "w2", b), ids, y, rw=inp["rw"]
+                        )
+                    )
+                    outs += [(f"call{l}.inter", inter), (f"call{l}.y", y)]
+            issues.append(_sequence(fns))
+            outputs.append(outs)
+        return GraphArm(arm.name, issues, outputs, self.cfg.replays, cycle)
+
+    def _callable(self, arm: ArmSpec, kernel: str, bank_index: int, experts: list[int]) -> Any:
+        if arm.peer:
+            return self._peer(arm.peer, kernel, bank_index, experts)
+        return self._op(arm, kernel)
+
+    def release(self) -> None:
+        self.padding = None
+        self.workloads.clear()
+        self.peers.clear()
+        self.ops.clear()
+        self.store.release(set())

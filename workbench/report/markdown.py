@@ -1,0 +1,523 @@
+"""Markdown report of a session, recomputed from its raw journals (docs/DESIGN.md §8).
+
+Every number here comes from ``workbench.analysis.analyse`` (the analysis model the runner, the
+plots and the TUI share): the summary that the runner stores in session.json is never read, so a
+report cannot disagree with the evidence it cites. ``render_report`` formats the analysis; the
+helpers that put numbers and sessions into words are public because the plots title with them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.analysis import TIMING_ROLES, Analysis, analyse
+from workbench.core import stats
+from workbench.core.errors import SessionError, WorkbenchError
+from workbench.report.plot_files import existing_plots
+from workbench.store.provenance import stale_sources, staleness_text
+from workbench.store.session import Session, list_sessions, load_session
+
+KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
+PEERS = {
+    "tinygemm": "peer: torch int4 tinygemm, bf16",
+    "triton-moe": "peer: fused W4A16 MoE Triton kernel, fp16",
+}
+BASELINE = "b4-scalar"
+MIB = 1 << 20
+
+
+# ------------------------------------------------------------------------------ formatting
+
+
+def fmt(x: float | None, digits: int = 4) -> str:
+    """A number for a table: fixed digits; "n/a" for None, NaN and infinities."""
+    if x is None or x != x or x in (float("inf"), float("-inf")):
+        return "n/a"
+    return f"{x:.{digits}f}"
+
+
+def fmt_pct(ratio: float | None) -> str:
+    """Change of a ratio B/A in percent, signed: 0.925 -> "-7.50 %"."""
+    return "n/a" if fmt(ratio) == "n/a" else f"{(ratio - 1) * 100:+.2f} %"
+
+
+def fmt_ci(v: stats.Verdict) -> str:
+    """The CI as "[low, high]", or "n/a" when too few pairs give none."""
+    if fmt(v.ci_low) == "n/a" or fmt(v.ci_high) == "n/a":
+        return "n/a"
+    return f"[{fmt(v.ci_low)}, {fmt(v.ci_high)}]"
+
+
+def fmt_p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2g}"
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Bytes exactly, and in MiB (KiB below 1 MiB): "13,107,200 B (12.5 MiB)"."""
+    if n is None:
+        return "n/a"
+    if abs(n) < MIB:
+        return f"{n:,.0f} B ({n / 1024:,.1f} KiB)"
+    return f"{n:,.0f} B ({n / MIB:,.1f} MiB)"
+
+
+def _table(header: list[str], rows: Iterable[list[str]], align: str) -> list[str]:
+    """Markdown table; ``align`` holds one of "l"/"r" per column."""
+    rule = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def shape_text(session: Session) -> str:
+    """Shape in words, e.g. ``qwen3.8-flash-next, tp 4 (H 2560, I 640, E 512, ...)``."""
+    s = session.config.get("shape")
+    name = session.config.get("preset")
+    if isinstance(s, dict):
+        name = s.get("name") or name
+        dims = (
+            f"H {s.get('hidden')}, I {s.get('inter')}, E {s.get('experts')}, "
+            f"top-k {s.get('top_k')}, {s.get('layers')} layers"
+        )
+        return f"{name}, tp {s.get('tp')} ({dims})"
+    return str(name) if name else "shape not recorded"
+
+
+def protocol_text(an: Analysis) -> str:
+    """Protocol in words from the comparisons: calls per replay, replays per sample, pairs."""
+    main = an.by_role("main", "confirm") or an.results
+    if not main:
+        return "no comparisons"
+    calls = sorted({r.calls for r in main})
+    replays = sorted({int(r.cmp["replays"]) for r in main})
+    pairs = sorted({r.verdict.n for r in main})
+    blocks = sorted({r.verdict.blocks for r in main if r.verdict.method == "blocks"})
+    j = lambda xs: "/".join(map(str, xs))  # noqa: E731
+    text = f"{j(calls)} calls per replay, {j(replays)} replays per sample, {j(pairs)} ABBA pairs"
+    if blocks:
+        seed = an.session.config.get("protocol", {}).get("placement_seed")
+        text += f" in {j(blocks)} blocks (placement seed {seed})"
+    return text
+
+
+def gpu_text(session: Session) -> str:
+    return session.gpu_name or "GPU not recorded"
+
+
+def variant_label(v: str) -> str:
+    if v == BASELINE:
+        return f"{v} (4-byte baseline)"
+    return f"{v} ({PEERS[v]})" if v in PEERS else v
+
+
+def variant_order(names: Iterable[str]) -> list[str]:
+    """Baseline first, then the readers with the scalar ones before the cooperative ones
+    (for step mixes: fewer cooperative kernels first), peers last."""
+
+    def key(v: str) -> tuple[int, int, int, list[tuple[int, str]]]:
+        # numbers compare as numbers: "spin=80" before "spin=160"
+        natural = [(int(x), "") if x.isdigit() else (0, x) for x in re.split(r"(\d+)", v)]
+        if v == BASELINE:
+            return (0, 0, 0, natural)
+        if v in PEERS:
+            return (2, 0, 0, natural)
+        return (1, v.count("coop"), -v.count("b4"), natural)
+
+    return sorted(set(names), key=key)
+
+
+# ------------------------------------------------------------------------------- sections
+
+
+def _set_title(st: str, top_k: int | None, calls: int) -> str:
+    """Column title of an expert set, seed-style: "hot 10 experts", "rotating 480 experts"."""
+    if top_k and st == "hot":
+        return f"hot {top_k} experts"
+    if top_k and st == "rotating":
+        return f"rotating {top_k * calls} experts"
+    return st
+
+
+def _seed_tables(an: Analysis) -> list[str]:
+    us = an.variant_us()
+    shape = an.session.config.get("shape") or {}
+    top_k = shape.get("top_k") if isinstance(shape, dict) else None
+    out: list[str] = []
+    for kernel in ("w13", "w2", "step"):
+        rows = an.by_role(*TIMING_ROLES)
+        rows = [r for r in rows if r.kernel == kernel]
+        if not rows:
+            continue
+        calls = statistics.mode(r.calls for r in rows)
+        sets = [s for s in ("hot", "rotating") if any(r.set == s for r in rows)]
+        sets += sorted({r.set for r in rows} - set(sets))
+
+        header = [f"{KERNEL_TITLES.get(kernel, kernel)}, ms per {calls} calls (median)"]
+        header += [_set_title(s, top_k, calls) for s in sets] + [f"µs/call {s}" for s in sets]
+        body = []
+        for v in variant_order(k[2] for k in us if k[0] == kernel):
+            vals = [us.get((kernel, s, v)) for s in sets]
+            med = [statistics.median(x) if x else None for x in vals]
+            cells = [fmt(None if u is None else u * calls / 1000.0) for u in med]
+            body.append([variant_label(v), *cells, *(fmt(u, 2) for u in med)])
+        out += _table(header, body, "l" + "r" * 2 * len(sets)) + [""]
+    if out:
+        out.append(
+            "Medians of the sample medians (each sample: the median of its timed replays) over "
+            "the complete ABBA pairs; excluded samples left out."
+        )
+    return out
+
+
+def _verdict_table(an: Analysis) -> list[str]:
+    blocked = any(r.verdict.method == "blocks" for r in an.results)
+    header = ["comparison", "role", "A", "B", "ratio B/A", "change", "95 % CI", "Wilcoxon p"]
+    header += ["k/n"] + (["blocks", "between-block SD", "resolves"] if blocked else [])
+    header += ["flagged", "verdict"]
+    body = []
+    for r in an.results:
+        v = r.verdict
+        ci = fmt_ci(v)
+        flag = f"{r.flagged} ({r.excluded} excluded)" if r.flagged else "0"
+        extra = []
+        if blocked:
+            sd = "n/a" if v.between_sd is None else f"{v.between_sd * 100:.2f} %"
+            res = "n/a" if v.resolution is None else f"±{v.resolution * 100:.2f} %"
+            extra = [f"{v.k_blocks}/{v.blocks}" if v.k_blocks is not None else "1", sd, res]
+        body.append(
+            [f"`{r.id}`", r.role, f"`{r.cmp['a']}`", f"`{r.cmp['b']}`", fmt(v.median)]
+            + [fmt_pct(v.median), ci, fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", *extra, flag]
+            + [f"**{v.verdict}**"]
+        )
+    lines = _table(header, body, "lllllrrrr" + "rrr" * blocked + "rl")
+    lines.append("")
+    if blocked:
+        lines.append(
+            "Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B. Each block places the "
+            "banks anew in memory; the ratio is the geometric mean of the block medians and the "
+            "95 % CI a t-interval over blocks (docs/DESIGN.md §7.3). blocks = blocks favouring B "
+            "/ blocks; between-block SD = spread of the block medians (placement plus "
+            "within-block noise); resolves = the smallest effect this run could call, max(m, CI "
+            "half-width). Wilcoxon p and k/n (pairs favouring B) describe the pairs. Minimum "
+            f"effect m = {an.m * 100:g} %."
+        )
+    else:
+        lines.append(
+            f"Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B; median over pairs, "
+            f"distribution-free 95 % CI of the median, Wilcoxon signed-rank on log-ratios, k/n = "
+            f"pairs favouring B. Minimum effect m = {an.m * 100:g} %. This session has no blocks: "
+            "its intervals cover one memory placement only and are narrower than run-to-run "
+            "reality (docs/DESIGN.md §7.2)."
+        )
+    dropped = [f"`{r.id}`: {len(r.ratios.dropped)}" for r in an.results if r.ratios.dropped]
+    if dropped:
+        lines.append(f"Incomplete pairs dropped: {', '.join(dropped)}.")
+    amb = [r for r in an.results if r.verdict.verdict == "AMBIGUOUS" and r.verdict.more_pairs]
+    for r in amb:
+        unit = "block" if r.verdict.method == "blocks" else "pair"
+        lines.append(
+            f"`{r.id}`: about {r.verdict.more_pairs} more {unit}(s) would likely settle it."
+        )
+    return lines
+
+
+def _recommendations(an: Analysis) -> list[str]:
+    why_not = [f"- {line}." for line in an.not_counted()]
+    if not an.recommendations:
+        if an.by_role("calibration"):
+            return []  # a calibration session: nothing to recommend, by design
+        if why_not:
+            return ["No reader comparison in this session: no recommendation.", "", *why_not]
+        return ["No main comparison (b3-scalar vs b3-coop) in this session: no recommendation."]
+    out = []
+    for kernel, rec in an.recommendations.items():
+        title = KERNEL_TITLES.get(kernel, kernel)
+        sets = ", ".join(f"{s} {v}" for s, v in rec.verdicts.items())
+        out.append(f"- **{title}: {rec.decision}** → `{rec.arm}` ({sets})")
+        out += [f"  - {e}" for e in rec.evidence]
+    cfg = an.session.config
+    planned = {str(k) for k in cfg.get("kernels") or []}
+    planned |= {str(c).split("/")[0] for c in cfg.get("comparisons") or []}
+    for kernel in ("w13", "w2"):
+        if kernel in planned and kernel not in an.recommendations:
+            title = KERNEL_TITLES[kernel]
+            out.append(f"- **{title}: not measured** (planned, but no reader comparison was run)")
+    out += why_not
+    out += ["", f"Rule: {next(iter(an.recommendations.values())).rule}"]
+    return out
+
+
+def _confirmation(an: Analysis) -> list[str]:
+    conf = an.by_role("confirm")
+    if not conf:
+        return [] if an.by_role("calibration") else ["No step confirmation in this session."]
+    out = []
+    for r in conf:
+        v = r.verdict
+        us_a = r.us_per_call(r.a_ms) if r.a_samples_ms else None
+        us_b = r.us_per_call(r.b_ms) if r.b_samples_ms else None
+        out.append(
+            f"- `{r.id}`: `{r.cmp['b']}` against the all-scalar `{r.cmp['a']}`: "
+            f"{fmt(us_b, 3)} vs {fmt(us_a, 3)} µs per step, ratio {fmt(v.median)} "
+            f"({fmt_pct(v.median)}), 95 % CI {fmt_ci(v)}, "
+            f"{v.k_faster}/{v.n} pairs favour the mix: **{v.verdict}**"
+        )
+    return out
+
+
+@dataclass
+class MemoryRow:
+    """NVML-measured vs computed metadata saving of one kernel's banks, per bank (one layer's
+    experts): allocations may come in several steps and in different counts per layout."""
+
+    kernel: str
+    banks: dict[str, int]  # layout -> banks allocated in all
+    used: dict[str, int | None]  # layout -> NVML used bytes added in all (None: no NVML)
+    computed: dict[str, int | None]  # layout -> metadata bytes in those banks
+
+    def per_bank(self, what: dict[str, int | None]) -> float | None:
+        if any(what.get(k) is None or not self.banks.get(k) for k in ("b4", "b3")):
+            return None
+        return what["b4"] / self.banks["b4"] - what["b3"] / self.banks["b3"]
+
+
+def memory_rows(session: Session) -> list[MemoryRow]:
+    rows: dict[str, MemoryRow] = {}
+    for m in session.memory:
+        lay = m.get("layout")
+        if lay not in ("b4", "b3"):
+            continue
+        k = str(m.get("kernel", "all"))
+        row = rows.setdefault(k, MemoryRow(k, {}, {}, {}))
+        row.banks[lay] = row.banks.get(lay, 0) + int(m.get("banks") or 1)
+        before, after = m.get("used_before"), m.get("used_after")
+        delta = None if before is None or after is None else int(after) - int(before)
+        prev = row.used.get(lay, 0)
+        row.used[lay] = None if delta is None or prev is None else prev + delta
+        comp, prev_c = m.get("computed"), row.computed.get(lay, 0)
+        row.computed[lay] = None if comp is None or prev_c is None else prev_c + int(comp)
+    return [r for r in rows.values() if set(r.banks) == {"b4", "b3"}]
+
+
+def _memory(an: Analysis) -> list[str]:
+    from workbench.data.capacity import capacity
+    from workbench.data.shapes import Shape
+
+    out, body = [], []
+    rows = memory_rows(an.session)
+    for r in rows:
+        meas, comp = r.per_bank(r.used), r.per_bank(r.computed)
+        diff = "n/a" if meas is None or not comp else f"{(meas - comp) / comp * 100:+.1f} %"
+        body.append(
+            [KERNEL_TITLES.get(r.kernel, r.kernel), f"{r.banks['b4']} / {r.banks['b3']}"]
+            + [fmt_bytes(r.used["b4"]), fmt_bytes(r.used["b3"])]
+            + [fmt_bytes(meas) if meas is not None else "NVML unavailable", fmt_bytes(comp), diff]
+        )
+    if body:
+        header = ["kernel", "banks b4 / b3", "NVML Δused b4", "NVML Δused b3"]
+        header += ["saving per bank, measured", "saving per bank, computed", "measured vs computed"]
+        out += _table(header, body, "lrrrrrr")
+        out += [
+            "",
+            "A bank is one layer's experts. NVML counts whole pages, so a measured figure is "
+            "rounded to a few MiB.",
+        ]
+    elif an.by_role("calibration"):
+        return []  # calibration measures time only
+    else:
+        out.append("No memory records with both layouts in this session.")
+    s = an.session.config.get("shape")
+    try:
+        cap = capacity(Shape(**s)) if isinstance(s, dict) else None
+    except (TypeError, ValueError):
+        cap = None
+    if cap is not None:
+        sv, layers = cap.per_rank.saving, cap.shape.layers
+        line = (
+            f"Per rank ({layers} layers × {cap.shape.experts} experts, W13 and W2): 3-byte "
+            f"metadata saves {sv:,} bytes ({sv / MIB:,.1f} MiB) computed"
+        )
+        per_bank = {r.kernel: r.per_bank(r.used) for r in rows}
+        if all(per_bank.get(k) is not None for k in ("w13", "w2")):
+            meas = (per_bank["w13"] + per_bank["w2"]) * layers
+            line += f"; {meas:,.0f} bytes ({meas / MIB:,.1f} MiB) from the measured banks"
+        out += ["", line + "."]
+    return out
+
+
+def _working_set(an: Analysis) -> list[str]:
+    """One row per (kernel, set, geometry): every comparison of a set shares its banks."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for r in an.results:
+        ws, l2 = r.cmp.get("working_set_bytes"), r.cmp.get("l2_bytes")
+        if ws is not None:
+            groups.setdefault((r.kernel, r.set, ws, l2, r.cmp.get("graphs", 1)), []).append(r.id)
+    if not groups:
+        return ["Working set not recorded."]
+    body = []
+    for (kernel, st, ws, l2, graphs), ids in groups.items():
+        ratio = f"{ws / l2:.2f}×" if l2 else "L2 unknown"
+        body.append([f"{kernel} / {st}", fmt_bytes(ws), fmt_bytes(l2), ratio, str(graphs)])
+        body[-1].append(", ".join(f"`{i}`" for i in ids))
+    header = ["kernel / set", "working set (one cycle of graphs)", "L2", "working set / L2"]
+    lines = _table(header + ["graphs", "comparisons"], body, "lrrrrl")
+    return lines + [
+        "",
+        "Rotating sets below 5× L2 get extra banks and alternate several captured graphs, so "
+        "that consecutive replays touch disjoint memory (docs/DESIGN.md §5.3).",
+    ]
+
+
+def _numerics(an: Analysis) -> list[str]:
+    """Gate records: bit-identity of the readers; the bf16 peer is checked against a tolerance.
+    ``gated: false`` means the check did not block timing; its result is still reported."""
+    exact, loose = [], []
+    for r in an.results:
+        for g in r.gates:
+            exact_kind = (g.get("kind") or "bit-identical") == "bit-identical"
+            (exact if exact_kind else loose).append((r, g))
+    ids = {r.id for r, _ in exact}
+    bad = sorted({r.id for r, g in exact if not g.get("ok")})
+    line = f"Numerics gate: {len(ids) - len(bad)} of {len(ids)} comparisons bit-identical"
+    lines = [line + ("; **DIFFER**: " + ", ".join(f"`{i}`" for i in bad) if bad else "") + "."]
+    for r, g in loose:
+        err = g.get("rel_l2")
+        val = "n/a" if err is None else f"{err:.2g}"
+        state = "within tolerance" if g.get("ok") else "**outside tolerance**"
+        lines.append(f"`{r.id}` (not bit-identical by design): {g.get('kind')}: {val}, {state}.")
+    ungated = [f"`{r.id}`" for r in an.results if not r.gates]
+    if ungated:
+        lines.append(f"No numerics check recorded for {', '.join(ungated)}.")
+    return lines[:1] + ([""] + [f"- {x}" for x in lines[1:]] if len(lines) > 1 else [])
+
+
+def _calibration(an: Analysis) -> list[str]:
+    """Smallest injected delay detected reliably: SLOWER at that spin and every larger one
+    (the rule of workbench.analysis.calibration)."""
+    cal = an.calibration()
+    if cal is None:
+        return []
+    out = []
+    for group, g in cal["groups"].items():
+        found = g["resolution"]
+        res = (
+            f"spin={found['spin_cycles']}, measured "
+            f"{'n/a' if found['effect_pct'] is None else format(found['effect_pct'], '+.2f')} %"
+            if found
+            else "none (no spin was detected SLOWER together with every larger one)"
+        )
+        kernel, _, st = group.partition("/")
+        out.append(
+            f"- {kernel} / {st}: smallest injected delay detected reliably: {res}; "
+            f"controls (spin 0): {', '.join(g['controls']) or 'none'}"
+        )
+    return out + [
+        "",
+        "Reliably = that spin's comparison is SLOWER and so is every larger one; the control "
+        "(B = A) should read SAME or AMBIGUOUS, never FASTER/SLOWER.",
+    ]
+
+
+def provenance_line(session: Session) -> str:
+    env, prov = session.environment, session.provenance
+    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
+    parts = [f"GPU {gpu_text(session)}"]
+    if gpu.get("sm"):
+        parts.append(f"sm {gpu['sm']}")
+    for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch")):
+        parts.append(f"{label} {gpu.get(key) or env.get(key) or 'n/a'}")
+    git = prov.get("git") or {}
+    commit = (git.get("commit") or "n/a")[:12]
+    dirty = " (dirty)" if git.get("dirty") else ""
+    parts.append(f"workbench {prov.get('version', 'n/a')} @ {commit}{dirty}")
+    files = prov.get("files") or {}
+    if files:
+        parts.append(
+            "sources " + ", ".join(f"{Path(p).name} {h[:10]}" for p, h in sorted(files.items()))
+        )
+    builds = {v: h for v, h in (prov.get("builds") or {}).items() if isinstance(h, str)}
+    if builds:
+        parts.append("builds " + ", ".join(f"{v} {h[:10]}" for v, h in sorted(builds.items())))
+    return " · ".join(parts)
+
+
+def _plot_links(session: Session, plots_dir: Path | None, link_base: Path | None) -> list[str]:
+    if plots_dir is None:
+        return []
+    found = existing_plots(session.path.name, plots_dir)
+    if not found:
+        return [f"No plots in `{plots_dir}`: run `workbench plot {session.path}`."]
+    base = link_base if link_base is not None else Path.cwd()
+    rel = {k: Path(os.path.relpath(p, base)).as_posix() for k, p in found.items()}
+    out = []
+    if "summary" in rel:
+        out += [f"![summary of {session.path.name}]({rel['summary']})", ""]
+    out += [f"- [{k}]({p})" for k, p in rel.items()]
+    return out
+
+
+def render_report(
+    session: Session | str | os.PathLike,
+    plots_dir: str | os.PathLike | None = None,
+    link_base: str | os.PathLike | None = None,
+) -> str:
+    """Markdown report of ``session`` (a loaded Session or a path), recomputed from its journals.
+
+    ``plots_dir``: where `workbench plot` wrote this session's figures (linked if present);
+    ``link_base``: the folder the links are relative to (the report file's folder; default cwd).
+    """
+    s = session if isinstance(session, Session) else load_session(session)
+    an = analyse(s)
+    title = f"# Reader A/B on {gpu_text(s)}: `{s.path.name}`"
+    out = [title, ""]
+    out.append(
+        f"Shape {shape_text(s)} · {protocol_text(an)} · status **{s.status}** · "
+        f"created {s.created or 'n/a'}"
+    )
+    stale = stale_sources(s.provenance.get("files"))
+    out += ["", f"**{staleness_text(stale)}**" if stale else f"{staleness_text(stale)}."]
+    if s.status != "complete" or s.warnings:
+        out.append("")
+        if s.status != "complete":
+            out.append(
+                f"> **This session is {s.status}**: figures cover the samples measured before it "
+                "stopped."
+            )
+        out += [f"> warning: {w}" for w in s.warnings]
+    sections = [
+        ("Operator results", _seed_tables(an)),
+        ("Verdicts", _verdict_table(an) + [""] + _numerics(an)),
+        ("Calibration", _calibration(an)),
+        ("Recommendation", _recommendations(an)),
+        ("Step confirmation", _confirmation(an)),
+        ("Metadata memory: measured vs computed", _memory(an)),
+        ("Working set and L2", _working_set(an)),
+    ]
+    links = _plot_links(s, Path(plots_dir) if plots_dir else None, link_base and Path(link_base))
+    if links:
+        sections.append(("Plots", links))
+    sections.append(("Provenance", [provenance_line(s)]))
+    for name, body in sections:
+        if body:
+            out += ["", f"## {name}", "", *body]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def resolve_session(arg: str, root: str | os.PathLike = "sessions") -> Path:
+    """SESSION argument of `workbench report`/`plot`: a folder, a session.json, or "latest"
+    (the newest session under ``root``). Raises SessionError when there is none."""
+    if arg == "latest":
+        try:
+            found = list_sessions(root)
+        except WorkbenchError as e:
+            raise SessionError(f"SESSION 'latest': {e}") from None
+        if not found:
+            raise SessionError(f"SESSION 'latest': no loadable session under {root}/")
+        return found[0].path  # newest first
+    return Path(arg)

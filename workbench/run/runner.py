@@ -1,0 +1,397 @@
+"""Orchestration of a run (docs/DESIGN.md §5-§8): engine, monitor, session, and the order of work.
+
+The device work is the engine's (workbench.measure.engine); what the results mean (the recommendation,
+the calibration resolution) is the analysis model's (workbench.analysis, §7.7), the same rule
+the report applies to the journal. ``Runner(cfg).run()`` measures the comparisons of a plan (workbench.measure.plan) on the GPU and keeps
+everything in a session folder as it goes. The CLI (`workbench ab`, `workbench calibrate`) and the
+TUI drive the same Runner; they listen through ``progress`` (abba.Progress after every sample)
+and ``events`` (``events(kind, data)``: "builds", "session", "memory", "comparison", "gate",
+"result", "recommendation", "note"). ``cancel`` (threading.Event) stops between samples; the
+session is then kept as "interrupted" with what was measured, as on Ctrl-C.
+
+torch is imported inside the methods that need it, so this module loads on a CPU-only machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import secrets
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.analysis.calibration import calibration_summary
+from workbench.analysis.recommend import Recommendation, recommendations
+from workbench.core import defaults
+from workbench.core.errors import BadArgument, NoGPUError, WorkbenchError
+from workbench.data.shapes import Shape
+from workbench.measure.abba import ProtocolConfig
+from workbench.measure.plan import (
+    KERNEL_CHOICES,
+    SETS,
+    ComparisonSpec,
+    parse_arm_spec,
+    plan_ab,
+)
+from workbench.measure.results import CmpResult
+from workbench.run.progress import ProgressEvent
+
+NO_GPU_MESSAGE = (
+    "no usable GPU ({why}). Timing needs an NVIDIA GPU with a CUDA build of torch. "
+    "Without one you can still use: `workbench capacity` (memory arithmetic), "
+    "`workbench sessions` / `workbench plot` / `workbench report` on saved sessions, "
+    "`workbench` (the TUI, in browse mode) and the tests (`python3 -m pytest`)."
+)
+
+
+def require_gpu() -> None:
+    """Raise NoGPUError (exit 3) with the plain message unless torch sees a CUDA device."""
+    try:
+        import torch
+    except ImportError as e:
+        raise NoGPUError(NO_GPU_MESSAGE.format(why=f"torch is not importable: {e}")) from None
+    if not torch.cuda.is_available():
+        why = "torch sees no CUDA device"
+        if torch.version.cuda is None:
+            why += f"; torch {torch.__version__} is a CPU-only build"
+        raise NoGPUError(NO_GPU_MESSAGE.format(why=why))
+
+
+@dataclass
+class RunConfig:
+    """Everything a run needs; ``comparisons`` come from workbench.measure.plan."""
+
+    shape: Shape
+    comparisons: list[ComparisonSpec]
+    sets: tuple[str, ...] = defaults.SETS
+    calls: int = defaults.CALLS
+    replays: int = defaults.REPLAYS
+    seed: int = defaults.SEED
+    m: float = defaults.M
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
+    confirm: bool = True  # end a run over w13 and w2 with the step confirmation
+    sessions_dir: str = defaults.SESSIONS_DIR
+    slug: str = "ab"
+    mode: str = "ab"  # or "calibrate"
+    extra: dict[str, Any] = field(default_factory=dict)  # more config for session.json
+    # An open workbench.data.checkpoint.Checkpoint: banks from its experts instead of synthetic ones
+    # (docs/DESIGN.md §3.7); its record goes to the provenance, its path to extra.
+    checkpoint: Any = None
+
+    def session_config(self) -> dict[str, Any]:
+        p = dataclasses.asdict(self.protocol)
+        return {
+            "mode": self.mode,
+            "shape": self.shape.to_dict(),
+            "preset": self.shape.name,
+            "comparisons": [c.id for c in self.comparisons],
+            "sets": list(self.sets),
+            "calls": self.calls,
+            "replays": self.replays,
+            "seed": self.seed,
+            "m": self.m,
+            "protocol": p,
+            "confirm": self.confirm,
+            **self.extra,
+        }
+
+
+@dataclass
+class RunResult:
+    status: str  # complete | interrupted | failed
+    session_path: Path | None
+    summary: dict[str, Any]
+
+
+class Runner:
+    """Runs one plan on the GPU into one session. Not reusable: make one per run."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        *,
+        progress: Callable[[Any], Any] | None = None,
+        events: Callable[[str, Any], Any] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.progress = progress
+        self._events = events
+        self.cancel = cancel or threading.Event()
+        self.results: list[CmpResult] = []
+        self.recommendations: dict[str, Recommendation] = {}
+        self.memory: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.session = None
+        self.monitor = None
+        self.nvml_status: str | None = None  # "available" or why not, as it was while measuring
+        self.clock_mhz: float | None = None  # the GPU's rated SM clock (torch), for calibration
+
+    # ------------------------------------------------------------------ plumbing
+
+    def emit(self, kind: str, data: Any) -> None:
+        if self._events is not None:
+            self._events(kind, data)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        if self.session is not None:
+            self.session.record("note", text=text)
+        self.emit("note", text)
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> RunResult:
+        """Measure the plan. Raises NoGPUError, BuildError, NumericsError (the session, when one
+        exists, is marked failed first); KeyboardInterrupt keeps the session as interrupted."""
+        from workbench.measure.monitor import Monitor
+        from workbench.store.session import SessionWriter
+
+        require_gpu()
+        if self.cfg.protocol.placement_seed is None:
+            # a fresh seed per run (docs/DESIGN.md §5.5): runs must sample placements, not
+            # repeat one; it is journaled, and --placement-seed replays the run's blocks
+            self.cfg.protocol = dataclasses.replace(
+                self.cfg.protocol, placement_seed=secrets.randbits(62)
+            )
+        engine = self.make_engine()
+        builds = engine.build()
+        self.monitor = Monitor()
+        env = engine.environment(builds)
+        prov = engine.provenance(builds)
+        writer = SessionWriter(
+            self.cfg.sessions_dir, self.cfg.slug, self.cfg.session_config(), prov, env
+        )
+        self.session = writer
+        self.emit("session", writer.path)
+        self.monitor.sink = writer.nvml
+        self.monitor.start()
+        # stop() later rewrites the monitor's reason: keep what was true while measuring
+        self.nvml_status = self.monitor.reason or "available"
+        if not self.monitor.available:
+            self.note(self.monitor.reason)
+        status, error = "complete", None
+        try:
+            engine.run_plan()
+            if self.cancel.is_set():
+                status = "interrupted"
+        except KeyboardInterrupt:
+            self._finish("interrupted", "interrupted (KeyboardInterrupt)")
+            raise
+        except BaseException as e:
+            self._finish("failed", f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            self.monitor.stop()
+            engine.release()
+        self._finish(status, error)
+        return RunResult(status, writer.path, self.summary(status))
+
+    def make_engine(self) -> Any:
+        """The device side of the run (`workbench tune` runs its own plan on a subclass)."""
+        from workbench.measure.engine import Engine
+
+        return Engine(self)
+
+    def _finish(self, status: str, error: str | None) -> None:
+        if self.session is not None and not self.session.finished:
+            self.session.finish(status, self.summary(status), error=error)
+
+    # ------------------------------------------------------------------ results
+
+    def add_result(self, res: CmpResult) -> None:
+        self.results.append(res)
+        self.emit("result", res.summary(self.cfg.calls))
+
+    def recommend(self) -> dict[str, Recommendation]:
+        """Per-kernel recommendations from the comparisons measured so far: the analysis model's
+        rule (workbench.analysis.recommend), the same one the report applies to the journal."""
+        self.recommendations = recommendations(self.results)
+        return self.recommendations
+
+    def confirmation_plan(self) -> list[ComparisonSpec]:
+        """The step comparisons of the recommended mix against the all-A (scalar) baseline."""
+        recs = self.recommendations
+        if not self.cfg.confirm or set(recs) != {"w13", "w2"}:
+            return []
+        base = parse_arm_spec("step", ",".join(f"{k}={self._main_a(k)}" for k in ("w13", "w2")))
+        mix = parse_arm_spec("step", ",".join(f"{k}={recs[k].arm}" for k in ("w13", "w2")), "mix")
+        if base.name == mix.name:
+            self.note(
+                f"step confirmation skipped: the recommended mix {mix.name} is the baseline itself"
+            )
+            return []
+        return [
+            ComparisonSpec(f"step/{s}/confirm", "step", s, "confirm", base, mix)
+            for s in self.cfg.sets
+        ]
+
+    def _main_a(self, kernel: str) -> str:
+        for r in self.results:
+            if r.spec.kernel == kernel and r.spec.role == "main":
+                return r.spec.a.name
+        raise WorkbenchError(f"no main comparison for {kernel}")
+
+    def summary(self, status: str) -> dict[str, Any]:
+        calls = self.cfg.calls
+        out: dict[str, Any] = {
+            "status": status,
+            "session": None if self.session is None else str(self.session.path),
+            "shape": self.cfg.shape.to_dict(),
+            "calls": calls,
+            "replays": self.cfg.replays,
+            "m": self.cfg.m,
+            "comparisons": [r.summary(calls) for r in self.results],
+            "recommendations": {k: r.to_dict() for k, r in self.recommendations.items()},
+            "memory": self.memory,
+            "flagged": sum(r.outcome.flagged for r in self.results),
+            "excluded": sum(r.outcome.excluded for r in self.results),
+            "notes": list(self.notes),
+            "nvml": self.nvml_status,
+        }
+        if self.cfg.mode == "calibrate":
+            out["calibration"] = calibration_summary(out["comparisons"], self.cfg.m, self.clock_mhz)
+        return json_safe(out)
+
+
+def json_safe(x: Any) -> Any:
+    """``x`` with non-finite floats as None and tuples as lists (strict JSON for --json)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, Mapping):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
+def _positive_int(value: Any, option: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise BadArgument(f"{option} {value!r} must be an integer >= {low}")
+    return value
+
+
+def make_config(
+    shape: Shape,
+    *,
+    kernels: tuple[str, ...] = defaults.KERNELS,
+    sets: tuple[str, ...] = defaults.SETS,
+    a: str = defaults.ARM_A,
+    b: str = defaults.ARM_B,
+    reference: bool = True,
+    confirm: bool = True,
+    calls: int = defaults.CALLS,
+    replays: int = defaults.REPLAYS,
+    seed: int = defaults.SEED,
+    m: float = defaults.M,
+    protocol: ProtocolConfig | None = None,
+    sessions_dir: str = defaults.SESSIONS_DIR,
+    slug: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> RunConfig:
+    """A validated RunConfig for `workbench ab` (torch-free: bad input fails before GPU work).
+    Errors are BadArgument naming the command-line option and its value."""
+    for k in kernels:
+        if k not in KERNEL_CHOICES:
+            raise BadArgument(f"--kernel {k!r} is not one of {', '.join(KERNEL_CHOICES)}")
+    for s in sets:
+        if s not in SETS:
+            raise BadArgument(f"--set {s!r} is not one of {', '.join(SETS)}")
+    if not kernels or not sets:
+        raise BadArgument("--kernel and --set must each name at least one choice")
+    _positive_int(calls, "--calls")
+    _positive_int(replays, "--replays")
+    _positive_int(seed, "--seed", low=0)
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 < m < 0.5:
+        raise BadArgument(f"--min-effect {m!r} must be a fraction in (0, 0.5), e.g. 0.01")
+    protocol = (protocol or ProtocolConfig()).validate()
+    comparisons = plan_ab(tuple(kernels), tuple(sets), a, b, reference=reference)
+    if slug is None:
+        slug = "aa" if all(c.role == "aa" for c in comparisons) else "ab"
+    return RunConfig(
+        shape=shape.validate(), comparisons=comparisons, sets=tuple(sets), calls=calls,
+        replays=replays, seed=seed, m=float(m), protocol=protocol, confirm=confirm,
+        sessions_dir=str(sessions_dir), slug=slug, mode="ab",
+        extra={"kernels": list(kernels), "a": a, "b": b, "reference": reference, **(extra or {})},
+    )  # fmt: skip
+
+
+def run_session(
+    config: Mapping[str, Any],
+    root: str | Path = defaults.SESSIONS_DIR,
+    progress: Callable[[Any], Any] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Path:
+    """Entry point for the TUI: run the TUI's RunConfig (as a dict) and return the session path.
+
+    ``progress`` receives workbench.run.progress.ProgressEvent records; ``cancelled`` is polled
+    after every sample (a cancelled run returns its session, status "interrupted").
+    """
+    from workbench.data.shapes import resolve_shape
+
+    c = dict(config)
+    ckpt = None
+    extra: dict[str, Any] = {"source": "tui"}
+    given = [k for k in ("hidden", "inter", "experts", "top_k", "layers") if c.get(k) is not None]
+    if str(c.get("checkpoint") or "").strip():  # real weights (docs/DESIGN.md §3.8)
+        from workbench.data.checkpoint import Checkpoint
+
+        if given:
+            raise BadArgument(
+                f"{given[0]} cannot be combined with a checkpoint: its config.json gives the shape"
+            )
+        ckpt = Checkpoint(
+            str(c["checkpoint"]).strip(), tp=c.get("tp"), rank=int(c.get("rank") or 0)
+        )
+        shape = ckpt.shape
+        extra["checkpoint"] = ckpt.summary()
+    else:
+        if c.get("rank"):
+            raise BadArgument(f"rank={c['rank']} needs a checkpoint: synthetic banks have no ranks")
+        shape = resolve_shape(
+            preset=c.get("preset"), tp=c.get("tp"), hidden=c.get("hidden"), inter=c.get("inter"),
+            experts=c.get("experts"), top_k=c.get("top_k"), layers=c.get("layers"),
+        )  # fmt: skip
+    proto = ProtocolConfig(
+        pairs=int(c.get("pairs", defaults.PAIRS)),
+        blocks=int(c.get("blocks", defaults.BLOCKS)),
+        adaptive=bool(c.get("adaptive", False)),
+        target=float(c.get("target_pct", defaults.TARGET * 100)) / 100.0,
+    )  # fmt: skip
+    cfg = make_config(
+        shape, kernels=tuple(c.get("kernels", defaults.KERNELS)),
+        sets=tuple(c.get("sets", defaults.SETS)), a=c.get("a", defaults.ARM_A),
+        b=c.get("b", defaults.ARM_B), calls=int(c.get("calls", defaults.CALLS)),
+        replays=int(c.get("replays", defaults.REPLAYS)), seed=int(c.get("seed", defaults.SEED)),
+        protocol=proto, sessions_dir=str(root), extra=extra,
+    )  # fmt: skip
+    cfg.checkpoint = ckpt  # banks from its experts when one is given
+    cancel = threading.Event()
+    ids = [x.id for x in cfg.comparisons]
+
+    def on_progress(p: Any) -> None:
+        if cancelled is not None and cancelled():
+            cancel.set()
+        if progress is None:
+            return
+        step = ids.index(p.cmp) + 1 if p.cmp in ids else len(ids)
+        ci = None if p.ci_low is None else (p.ci_low, p.ci_high)
+        # pairs over the comparison's blocks so far (p.complete counts the block in flight)
+        done = (p.block or 0) * proto.pairs + p.complete
+        progress(
+            ProgressEvent(
+                p.cmp, step, max(step, len(ids)), done,
+                None if p.adaptive else proto.pairs * proto.blocks, p.pair * 4 + p.slot + 1,
+                p.median, ci,
+                "flagged sample: re-measuring" if p.flagged_last else "",
+            )
+        )  # fmt: skip
+
+    result = Runner(cfg, progress=on_progress, cancel=cancel).run()
+    assert result.session_path is not None
+    return result.session_path
