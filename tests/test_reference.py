@@ -9,7 +9,6 @@ import torch
 from workbench.core.errors import BadArgument
 from workbench.data.reference import (
     rel_l2,
-    step_reference,
     w2_reference,
     w13_reference,
     worst_element,
@@ -80,16 +79,6 @@ def test_w2_matches_naive(seed):
     assert r.y.shape == (40,) and r.y_fp16.dtype == np.float16
 
 
-def test_step_feeds_fp16_inter_to_w2():
-    x, w13, w2, rw = fresh(5)
-    first, second = step_reference(x, w13, w2, rw)
-    np.testing.assert_array_equal(second.y, w2_reference(first.inter_fp16, w2, rw).y)
-    # using the unrounded inter would give a (slightly) different y: the rounding point matters
-    exact = naive_w2(first.inter_exact, w2, rw)
-    assert not np.array_equal(second.y, exact)
-    assert rel_l2(second.y, exact) < 2e-3
-
-
 def test_accepts_cpu_torch_tensors():
     x, w13, _, _ = fresh(6)
     r1 = w13_reference(torch.from_numpy(x), torch.from_numpy(w13))
@@ -149,7 +138,8 @@ def test_pipeline_from_synthetic_weights():
         w = expert_weights(2 if name == "w13" else 3, k, n, experts=6)
         full = dequantize(*(torch.from_numpy(a) for a in (w.q, w.scales, w.zeros))).numpy()
         deq[name] = full[r.ids]
-    first, second = step_reference(activations(4, 128), deq["w13"], deq["w2"], r.rw)
+    first = w13_reference(activations(4, 128), deq["w13"])
+    second = w2_reference(first.inter_fp16, deq["w2"], r.rw)
     assert np.isfinite(first.inter_fp16).all() and np.count_nonzero(first.inter_fp16) > 90
     assert np.isfinite(second.y_fp16).all() and np.count_nonzero(second.y_fp16) > 90
     assert rel_l2(second.y_fp16, second.y) < 2e-3

@@ -7,7 +7,6 @@ EXIT_BAD_ARGS = 2
 EXIT_NO_GPU = 3
 EXIT_BUILD_FAILED = 4
 EXIT_NUMERICS_DIFFER = 5
-EXIT_NOT_IMPLEMENTED = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 
 

@@ -299,13 +299,3 @@ def layout_info(layout: object, what: str = "layout") -> Layout:
 
 def record_bytes(layout: object) -> int:
     return layout_info(layout).record_bytes
-
-
-def reader_define(reader: object, layout: str) -> str:
-    """The -D macro of ``reader`` for ``layout``; BadArgument if the layout does not support it."""
-    lay = layout_info(layout)
-    if reader not in lay.readers:
-        raise BadArgument(
-            f"reader={reader!r} is not supported by layout {layout} (it has {', '.join(lay.readers)})"
-        )
-    return READERS[reader]

@@ -102,12 +102,6 @@ def w2_reference(inter: object, w: object, rw: object) -> W2Result:
     return W2Result(y, y16)
 
 
-def step_reference(x: object, w13: object, w2: object, rw: object) -> tuple[W13Result, W2Result]:
-    """One decode step: W13 then W2 on W13's FP16 ``inter``, as the kernels chain them."""
-    first = w13_reference(x, w13)
-    return first, w2_reference(first.inter_fp16, w2, rw)
-
-
 def rel_l2(got: object, want: object) -> float:
     """``||got - want|| / ||want||`` in float64 (0 when both are zero; inf if only want is)."""
     g = np.asarray(got, dtype=np.float64)
