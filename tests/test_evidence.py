@@ -1,6 +1,6 @@
 """Evidence is never stale (issue 11, item 4): the sessions README.md and docs/*.md cite.
 
-Convention (docs/EVIDENCE.md, workbench/store/evidence.py): a session folder name cited in README.md
+Convention (docs/EVIDENCE.md, tests/evidence_scan.py): a session folder name cited in README.md
 or docs/*.md (``<YYYYmmddTHHMMSSZ>_<slug>``, bare, after ``sessions/``, or as the stem of a file
 named after the session such as ``<name>_summary.png``) is CURRENT evidence: the session must
 exist under sessions/ and its recorded kernel-source hashes (provenance.files, csrc/ entries)
@@ -18,9 +18,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from evidence_scan import check, citations, doc_files
 
 from workbench.kernels.build import source_hashes
-from workbench.store.evidence import check, citations, doc_files
 from workbench.store.provenance import source_digest, stale_sources, staleness_text
 from workbench.store.session import SessionWriter
 

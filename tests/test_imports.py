@@ -73,8 +73,8 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 LAYERS = [
     "core",  # errors, defaults, limits, stats
     "data",  # shapes, layouts, awq, checkpoints, synthetic data, reference, capacity
-    "kernels",  # specs, variants, build, ops, argcases, the Triton peer, the CUDA models
-    "store",  # session folder, schema, provenance, evidence
+    "kernels",  # specs, variants, build, ops, argcases, the Triton peer
+    "store",  # session folder, schema, provenance
     "measure",  # plan, banks, gate, graphs, ABBA, engine, results, monitor
     "analysis",  # the analysis model of sessions: summaries, compare, pool, recommend
     "run",  # the runner and its progress events
@@ -175,6 +175,37 @@ def test_no_import_cycles():
         "graph not read"
     )
     assert cycles(graph) == [], sorted(sorted(c) for c in cycles(graph))
+
+
+def modules_without_a_caller(graph: dict[str, set[str]]) -> list[str]:
+    """Modules no other workbench module imports (importing ``a.b.c`` imports the packages ``a.b``
+    and ``a`` too), other than the entry points. A module only tests import belongs under tests/."""
+    imported = set()
+    for deps in graph.values():
+        for d in deps:
+            parts = d.split(".")
+            imported |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    return sorted(m for m in graph if m not in imported and m not in ENTRY and m != "workbench")
+
+
+def test_caller_finder_finds_a_planted_orphan():
+    g = {
+        "workbench.cli": {"workbench.commands.ab"},
+        "workbench.commands.ab": {"workbench.core.stats"},
+        "workbench.commands": set(),
+        "workbench.core": set(),
+        "workbench.core.stats": set(),
+        "workbench.core.unused": {"workbench.core.stats"},
+    }
+    assert modules_without_a_caller(g) == ["workbench.core.unused"]
+
+
+def test_every_module_has_a_caller_in_the_package():
+    """No module of the package is imported by tests alone: the CLI's command table and the TUI's
+    by-name loads count (full_graph), the entry points are cli and __main__."""
+    graph = full_graph()
+    assert len(graph) > 50, "graph not read"
+    assert modules_without_a_caller(graph) == []
 
 
 def test_report_and_plots_do_not_import_each_other_both_ways():

@@ -1,4 +1,5 @@
-"""Session citations in the docs, and whether the evidence they cite is current (issue 11).
+"""Session citations in the docs, and whether the evidence they cite is current (issue 11): the
+scanner of tests/test_evidence.py (a test helper; the package's part is provenance.stale_sources).
 
 Convention (docs/EVIDENCE.md): a session folder name (``<YYYYmmddTHHMMSSZ>_<slug>``, bare, after
 ``sessions/``, or as the stem of a figure or report named after the session, such as
