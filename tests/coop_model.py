@@ -1,5 +1,10 @@
 """NumPy model of the metadata readers of one warp: the spec the CUDA readers are held to.
 
+A test helper (tests/test_coop_model.py checks it against scalar byte reads). It is not yet tied
+to the CUDA by a test: the kernels write this arithmetic inline; branch house-tie factors it into
+host-callable helpers (identical SASS) compared with this model, to land with the next re-measure
+of the sessions, since it changes the csrc/ hashes the evidence rule checks.
+
 A tile is 32 consecutive records of one group (one per lane, lane = column). In the b3 layout
 it is 96 bytes, 4-byte aligned (its start is a multiple of 4 because N % 32 == 0).
 

@@ -1,5 +1,8 @@
 """NumPy model of one warp's tensor-core dot product: the spec csrc/kernels/awq_meta.cuh is held to.
 
+A test helper (tests/test_fragment_model.py checks it against a plain dot product). It is not
+yet tied to the CUDA by a test: see tests/coop_model.py for why and for the branch that does.
+
 One warp covers one tile (32 columns) of one group (32 k). Lane L = 4*qd + t:
 
 * **weights**: entry (g, 32T + L) of the packed bank (``layouts.pack_int4``): word c holds column

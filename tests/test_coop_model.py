@@ -3,10 +3,7 @@
 import numpy as np
 import pytest
 import torch
-
-from workbench.core.errors import BadArgument
-from workbench.data.layouts import encode_metadata
-from workbench.kernels.coop_model import (
+from coop_model import (
     TILE_BYTES_B3,
     WARP,
     coop_indices,
@@ -20,6 +17,9 @@ from workbench.kernels.coop_model import (
     tile_offset,
     words_used,
 )
+
+from workbench.core.errors import BadArgument
+from workbench.data.layouts import encode_metadata
 
 RNG = np.random.default_rng(20240917)
 

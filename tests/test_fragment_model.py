@@ -1,11 +1,11 @@
-"""The tensor-core fragment mapping (workbench/kernels/fragment_model.py, mirrored by awq_meta.cuh) against
+"""The tensor-core fragment mapping (tests/fragment_model.py, mirrored by awq_meta.cuh) against
 a plain dot product of the dequantized weights: packing, activations, quad records and lane results."""
 
 import numpy as np
 import torch
+from fragment_model import dequant_word, lane_activations, warp_group_sums
 
 from workbench.data.layouts import dequantize, encode_metadata, pack_int4
-from workbench.kernels.fragment_model import dequant_word, lane_activations, warp_group_sums
 
 
 def _bank(seed: int, K: int = 64, N: int = 64):

@@ -224,8 +224,9 @@ def test_layout_registry_round_trips_every_layout():
 
 
 def test_unknown_layouts_are_never_labelled_b4_or_b3():
-    from workbench.data.capacity import expert_footprint
     from coop_model import tile_offset
+
+    from workbench.data.capacity import expert_footprint
 
     fp = expert_footprint(64, 64)
     assert fp.meta("b3") == 2 * 64 * 3 and fp.meta("b4") == 2 * 64 * 4
