@@ -1,9 +1,8 @@
 """NumPy model of the metadata readers of one warp: the spec the CUDA readers are held to.
 
-A test helper (tests/test_coop_model.py checks it against scalar byte reads). It is not yet tied
-to the CUDA by a test: the kernels write this arithmetic inline; branch house-tie factors it into
-host-callable helpers (identical SASS) compared with this model, to land with the next re-measure
-of the sessions, since it changes the csrc/ hashes the evidence rule checks.
+A test helper: tests/test_coop_model.py checks it against scalar byte reads, and the kernels'
+own readers (``read_meta2`` of csrc/kernels/awq_meta.cuh for b4-scalar, b3-scalar and b3-coop,
+run unmodified on the host by tests/warp_host.cpp, 32 threads for a warp) against it.
 
 A tile is 32 consecutive records of one group (one per lane, lane = column). In the b3 layout
 it is 96 bytes, 4-byte aligned (its start is a multiple of 4 because N % 32 == 0).
@@ -168,3 +167,11 @@ def tile_offset(group: int, tile: int, n: int, layout: str) -> int:
     if n % WARP:
         raise BadArgument(f"n={n} is not a multiple of {WARP}: tiles would not be aligned")
     return group * n * r + tile * WARP * r
+
+
+def make_meta(records_b3: np.ndarray) -> np.ndarray:
+    """24-bit b3 records -> the word the readers hand on: ``scale | bias << 16`` with
+    ``bias = fp16(fp16(-zero) * scale)``, one rounding (awq_meta.cuh ``make_meta``)."""
+    scale, zero = split_b3(records_b3)
+    bias = (-zero.astype(np.int32)).astype(np.float16) * scale.view(np.float16)
+    return scale.astype(np.uint32) | (bias.view(np.uint16).astype(np.uint32) << 16)

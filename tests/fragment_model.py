@@ -1,7 +1,9 @@
 """NumPy model of one warp's tensor-core dot product: the spec csrc/kernels/awq_meta.cuh is held to.
 
-A test helper (tests/test_fragment_model.py checks it against a plain dot product). It is not
-yet tied to the CUDA by a test: see tests/coop_model.py for why and for the branch that does.
+A test helper. tests/test_fragment_model.py checks it against a plain dot product, and the
+kernels' own ``quad_meta`` and ``acc_of_lane`` (run on the host by tests/warp_host.cpp) against
+``quad_source`` and ``RESULT_SLOT``. Not tied to the CUDA by a test: the mma operand order and the
+dequantize (inline PTX), which the GPU tests' bit-identity against the float64 reference holds.
 
 One warp covers one tile (32 columns) of one group (32 k). Lane L = 4*qd + t:
 
@@ -36,6 +38,13 @@ from __future__ import annotations
 import numpy as np
 
 WARP = 32
+# lane 4*qd + t keeps the sum of column t of its quad: accumulator d[mb][i] of m-block mb
+RESULT_SLOT = ((0, 0), (0, 2), (1, 0), (1, 2))
+
+
+def quad_source(lane: int, c: int) -> int:
+    """The lane whose record is column ``c`` of ``lane``'s quad (``quad_meta``'s shuffle source)."""
+    return 4 * (lane // 4) + c
 
 
 def _half(bits: int) -> float:
@@ -95,7 +104,7 @@ def warp_group_sums(words: np.ndarray, recs: np.ndarray, xlane: np.ndarray) -> n
     """
     h = np.zeros((WARP, 4, 4, 2))  # lane, word c, pair p, (lo, hi)
     for lane in range(WARP):
-        quad = [int(recs[(lane & ~3) | c]) for c in range(4)]  # quad_meta
+        quad = [int(recs[quad_source(lane, c)]) for c in range(4)]  # quad_meta
         for c in range(4):
             h[lane, c] = dequant_word(int(words[lane, c]), quad[c])
     x = np.array([xlane[lane & 3] for lane in range(WARP)], dtype=np.float64)  # [lane, p, 2]
@@ -112,8 +121,8 @@ def warp_group_sums(words: np.ndarray, recs: np.ndarray, xlane: np.ndarray) -> n
                 axis=1,
             )
             _mma(acc[mb], a, x[:, 2 * kh : 2 * kh + 2])
-    pick = [(0, 0), (0, 2), (1, 0), (1, 2)]
+    pick = RESULT_SLOT
     return np.array([acc[pick[lane & 3][0], lane, pick[lane & 3][1]] for lane in range(WARP)])
 
 
-__all__ = ["dequant_word", "lane_activations", "warp_group_sums"]
+__all__ = ["RESULT_SLOT", "dequant_word", "lane_activations", "quad_source", "warp_group_sums"]

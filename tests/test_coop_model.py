@@ -1,4 +1,9 @@
-"""The cooperative reader's index arithmetic against scalar byte reads (docs/DESIGN.md §1, §3)."""
+"""The cooperative reader's index arithmetic against scalar byte reads (docs/DESIGN.md §1, §3), and the
+kernels' own readers against the model (tests/coop_model.py): csrc/kernels/awq_meta.cuh's
+read_meta2, unmodified, run on the host by tests/warp_host.cpp (compile tier: g++ and the CUDA
+headers, seconds)."""
+
+import shutil
 
 import numpy as np
 import pytest
@@ -10,6 +15,7 @@ from coop_model import (
     coop_read_b3,
     coop_table,
     funnelshift_r,
+    make_meta,
     read_b4,
     scalar_read_b3,
     split_b3,
@@ -17,6 +23,7 @@ from coop_model import (
     tile_offset,
     words_used,
 )
+from cuda_toolchain import KERNELS, run_warp, warp_host_skip_reason
 
 from workbench.core.errors import BadArgument
 from workbench.data.layouts import encode_metadata
@@ -137,3 +144,68 @@ def test_errors():
         tile_offset(0, 0, 48, "b3")
     with pytest.raises(BadArgument, match=r"layout='b2'"):
         tile_offset(0, 0, 64, "b2")
+
+
+NO_WARP = warp_host_skip_reason()
+needs_warp = pytest.mark.skipif(NO_WARP is not None, reason=NO_WARP or "")
+HALF_B3, HALF_B4 = TILE_BYTES_B3 // 2, 64  # 16 records
+
+
+def _b3_buffer(seed: int, tiles: int = 24) -> np.ndarray:
+    buf = np.random.default_rng(seed).integers(0, 256, tiles * TILE_BYTES_B3, dtype=np.uint8)
+    buf[1::3] &= 0xBF  # scale's high byte: exponent below 31, so no scale is inf or NaN
+    return buf
+
+
+def _pairs(half: int, tiles: int) -> list[tuple[int, int]]:
+    """Whole tiles (hi = lo + one half) and split ones (W13: half a gate tile, half an up tile)."""
+    whole = [(t * 2 * half, t * 2 * half + half) for t in (0, 1, 7, tiles - 1)]
+    split = [(3 * half, 40 * half), (40 * half, 5 * half), (9 * half, 9 * half)]
+    return whole + split
+
+
+def _model_b3(buf: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    tile = np.concatenate([buf[lo : lo + HALF_B3], buf[hi : hi + HALF_B3]])
+    raw = coop_read_b3(tile, 0, seed=lo).records
+    np.testing.assert_array_equal(raw, scalar_read_b3(tile, 0).records)
+    return make_meta(raw)
+
+
+@pytest.mark.compile
+@needs_warp
+@pytest.mark.parametrize("reader", ["coop", "scalar"])
+def test_the_kernels_b3_readers_hand_each_lane_the_models_record(reader):
+    buf = _b3_buffer(11)
+    pairs = _pairs(HALF_B3, buf.size // TILE_BYTES_B3)
+    recs, _, _ = run_warp("b3", reader, buf, pairs)
+    for p, (lo, hi) in enumerate(pairs):
+        np.testing.assert_array_equal(recs[p], _model_b3(buf, lo, hi), err_msg=f"halves {lo}, {hi}")
+
+
+@pytest.mark.compile
+@needs_warp
+def test_the_kernels_b4_reader_hands_each_lane_the_models_record():
+    buf = np.random.default_rng(12).integers(0, 256, 24 * 2 * HALF_B4, dtype=np.uint8)
+    pairs = _pairs(HALF_B4, 24)
+    recs, _, _ = run_warp("b4", "scalar", buf, pairs)
+    for p, (lo, hi) in enumerate(pairs):
+        tile = np.concatenate([buf[lo : lo + HALF_B4], buf[hi : hi + HALF_B4]])
+        np.testing.assert_array_equal(recs[p], read_b4(tile, 0).records)
+
+
+@pytest.mark.compile
+@needs_warp
+def test_a_changed_source_lane_in_the_kernel_is_caught(tmp_path):
+    """The same comparison on a copy of the headers whose cooperative reader takes ``lo`` from the
+    wrong lane must fail: the emulator really runs the header's code."""
+    kernels = tmp_path / "kernels"
+    shutil.copytree(KERNELS, kernels)
+    meta = kernels / "awq_meta.cuh"
+    text = meta.read_text()
+    old = "const int w0 = (3 * lane) >> 2;"
+    assert old in text
+    meta.write_text(text.replace(old, "const int w0 = (3 * lane + 1) >> 2;"))
+    buf = _b3_buffer(13)
+    recs, _, _ = run_warp("b3", "coop", buf, [(0, HALF_B3)], kernels)
+    wrong = recs[0] != _model_b3(buf, 0, HALF_B3)
+    assert wrong[1] and not wrong[0]  # lane 1: (3 + 1) >> 2 = 1, the model's word is 0

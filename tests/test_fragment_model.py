@@ -1,9 +1,21 @@
 """The tensor-core fragment mapping (tests/fragment_model.py, mirrored by awq_meta.cuh) against
-a plain dot product of the dequantized weights: packing, activations, quad records and lane results."""
+a plain dot product of the dequantized weights: packing, activations, quad records and lane results;
+and the kernels' own quad_meta and acc_of_lane (run on the host by tests/warp_host.cpp) against the
+model's quad_source and RESULT_SLOT."""
+
+import shutil
 
 import numpy as np
+import pytest
 import torch
-from fragment_model import dequant_word, lane_activations, warp_group_sums
+from cuda_toolchain import KERNELS, run_warp, warp_host_skip_reason
+from fragment_model import (
+    RESULT_SLOT,
+    dequant_word,
+    lane_activations,
+    quad_source,
+    warp_group_sums,
+)
 
 from workbench.data.layouts import dequantize, encode_metadata, pack_int4
 
@@ -62,3 +74,40 @@ def test_a_wrong_lane_mapping_is_caught():
     words[0, [0, 1]] = words[0, [1, 0]]
     bad = warp_group_sums(words[0, :32], recs[0, :32], xs[0])
     assert not np.allclose(good, bad)
+
+
+NO_WARP = warp_host_skip_reason()
+needs_warp = pytest.mark.skipif(NO_WARP is not None, reason=NO_WARP or "")
+
+
+def _quads_and_slots(kernels=KERNELS):
+    buf = np.random.default_rng(21).integers(0, 256, 4 * 128, dtype=np.uint8)
+    recs, quads, slots = run_warp("b4", "scalar", buf, [(0, 64), (256, 64)], kernels)
+    want = np.array(
+        [[recs[p, quad_source(lane, c)] for c in range(4)] for p in range(2) for lane in range(32)]
+    )
+    return quads.reshape(-1, 4), want, slots
+
+
+@pytest.mark.compile
+@needs_warp
+def test_the_kernels_quad_records_and_result_slots_are_the_models():
+    got, want, slots = _quads_and_slots()
+    assert len(set(map(tuple, want))) > 8  # distinct records: a wrong source lane would show
+    np.testing.assert_array_equal(got, want)
+    assert slots == [RESULT_SLOT[lane % 4] for lane in range(32)]
+
+
+@pytest.mark.compile
+@needs_warp
+def test_a_changed_quad_source_in_the_kernel_is_caught(tmp_path):
+    kernels = tmp_path / "kernels"
+    shutil.copytree(KERNELS, kernels)
+    meta = kernels / "awq_meta.cuh"
+    old = "__shfl_sync(kFullMask, rec, (lane & ~3) | cc)"
+    assert old in meta.read_text()
+    meta.write_text(
+        meta.read_text().replace(old, "__shfl_sync(kFullMask, rec, (lane & ~3) | (cc ^ 1))")
+    )
+    got, want, _ = _quads_and_slots(kernels)
+    assert (got != want).any()
