@@ -230,3 +230,11 @@ def test_runner_imports_no_front_end():
     assert not graph["workbench.run.runner"] & front, sorted(graph["workbench.run.runner"] & front)
     assert "workbench.run.progress" in graph["workbench.run.runner"]
     assert "workbench.run.progress" in graph["workbench.tui.backend"]
+
+
+def test_the_architecture_drawing_lists_the_layers_in_order():
+    """docs/ARCHITECTURE.md "Layers" draws the packages top to bottom: the same list as LAYERS."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    block = text.split("## Layers", 1)[1].split("```", 2)[1]
+    drawn = re.findall(r"^ (\w+)/ ", block, re.MULTILINE)
+    assert drawn[::-1] == LAYERS, drawn
