@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "plot": "workbench.commands.plot",
     "report": "workbench.commands.report",
     "tui": "workbench.commands.tui",
+    "doctor": "workbench.commands.doctor",
 }
 
 

@@ -46,7 +46,9 @@ def event_line(kind: str, data: Any) -> str | None:
         ws = (
             "" if ratio is None else f", working set {ratio:.1f}x L2 over {data['graphs']} graph(s)"
         )
-        return f"{data['id']}: A={data['a']} B={data['b']} ({data['role']}{ws})"
+        label = data.get("set_label")
+        shown = f", set {label}" if label and label != data.get("set") else ""
+        return f"{data['id']}: A={data['a']} B={data['b']} ({data['role']}{ws}{shown})"
     if kind == "gate":
         if "rel_l2" in data:
             how = "gated" if data.get("gated") else "not gated"

@@ -31,6 +31,10 @@ KERNEL_CHOICES = ("w13", "w2", "step")
 SETS = ("hot", "rotating")
 ROLES = ("main", "aa", "reference", "confirm", "calibration")
 L2_FACTOR = 5  # rotating working set (per cycle of graphs) at least this many times the L2
+# A hot set counts as L2-resident only up to this fraction of the L2 (docs/DESIGN.md §5.3): the
+# activations, outputs and routed ids share the L2 with it, replacement is not a perfect LRU, and
+# on A100/H100/H200 the L2 is two partitions whose far half is reached through the crossbar.
+HOT_RESIDENT_FRACTION = 0.5
 MAX_GRAPHS = 16  # bound on alternated graphs: tiny custom shapes would otherwise want hundreds
 REFERENCE_ARMS = ("b4-scalar", "tinygemm", "triton-moe")
 # Largest padding a block allocates before its banks (docs/DESIGN.md §5.5): 64 MiB spans many
@@ -241,6 +245,7 @@ class Geometry:
     l2_bytes: int | None
     layout: str  # the layout ws_replay was computed for
     notes: tuple[str, ...] = field(default=())
+    ws_largest: int | None = None  # bytes one replay reads in the arms' largest layout
 
     @property
     def ws_cycle(self) -> int:
@@ -250,6 +255,18 @@ class Geometry:
     @property
     def ws_ratio(self) -> float | None:
         return self.ws_cycle / self.l2_bytes if self.l2_bytes else None
+
+    @property
+    def residency(self) -> str | None:
+        """For a hot set: whether its working set can stay in the L2 (`hot_residency`)."""
+        ws = self.ws_largest or self.ws_replay
+        return hot_residency(ws, self.l2_bytes) if self.set == "hot" else None
+
+    @property
+    def label(self) -> str:
+        """The set's name as shown: "hot (0.77× L2, may not stay resident)" where it is not
+        plainly resident (`set_label`)."""
+        return set_label(self.set, self.ws_largest or self.ws_replay, self.l2_bytes)
 
     def slot(self, graph: int, call: int) -> tuple[int, int]:
         if self.set == "hot":
@@ -265,7 +282,37 @@ class Geometry:
             "working_set_l2_ratio": self.ws_ratio,
             "graphs": self.graphs,
             "banks": self.banks,
+            "set_label": self.label,
+            **(
+                {"residency": self.residency, "working_set_largest_bytes": self.ws_largest}
+                if self.set == "hot"
+                else {}
+            ),
         }
+
+
+def hot_residency(ws_bytes: int | None, l2_bytes: int | None) -> str:
+    """Whether a hot working set of ``ws_bytes`` can stay in an L2 of ``l2_bytes``: "resident"
+    (at most HOT_RESIDENT_FRACTION of it), "marginal" (up to the whole L2), "partly resident"
+    (more than the L2: part of every call comes from DRAM), or "unknown"."""
+    if not ws_bytes or not l2_bytes:
+        return "unknown"
+    ratio = ws_bytes / l2_bytes
+    if ratio <= HOT_RESIDENT_FRACTION:
+        return "resident"
+    return "marginal" if ratio <= 1.0 else "partly resident"
+
+
+def set_label(set_name: str, ws_bytes: int | None, l2_bytes: int | None) -> str:
+    """The honest name of an expert set: a hot set that cannot plainly stay in the L2 says so."""
+    if set_name != "hot":
+        return set_name
+    res = hot_residency(ws_bytes, l2_bytes)
+    if res == "marginal":
+        return f"hot ({ws_bytes / l2_bytes:.2f}× L2, may not stay resident)"
+    if res == "partly resident":
+        return f"hot ({ws_bytes / l2_bytes:.2f}× L2, partly resident)"
+    return "hot"
 
 
 def geometry(
@@ -278,8 +325,29 @@ def geometry(
     per_expert = expert_bytes(shape, kernels_of(kernel), layout)
     slices = max(1, shape.experts // shape.top_k)
     if set_name == "hot":
-        # the same top_k experts every call: L2-resident after the first call by design
-        return Geometry("hot", calls, 1, 1, slices, shape.top_k * per_expert, l2_bytes, layout)
+        # the same top_k experts every call: L2-resident after the first call where it fits.
+        # Residency is judged on the arms' largest layout (the b4 arm of b3-vs-b4 reads more).
+        big = max(layouts, key=lambda lay: expert_bytes(shape, kernels_of(kernel), lay))
+        ws = shape.top_k * expert_bytes(shape, kernels_of(kernel), big)
+        res = hot_residency(ws, l2_bytes)
+        notes = []
+        if res == "unknown":
+            notes.append("L2 size unknown: hot set not checked against L2")
+        elif res != "resident":
+            what = (
+                "more than the whole L2: part of every call is read from DRAM"
+                if res == "partly resident"
+                else f"more than {HOT_RESIDENT_FRACTION:.0%} of it: it may not stay resident"
+            )
+            notes.append(
+                f"hot set of {ws / 1e6:.2f} MB per call ({big}) is {ws / l2_bytes:.2f}x the "
+                f"{l2_bytes / 2**20:.0f} MiB L2, {what}; it is named "
+                f"'{set_label('hot', ws, l2_bytes)}'"
+            )
+        ws_small = shape.top_k * per_expert
+        return Geometry(
+            "hot", calls, 1, 1, slices, ws_small, l2_bytes, layout, tuple(notes), ws_largest=ws
+        )
     ws = calls * shape.top_k * per_expert
     notes: list[str] = []
     graphs = 1

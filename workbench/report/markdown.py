@@ -353,20 +353,38 @@ def _memory(an: Analysis) -> list[str]:
 
 def _working_set(an: Analysis) -> list[str]:
     """One row per (kernel, set, geometry): every comparison of a set shares its banks."""
+    from workbench.measure.plan import set_label
+
     groups: dict[tuple[Any, ...], list[str]] = {}
+    largest: dict[tuple[Any, ...], int] = {}  # the arms' largest layout, over the group
     for r in an.results:
         ws, l2 = r.cmp.get("working_set_bytes"), r.cmp.get("l2_bytes")
         if ws is not None:
-            groups.setdefault((r.kernel, r.set, ws, l2, r.cmp.get("graphs", 1)), []).append(r.id)
+            key = (r.kernel, r.set, ws, l2, r.cmp.get("graphs", 1))
+            groups.setdefault(key, []).append(r.id)
+            # sessions before the hot-set check recorded only the smallest layout's bytes
+            big = r.cmp.get("working_set_largest_bytes") or ws
+            largest[key] = max(largest.get(key, 0), big)
     if not groups:
         return ["Working set not recorded."]
+    labels = {key: set_label(key[1], largest[key], key[3]) for key in groups}
     body = []
-    for (kernel, st, ws, l2, graphs), ids in groups.items():
+    for key, ids in groups.items():
+        kernel, _, ws, l2, graphs = key
         ratio = f"{ws / l2:.2f}×" if l2 else "L2 unknown"
-        body.append([f"{kernel} / {st}", fmt_bytes(ws), fmt_bytes(l2), ratio, str(graphs)])
+        body.append([f"{kernel} / {labels[key]}", fmt_bytes(ws), fmt_bytes(l2), ratio, str(graphs)])
         body[-1].append(", ".join(f"`{i}`" for i in ids))
     header = ["kernel / set", "working set (one cycle of graphs)", "L2", "working set / L2"]
     lines = _table(header + ["graphs", "comparisons"], body, "lrrrrl")
+    partly = sorted({lab for lab in labels.values() if lab.startswith("hot (")})
+    if partly:
+        lines += [
+            "",
+            "**Hot sets that may not stay in the L2:** "
+            + "; ".join(partly)
+            + ". A hot set counts as resident up to half the L2 (docs/DESIGN.md §5.3); above it, "
+            "its calls read part of their weights from DRAM and its verdict is not an L2 verdict.",
+        ]
     return lines + [
         "",
         "Rotating sets below 5× L2 get extra banks and alternate several captured graphs, so "

@@ -174,6 +174,9 @@ RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
         "working_set_bytes": (OPT, BYTES),
         "l2_bytes": (OPT, BYTES),
         "graphs": (OPT, integer(1, MAX_COUNT)),
+        "set_label": (OPT, text),
+        "working_set_largest_bytes": (OPT, BYTES),
+        "residency": (OPT, one_of("resident", "marginal", "partly resident", "unknown")),
         "spin": (OPT, integer(0, 10**12)),
     },
     "sample": {
