@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from workbench.kernels import tinygemm, triton_moe  # real modules: their make_arm are the path
 from workbench.measure import bankstore, engine, graphs
 
 
@@ -91,6 +92,15 @@ class FakeBank:
     @property
     def nbytes(self) -> int:
         return self.weights.numel() * 4 + self.meta.numel()
+
+    def dequantized(self, experts):
+        """What the float64 reference reads: the decoded weights rounded to fp16, as a real
+        bank's dequantized weights are (~3e-4 from the fake kernels' fp32 sums)."""
+        return self.weights[torch.tensor(experts)].half().numpy()
+
+    def dequantize(self, ids):
+        """The device-side twin of ``dequantized`` (ops.Bank.dequantize)."""
+        return self.weights.index_select(0, ids.long()).half()
 
 
 def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
@@ -280,11 +290,11 @@ def install(monkeypatch):
     ops.make_bank, ops.make_inputs = fake_make_bank, make_inputs
     ops.relocate_bank = fake_relocate_bank
     ops.upload_bank = fake_upload_bank
-    ops.KernelOp, ops.TinyGemmPeer = FakeKernelOp, FakePeer
+    ops.KernelOp = FakeKernelOp
     monkeypatch.setitem(sys.modules, "workbench.kernels.ops", ops)
-    fused = types.ModuleType("workbench.kernels.triton_moe")
-    fused.TritonMoePeer = FakeFusedPeer
-    monkeypatch.setitem(sys.modules, "workbench.kernels.triton_moe", fused)
+    # the peers run through their real Python-arm entries (make_arm) on the simulated peers
+    monkeypatch.setattr(tinygemm, "TinyGemmPeer", FakePeer)
+    monkeypatch.setattr(triton_moe, "TritonMoePeer", FakeFusedPeer)
     monkeypatch.setattr(build, "build_many", build_many)
     props = types.SimpleNamespace(
         name="Simulated H200", major=9, minor=0, multi_processor_count=132,
