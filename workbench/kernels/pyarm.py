@@ -140,7 +140,7 @@ def _entry(text: str, base: Path, origin: str) -> tuple[Path | None, str | None,
             origin, "entry",
             f'{text!r} must be "path/to/file.py:function" or "package.module:function"',
         )  # fmt: skip
-    if target.endswith(".py") or "/" in target or "\\" in target:
+    if target.endswith(".py") or "/" in target or "\\" in target or (base / target).is_file():
         p = (base / target).resolve()
         if p.suffix != ".py":
             raise _fail(origin, "entry", f"{target!r} is not a .py file")

@@ -140,7 +140,6 @@ class TritonMoePeer:
     rw fp32 [top_k] -> out fp16 [1, N]). ``kernels`` is the module of jit functions (tests pass
     one loaded under TRITON_INTERPRET); ``config`` overrides the table."""
 
-    READS_IDS = True  # routed ids come from the device: one peer per bank, not per routing
 
     def __init__(
         self,
