@@ -220,7 +220,7 @@ def test_a_module_entry_and_its_supported_hook(device, capsys, tmp_path, monkeyp
         ("", {"layout": '"b5"'}, "layout:"),
         ("", {"reader": '"coop"'}, "reader: unknown key for a Python arm"),
         ("", {"name": '"tinygemm"'}, "name: 'tinygemm' is a built-in arm's name"),
-        ("", {"kind": '"rust"'}, "kind: 'rust' is not \"cuda\" or \"python\""),
+        ("", {"kind": '"rust"'}, 'kind: \'rust\' is not "cuda" or "python"'),
         ("", {"sources": '["gone.py"]'}, "sources: 'gone.py' does not exist"),
     ],
 )
@@ -313,3 +313,44 @@ def test_state_is_relocated_at_each_placement():
     assert moved["pair"][0].data_ptr() != t.data_ptr()
     assert moved["pair"][1][0].data_ptr() != t.data_ptr()
     assert moved["h"] is h and Holder.moved == 1 and moved["n"] == 3
+
+
+# ------------------------------------------------------------------ on a real GPU
+
+
+@pytest.mark.gpu
+def test_gpu_the_torch_example_captures_and_is_timed(tmp_path, capsys):
+    """On the GPU: the example's launcher replayed from a CUDA graph equals its eager call, and
+    `workbench ab` gates it against float64 and times it against b3-scalar (no simulation)."""
+    from workbench.data.shapes import PRESETS
+    from workbench.kernels.ops import make_bank, make_inputs
+    from workbench.kernels.pyarm import PythonArms, load_python_spec
+    from workbench.measure.graphs import capture
+
+    shape = next(iter(PRESETS.values()))
+    spec = load_python_spec(EXAMPLE)
+    for kernel in ("w13", "w2"):
+        bank = make_bank(shape, kernel, "b3", seed=secrets.randbits(20))
+        inp = make_inputs(shape, kernel, seed=secrets.randbits(20))
+        act = "x" if kernel == "w13" else "inter"
+        inputs = {k: inp[k] for k in (act, "ids", "rw") if k != "rw" or kernel == "w2"}
+        eager = inp["out"].clone()
+        PythonArms(note=print).launcher(spec, kernel, shape, bank, 0, [], inputs, eager)()
+        out = inp["out"].clone()
+        graph = capture(
+            PythonArms(note=print).launcher(spec, kernel, shape, bank, 0, [], inputs, out)
+        )
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out.view(torch.int16), eager.view(torch.int16)), kernel
+    code = cli.main(
+        ["ab", "--kernel", "w13", "--set", "hot", "--a", "b3-scalar", "--b", str(EXAMPLE),
+         "--no-reference", "--no-confirm", "--blocks", "2", "--sessions-dir", str(tmp_path),
+         "--no-plots", "--json"]
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    s = load_session(json.loads(out.out)["session"])
+    assert s.gates and all(g["ok"] and "float64" in g["kind"] for g in s.gates)
+    assert len(s.samples_for("w13/hot")) > 0

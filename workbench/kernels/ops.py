@@ -71,7 +71,11 @@ class Bank:
         idx = ids.long()
         q = unpack_int4_torch(self.weights.index_select(0, idx))
         scales, biases = decode_meta_torch(self.meta.index_select(0, idx), self.layout, self.N)
-        rep = lambda a: a.double().repeat_interleave(GROUP, dim=-2)  # noqa: E731
+        n, g, cols = scales.shape
+
+        def rep(a: torch.Tensor) -> torch.Tensor:  # [n, G, N] -> [n, K, N], no host sync
+            return a.double().unsqueeze(2).expand(n, g, GROUP, cols).reshape(n, g * GROUP, cols)
+
         return (q.double() * rep(scales) + rep(biases)).half()
 
 
@@ -111,9 +115,10 @@ def unpack_int4_torch(words: torch.Tensor) -> torch.Tensor:
     layouts.unpack_int4, so a bank converts on its own device."""
     *lead, g, n, _ = words.shape
     nl = len(lead)
-    shifts = torch.tensor(
-        [4 * s for s in NIBBLE_OF_ELEMENT], dtype=torch.int32, device=words.device
-    )
+    # 4 * NIBBLE_OF_ELEMENT, made by a kernel rather than copied from the host: a copy from
+    # host memory cannot be captured, and Bank.dequantize runs inside Python arms' launchers
+    e = torch.arange(8, dtype=torch.int32, device=words.device)
+    shifts = 4 * (e // 2 + 4 * (e % 2))
     el = (words[..., None] >> shifts) & 0xF  # [.., g, n, c, el]
     el = el.reshape(*lead, g, n // TILE, 8, 4, 4, 4, 2)  # [.., g, T, qd, t, c, p, e]
     inverse = tuple(PACK_AXES.index(a) for a in range(7))
