@@ -140,7 +140,6 @@ class TritonMoePeer:
     rw fp32 [top_k] -> out fp16 [1, N]). ``kernels`` is the module of jit functions (tests pass
     one loaded under TRITON_INTERPRET); ``config`` overrides the table."""
 
-
     def __init__(
         self,
         kernel: str,
