@@ -84,7 +84,8 @@ def bench_arm(kernel, arm, shape, banks, inputs, slots, n_calls, replays) -> dic
     set to its graphs' (bank, experts) per call, ``inputs[c]`` are call c's activations."""
     import functools
 
-    from workbench.kernels.ops import KernelOp, TinyGemmPeer
+    from workbench.kernels.ops import KernelOp
+    from workbench.kernels.tinygemm import TinyGemmPeer
     from workbench.kernels.triton_moe import TritonMoePeer
     from workbench.kernels.variants import parse_arm
 

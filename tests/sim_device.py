@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from workbench.kernels import pyarm, tinygemm, triton_moe  # real: make_arm is the peers' path
 from workbench.measure import bankstore, engine, graphs
 
 
@@ -36,6 +37,7 @@ COST_US = {
 PARAM_FACTOR: dict = {}
 PEER_US = 12.0
 FUSED_PEER_US = 3.0  # the triton-moe peer: a fused launch, slower than the kernels
+PYTHON_US = 8.0  # every call of a user's Python arm (its torch ops run on the CPU, untimed)
 SM_MHZ = 1980.0
 NOISE = 0.003  # multiplicative, per call
 # Memory placement (docs/DESIGN.md §5.5): each placement of a bank gives each reader its own
@@ -91,6 +93,15 @@ class FakeBank:
     @property
     def nbytes(self) -> int:
         return self.weights.numel() * 4 + self.meta.numel()
+
+    def dequantized(self, experts):
+        """What the float64 reference reads: the decoded weights rounded to fp16, as a real
+        bank's dequantized weights are (~3e-4 from the fake kernels' fp32 sums)."""
+        return self.weights[torch.tensor(experts)].half().numpy()
+
+    def dequantize(self, ids):
+        """The device-side twin of ``dequantized`` (ops.Bank.dequantize)."""
+        return self.weights.index_select(0, ids.long()).half()
 
 
 def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
@@ -224,7 +235,6 @@ class FakeFusedPeer:
     """The triton-moe peer: one per bank, ids read from the (device) tensor at each call, fp16
     weights (so its outputs differ from the kernels' by rounding only)."""
 
-    READS_IDS = True
     made: list = []
     relocated = 0
     broken = False  # scale the outputs by 1.01: a peer outside its tolerance
@@ -280,11 +290,19 @@ def install(monkeypatch):
     ops.make_bank, ops.make_inputs = fake_make_bank, make_inputs
     ops.relocate_bank = fake_relocate_bank
     ops.upload_bank = fake_upload_bank
-    ops.KernelOp, ops.TinyGemmPeer = FakeKernelOp, FakePeer
+    ops.KernelOp = FakeKernelOp
     monkeypatch.setitem(sys.modules, "workbench.kernels.ops", ops)
-    fused = types.ModuleType("workbench.kernels.triton_moe")
-    fused.TritonMoePeer = FakeFusedPeer
-    monkeypatch.setitem(sys.modules, "workbench.kernels.triton_moe", fused)
+    # the peers run through their real Python-arm entries (make_arm) on the simulated peers
+    monkeypatch.setattr(tinygemm, "TinyGemmPeer", FakePeer)
+    monkeypatch.setattr(triton_moe, "TritonMoePeer", FakeFusedPeer)
+    real_launch = pyarm._Launcher.__call__
+
+    def timed_launch(self):
+        real_launch(self)
+        if not self.spec.builtin:  # the peers' stand-ins advance the clock themselves
+            Clock.t += PYTHON_US / 1000
+
+    monkeypatch.setattr(pyarm._Launcher, "__call__", timed_launch)
     monkeypatch.setattr(build, "build_many", build_many)
     props = types.SimpleNamespace(
         name="Simulated H200", major=9, minor=0, multi_processor_count=132,

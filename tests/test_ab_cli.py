@@ -138,6 +138,10 @@ def test_default_ab_run_end_to_end(device, capsys, tmp_path):
         assert (ref["role"], ref["a"], ref["b"]) == ("reference", "b4-scalar", "b3-coop")
         peer = cmps[f"w2/{st}/tinygemm"]
         assert peer["gate"]["gated"] is False and 0 < peer["gate"]["rel_l2"] < 2e-2
+        # the peers are Python arms held to their promises against the float64 reference
+        assert "float64 reference" in peer["gate"]["kind"]
+        assert peer["gate"]["arms"]["tinygemm"]["gated"] is False
+        assert peer["gate"]["arms"]["b3-coop"]["gated"] is True
         assert peer["verdict"]["median"] == pytest.approx(1.65 / PEER_US, rel=0.02)
         fused = cmps[f"w13/{st}/triton-moe"]
         assert (fused["role"], fused["a"], fused["b"]) == ("reference", "triton-moe", "b3-coop")
@@ -208,7 +212,9 @@ def test_fused_peer_outside_its_tolerance_exits_5_and_times_nothing(device, caps
                  "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
     )  # fmt: skip
     assert code == 5
-    assert "w2/hot/triton-moe: triton-moe (A) and b3-coop (B) differ by rel_l2" in err
+    # a Python arm held to its promise: 2e-3 against the float64 reference (docs/DESIGN.md §4.7)
+    assert "w2/hot/triton-moe: triton-moe misses its numerics promise" in err
+    assert "above its tolerance 0.002" in err
     sess = load_session(next(tmp_path.iterdir()))
     assert sess.status == "failed" and not sess.samples_for("w2/hot/triton-moe")
 

@@ -31,8 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--a",
         default=defaults.ARM_A,
-        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm, triton-moe, or a kernel spec file "
-        "(path/to/variant.toml); for step also w13=ARM,w2=ARM (default b3-scalar)",
+        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm, triton-moe, or a spec file "
+        '(path/to/variant.toml: a CUDA kernel, or a Python arm with kind = "python"); for step '
+        "also w13=ARM,w2=ARM (default b3-scalar)",
     )
     g.add_argument(
         "--b", default=defaults.ARM_B, help="arm B (default %(default)s); B = A is an A/A run"

@@ -63,6 +63,21 @@ class Bank:
 
         return dequantize_records(*self.expert_arrays(experts)).numpy()
 
+    def dequantize(self, ids: torch.Tensor) -> torch.Tensor:
+        """fp16 [n, K, N] weights of the experts ``ids`` (int32 [n], on the bank's device), on
+        the device: no host synchronization, so a Python arm may call it inside its launcher
+        (CUDA-Graph capturable). Bit-identical to ``dequantized`` (docs/DESIGN.md §3.2:
+        ``fp16(q * scale + bias)``, one rounding: exact in float64 before the cast)."""
+        idx = ids.long()
+        q = unpack_int4_torch(self.weights.index_select(0, idx))
+        scales, biases = decode_meta_torch(self.meta.index_select(0, idx), self.layout, self.N)
+        n, g, cols = scales.shape
+
+        def rep(a: torch.Tensor) -> torch.Tensor:  # [n, G, N] -> [n, K, N], no host sync
+            return a.double().unsqueeze(2).expand(n, g, GROUP, cols).reshape(n, g * GROUP, cols)
+
+        return (q.double() * rep(scales) + rep(biases)).half()
+
 
 def pack_int4_torch(q: torch.Tensor) -> torch.Tensor:
     """uint8 [..., K, N] (0..15) -> int32 [..., K/32, N, 4]; same bits as layouts.pack_int4."""
@@ -93,6 +108,35 @@ def encode_metadata_torch(scales: torch.Tensor, zeros: torch.Tensor, layout: str
     else:
         raise BadArgument(f"layout={layout!r} is not one of b4, b3")
     return torch.stack(parts, dim=-1).to(torch.uint8).reshape(*lead, g, n * len(parts))
+
+
+def unpack_int4_torch(words: torch.Tensor) -> torch.Tensor:
+    """int32 [..., K/32, N, 4] in our fragment order -> uint8 [..., K, N]: the torch twin of
+    layouts.unpack_int4, so a bank converts on its own device."""
+    *lead, g, n, _ = words.shape
+    nl = len(lead)
+    # 4 * NIBBLE_OF_ELEMENT, made by a kernel rather than copied from the host: a copy from
+    # host memory cannot be captured, and Bank.dequantize runs inside Python arms' launchers
+    e = torch.arange(8, dtype=torch.int32, device=words.device)
+    shifts = 4 * (e // 2 + 4 * (e % 2))
+    el = (words[..., None] >> shifts) & 0xF  # [.., g, n, c, el]
+    el = el.reshape(*lead, g, n // TILE, 8, 4, 4, 4, 2)  # [.., g, T, qd, t, c, p, e]
+    inverse = tuple(PACK_AXES.index(a) for a in range(7))
+    el = el.permute(*range(nl), *(nl + a for a in inverse))  # [.., g, t, p, e, T, qd, c]
+    return el.reshape(*lead, g * GROUP, n).to(torch.uint8)
+
+
+def decode_meta_torch(meta: torch.Tensor, layout: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """uint8 [..., G, N*R] -> (scales, biases) fp16 [..., G, N]: the torch twin of
+    layouts.decode_metadata (b3's bias = fp16(fp16(-zero) * scale), one rounding)."""
+    r = RECORD_BYTES[layout]
+    rec = meta.reshape(*meta.shape[:-1], n, r).to(torch.int32)
+    scales = (rec[..., 0] | rec[..., 1] << 8).to(torch.int16).view(torch.float16)
+    if r == 4:
+        biases = (rec[..., 2] | rec[..., 3] << 8).to(torch.int16).view(torch.float16)
+    else:
+        biases = (-rec[..., 2]).to(torch.float16) * scales  # exact product, one fp16 rounding
+    return scales, biases
 
 
 def make_bank(
@@ -216,56 +260,3 @@ class KernelOp:
         if bad:
             i, v = bad[0]
             raise BadArgument(f"ids[{i}] = {v} is outside [0, {bank.experts}) experts of the bank")
-
-
-class TinyGemmPeer:
-    """torch's int4 tinygemm (``_weight_int4pack_mm``, bf16, one call per routed expert): the
-    "what a user would otherwise use" peer arm. Same call signature as KernelOp, but the routed
-    experts are fixed at construction (host ids), as a per-expert loop would be in a real model."""
-
-    def __init__(
-        self, kernel: str, shape: Shape, bank: Bank, experts: list[int], inner_k_tiles: int = 8
-    ):
-        self.kernel, self.shape, self.experts = kernel, shape, list(experts)
-        q, scales, biases = bank.expert_arrays(self.experts)
-        dev = bank.weights.device
-        # tinygemm tiles K by inner_k_tiles * 16: take the largest that divides K (W2's K=160 needs 2)
-        inner_k_tiles = next(t for t in (8, 4, 2) if bank.K % (t * 16) == 0)
-        self.packed, self.sz = [], []
-        for i in range(len(self.experts)):
-            # tinygemm dequantizes w = (q - 8) * scale + zero, so zero = bias + 8 * scale.
-            q_nk = q[i].t().contiguous().to(dev)  # [N, K] 0..15
-            packed_u8 = (q_nk[:, 0::2] << 4 | q_nk[:, 1::2]).to(torch.uint8)
-            self.packed.append(torch._convert_weight_to_int4pack(packed_u8, inner_k_tiles))
-            s = scales[i].to(torch.float32)
-            z = biases[i].to(torch.float32) + 8 * s
-            self.sz.append(torch.stack([s, z], dim=-1).to(torch.bfloat16).to(dev).contiguous())
-
-    def relocate(self) -> None:
-        """Its repacked experts in fresh memory (a block's placement, docs/DESIGN.md §5.5)."""
-        self.packed = [t.clone() for t in self.packed]
-        self.sz = [t.clone() for t in self.sz]
-
-    @staticmethod
-    def supported() -> bool:
-        if not torch.cuda.is_available() or not hasattr(torch, "_weight_int4pack_mm"):
-            return False
-        return torch.cuda.get_device_capability() >= (8, 0)
-
-    def __call__(self, inp, bank: Bank, ids, out, rw=None) -> None:
-        del bank, ids  # experts are fixed at construction
-        if self.kernel == "w13":
-            x = inp.reshape(1, -1).to(torch.bfloat16)
-            for j in range(len(self.experts)):
-                h = torch._weight_int4pack_mm(x, self.packed[j], GROUP, self.sz[j])
-                gate, up = h.float().chunk(2, dim=-1)
-                out[j].copy_((torch.nn.functional.silu(gate) * up).reshape(-1))
-        else:
-            acc = None
-            for j in range(len(self.experts)):
-                h = torch._weight_int4pack_mm(
-                    inp[j : j + 1].to(torch.bfloat16), self.packed[j], GROUP, self.sz[j]
-                )
-                term = h.float() * rw[j]
-                acc = term if acc is None else acc + term
-            out.copy_(acc.reshape(out.shape))

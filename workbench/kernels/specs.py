@@ -316,19 +316,34 @@ def spec_from_dict(d: Mapping[str, Any], base: Path, origin: str) -> KernelSpec:
     )  # fmt: skip
 
 
-def load_spec(path: str | Path) -> KernelSpec:
-    """A user's spec from its TOML file; BadArgument names the file and the bad field."""
-    p = Path(path)
+def read_toml(p: Path) -> dict[str, Any]:
+    """A spec file's table; BadArgument names the file when it is missing or not TOML."""
     if not p.is_file():
-        raise BadArgument(f"spec file {str(path)!r} does not exist")
+        raise BadArgument(f"spec file {str(p)!r} does not exist")
     try:
         import tomllib
     except ImportError:  # Python 3.10: the same parser as the tomli package
         import tomli as tomllib  # type: ignore[no-redef]
     try:
-        d = tomllib.loads(p.read_text())
+        return tomllib.loads(p.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise BadArgument(f"{p}: not valid TOML: {e}") from None
+
+
+def load_spec(path: str | Path) -> KernelSpec:
+    """A user's spec from its TOML file; BadArgument names the file and the bad field. A Python
+    arm (``kind = "python"``, workbench.kernels.pyarm) has nothing to build or check here."""
+    p = Path(path)
+    d = read_toml(p)
+    kind = d.pop("kind", "cuda")
+    if kind == "python":
+        raise _fail(
+            str(p.resolve()), "kind",
+            "a Python arm has nothing to build or check: time it with "
+            f"workbench ab --a/--b {path}",
+        )  # fmt: skip
+    if kind != "cuda":
+        raise _fail(str(p.resolve()), "kind", f'{kind!r} is not "cuda" or "python"')
     spec = spec_from_dict(d, p.resolve().parent, str(p.resolve()))
     if spec.name in ARMS:
         raise _fail(spec.origin, "name", f"{spec.name!r} is a built-in arm's name: choose another")

@@ -8,11 +8,13 @@ its bank and the call is CUDA-Graph capturable once compiled.
 The peer converts a bank of ours into its own format at construction (``convert_bank``, on the
 bank's device) and picks its block sizes from the committed table ``triton_moe_configs.json``
 (written by benchmarks/tune_triton_moe.py); without an entry for this GPU and shape it autotunes
-once at construction, so a timed run never autotunes inside its measurement.
+once at construction, so a timed run never autotunes inside its measurement. The engine runs it
+as a Python arm (workbench.kernels.pyarm): ``make_arm`` below is its entry.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from workbench.core.errors import BadArgument
-from workbench.data.layouts import NIBBLE_OF_ELEMENT, PACK_AXES, TILE
-from workbench.kernels.ops import GROUP, Bank
-from workbench.kernels.variants import RECORD_BYTES
+from workbench.kernels.ops import GROUP, Bank, decode_meta_torch, unpack_int4_torch
 
 if TYPE_CHECKING:
     from workbench.data.shapes import Shape
@@ -100,21 +100,6 @@ def table_config(gpu: str, kernel: str, K: int, N: int, path: Path = TABLE) -> L
 # ------------------------------------------------------------------------- conversion
 
 
-def unpack_int4_torch(words: torch.Tensor) -> torch.Tensor:
-    """int32 [..., K/32, N, 4] in our fragment order -> uint8 [..., K, N]: the torch twin of
-    layouts.unpack_int4, so a bank converts on its own device."""
-    *lead, g, n, _ = words.shape
-    nl = len(lead)
-    shifts = torch.tensor(
-        [4 * s for s in NIBBLE_OF_ELEMENT], dtype=torch.int32, device=words.device
-    )
-    el = (words[..., None] >> shifts) & 0xF  # [.., g, n, c, el]
-    el = el.reshape(*lead, g, n // TILE, 8, 4, 4, 4, 2)  # [.., g, T, qd, t, c, p, e]
-    inverse = tuple(PACK_AXES.index(a) for a in range(7))
-    el = el.permute(*range(nl), *(nl + a for a in inverse))  # [.., g, t, p, e, T, qd, c]
-    return el.reshape(*lead, g * GROUP, n).to(torch.uint8)
-
-
 def pack_k8(q: torch.Tensor) -> torch.Tensor:
     """uint8 [..., K, N] (0..15) -> int32 [..., K/8, N], q[8r + j] at bits 4j of word r."""
     *lead, k, n = q.shape
@@ -123,19 +108,6 @@ def pack_k8(q: torch.Tensor) -> torch.Tensor:
     for j in range(8):
         words |= q8[..., j, :] << (4 * j)  # j = 7 may set bit 31: int32 wraps like the u32 it is
     return words
-
-
-def decode_meta_torch(meta: torch.Tensor, layout: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """uint8 [..., G, N*R] -> (scales, biases) fp16 [..., G, N]: the torch twin of
-    layouts.decode_metadata (b3's bias = fp16(fp16(-zero) * scale), one rounding)."""
-    r = RECORD_BYTES[layout]
-    rec = meta.reshape(*meta.shape[:-1], n, r).to(torch.int32)
-    scales = (rec[..., 0] | rec[..., 1] << 8).to(torch.int16).view(torch.float16)
-    if r == 4:
-        biases = (rec[..., 2] | rec[..., 3] << 8).to(torch.int16).view(torch.float16)
-    else:
-        biases = (-rec[..., 2]).to(torch.float16) * scales  # exact product, one fp16 rounding
-    return scales, biases
 
 
 def convert_bank(bank: Bank) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -167,8 +139,6 @@ class TritonMoePeer:
     KernelOp's signature (w13: x fp16 [1, K] -> out fp16 [top_k, N/2]; w2: inter fp16 [top_k, K],
     rw fp32 [top_k] -> out fp16 [1, N]). ``kernels`` is the module of jit functions (tests pass
     one loaded under TRITON_INTERPRET); ``config`` overrides the table."""
-
-    READS_IDS = True  # routed ids come from the device: one peer per bank, not per routing
 
     def __init__(
         self,
@@ -299,3 +269,24 @@ class TritonMoePeer:
 
             fn[grid](inp, *common, rw, out, self.scratch, self.K, self.N, self.E, self.top_k,
                      GROUP=GROUP, **meta)  # fmt: skip
+
+
+# ------------------------------------------------------------------------- the Python arm
+
+
+def make_arm(call: Any) -> Any:
+    """The Python-arm entry (workbench.kernels.pyarm.ArmCall): one peer per bank, kept in the
+    arm's state (it reads the routed ids on the device, so it serves every routing of its bank);
+    its block sizes are noted once."""
+    peer = call.state.get(call.bank_index)
+    if peer is None:
+        peer = call.state[call.bank_index] = TritonMoePeer(call.kernel, call.shape, call.bank)
+        call.note(f"triton-moe {call.kernel}: {peer.config}")
+    inp = call.inputs
+    if call.kernel == "w13":
+        return functools.partial(peer, inp["x"], call.bank, inp["ids"], call.out)
+    return functools.partial(peer, inp["inter"], call.bank, inp["ids"], call.out, rw=inp["rw"])
+
+
+# looked up at call time, so a test's stand-in for TritonMoePeer answers
+make_arm.supported = lambda: TritonMoePeer.supported()  # type: ignore[attr-defined]

@@ -138,7 +138,7 @@ def user_specs() -> tuple[list[KernelSpec], list[str]]:
     import os
     from pathlib import Path
 
-    from workbench.kernels.specs import REPO, load_spec
+    from workbench.kernels.specs import REPO, load_spec, read_toml
 
     entries = os.environ.get("WORKBENCH_SPECS", str(REPO / "examples")).split(os.pathsep)
     files: list[Path] = []
@@ -148,6 +148,8 @@ def user_specs() -> tuple[list[KernelSpec], list[str]]:
     specs, errors = [], []
     for f in files:
         try:
+            if read_toml(f).get("kind") == "python":
+                continue  # a Python arm: no build to list (workbench.kernels.pyarm)
             specs.append(load_spec(f))
         except BadArgument as err:
             errors.append(str(err))

@@ -3,7 +3,8 @@
 One timed unit is one replay of a graph that holds ``calls`` kernel calls; a sample is the
 median of ``replays`` timed replays, each between its own pair of CUDA events. Graphs are
 captured on a side stream after warm-up; inputs and outputs exist before capture and the
-kernels allocate nothing (only the tinygemm peer's temporaries come from the graph's pool). Arms with several graphs (the rotating set below
+kernels allocate nothing (only Python arms' temporaries, the tinygemm peer's among them, come
+from the graph's pool). Arms with several graphs (the rotating set below
 5x L2) take them in turn from a ``Cycle`` shared by both arms of a comparison, so consecutive
 replays, also across an A -> B boundary, never read the same experts.
 """

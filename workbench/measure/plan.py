@@ -1,8 +1,9 @@
 """What a run will measure, decided before any GPU work (torch-free, so bad input fails fast).
 
 * ``ArmSpec``: one side of a comparison, parsed from a command-line arm name: ``b3-coop``,
-  ``tinygemm`` or ``triton-moe`` (peers), a user's kernel spec file ``path/to/variant.toml`` (docs/DESIGN.md
-  §4.1), ``w13=b3-coop,w2=b3-scalar`` (per kernel, as ``step`` needs) or a calibration arm
+  ``tinygemm`` or ``triton-moe`` (peers, built-in Python arms), a user's kernel spec file
+  ``path/to/variant.toml`` (docs/DESIGN.md §4.1; ``kind = "python"``: a Python arm, §4.8),
+  ``w13=b3-coop,w2=b3-scalar`` (per kernel, as ``step`` needs) or a calibration arm
   ``b3-scalar+spin=2000``.
 * ``ComparisonSpec``: id, kernel (w13, w2, step), expert set, role, arms A and B.
 * ``Geometry``: which banks and experts each call of each captured graph touches. Hot set: one
@@ -18,13 +19,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from workbench.core.errors import BadArgument
 from workbench.data.capacity import expert_footprint
 from workbench.data.shapes import Shape
-from workbench.kernels.specs import is_spec_path, load_spec
+from workbench.kernels.pyarm import (
+    PythonSpec,
+    builtin_python,
+    is_python_spec,
+    load_python_spec,
+)
+from workbench.kernels.specs import is_spec_path, load_spec, read_toml
 from workbench.kernels.variants import ARMS, PEER_ARMS, Variant, parse_arm
 
 KERNEL_CHOICES = ("w13", "w2", "step")
@@ -45,12 +53,37 @@ MAX_PADDING = 64 << 20
 
 @dataclass(frozen=True)
 class ArmSpec:
-    """One arm: ``parts`` maps kernel -> Variant (both kernels for ``step``); a peer has none."""
+    """One arm: ``parts`` maps kernel -> Variant (both kernels for ``step``); a Python arm (a
+    peer, or a user's ``kind = "python"`` spec) has none, but its ``python`` spec."""
 
     name: str
     parts: tuple[tuple[str, Variant], ...] = ()
-    peer: str | None = None
+    python: PythonSpec | None = None
     spin: int = 0
+
+    @property
+    def peer(self) -> str | None:
+        """The built-in peer's name (tinygemm, triton-moe), else None."""
+        return self.python.name if self.python is not None and self.python.builtin else None
+
+    def identity(self, kernel: str) -> str:
+        """Arms of one identity must agree bit for bit (docs/DESIGN.md §4.1)."""
+        if self.python is not None:
+            return f"{kernel}:{self.python.identical_to or self.python.name}"
+        return self.variant(kernel).identity()
+
+    def tolerance(self, kernel: str) -> float:
+        """Relative L2 against the float64 reference this arm promises."""
+        from workbench.kernels.specs import DEFAULT_TOLERANCE
+
+        if self.python is not None:
+            return self.python.tolerance or DEFAULT_TOLERANCE
+        return self.variant(kernel).tolerance
+
+    @property
+    def gating(self) -> bool:
+        """False for a promise that is recorded only (the tinygemm peer's)."""
+        return self.python is None or self.python.gated
 
     def variant(self, kernel: str) -> Variant:
         for k, v in self.parts:
@@ -64,8 +97,10 @@ class ArmSpec:
 
     @property
     def layouts(self) -> set[str]:
-        """Bank layouts this arm reads (a peer converts from the b3 banks)."""
-        return {v.layout for v in self.variants} or {"b3"}
+        """Bank layouts this arm reads (a Python arm: its spec's, b3 for the peers)."""
+        if self.python is not None:
+            return {self.python.layout}
+        return {v.layout for v in self.variants}
 
 
 def _split_parts(text: str, option: str) -> dict[str, str]:
@@ -105,20 +140,41 @@ def parse_arm_spec(kernel: str, text: str, option: str = "--a", calib: bool = Fa
                 f"{option} {text!r} names no arm for {k} (needed by --kernel {kernel})"
             )
     names = {k: parts[k] for k in kernels}
-    peers = [n for n in names.values() if n in PEER_ARMS]
-    if peers:
+    pythons = [(n, _python(n, option, text)) for n in names.values()]
+    pythons = [(n, p) for n, p in pythons if p is not None]
+    if pythons:
+        name, spec = pythons[0]
         if kernel == "step" or calib:
             raise BadArgument(
-                f"{option} {text!r}: the peer {peers[0]!r} is timed per kernel (w13, w2) only, "
+                f"{option} {text!r}: the Python arm {name!r} is timed per kernel (w13, w2) only, "
                 "not in step or calibration runs"
             )
-        return ArmSpec(peers[0], (), peer=peers[0])
+        if kernel not in spec.kernels:
+            raise BadArgument(
+                f"{option} {text!r}: Python arm {spec.name} ({spec.origin}) implements "
+                f"{', '.join(spec.kernels)}, not {kernel}"
+            )
+        return ArmSpec(spec.name, (), python=spec)
     try:
         variants = tuple((k, _variant(k, names[k], calib)) for k in kernels)
     except BadArgument as e:
         raise BadArgument(f"{option} {text!r}: {e}") from None
     name = ",".join(f"{k}={v.arm}" for k, v in variants) if kernel == "step" else variants[0][1].arm
     return ArmSpec(name, variants)
+
+
+def _python(name: str, option: str, text: str) -> PythonSpec | None:
+    """The Python arm ``name`` names (a peer, or a spec file of ``kind = "python"``), else None."""
+    if name in PEER_ARMS:
+        return builtin_python(name)
+    if not is_spec_path(name):
+        return None
+    try:
+        if not is_python_spec(read_toml(Path(name.strip()))):
+            return None
+        return load_python_spec(name.strip())
+    except BadArgument as e:
+        raise BadArgument(f"{option} {text!r}: {e}") from None
 
 
 def _variant(kernel: str, name: str, calib: bool) -> Variant:
@@ -158,8 +214,8 @@ class ComparisonSpec:
 
     @property
     def gated(self) -> bool:
-        """Bit-identical outputs are required (not for peers or calibration arms)."""
-        return self.role != "calibration" and self.a.peer is None and self.b.peer is None
+        """Outputs are gated (by bit identity or by each arm's promise), except in calibration."""
+        return self.role != "calibration"
 
     @property
     def bit_identical(self) -> bool:
@@ -167,8 +223,7 @@ class ComparisonSpec:
         promise the same arm's bits, docs/DESIGN.md §4.1); else each arm is gated by its
         tolerance against the float64 reference."""
         return self.gated and all(
-            self.a.variant(k).identity() == self.b.variant(k).identity()
-            for k in kernels_of(self.kernel)
+            self.a.identity(k) == self.b.identity(k) for k in kernels_of(self.kernel)
         )
 
 
@@ -216,7 +271,7 @@ def is_reader_comparison(a: ArmSpec, b: ArmSpec) -> bool:
     """True when A is the scalar and B the cooperative reader of one layout, at the same
     parameter values (a recommendation between readers makes sense only then: the reader is the
     one difference; `workbench tune` asks it at the best parameters, docs/DESIGN.md §11)."""
-    if a.peer or b.peer or len(a.parts) != 1 or len(b.parts) != 1:
+    if a.python or b.python or len(a.parts) != 1 or len(b.parts) != 1:
         return False
     va, vb = a.parts[0][1], b.parts[0][1]
     if va.user or vb.user or va.params != vb.params:

@@ -12,17 +12,6 @@ from workbench.core import stats
 from workbench.measure.abba import Outcome
 from workbench.measure.plan import ComparisonSpec, Geometry
 
-PEER_REL_L2 = 2e-2  # bf16 tinygemm vs the fp16 kernels: recorded as "ok" below this, never gated
-# The fp16/fp32 triton-moe peer vs the kernel arm (docs/DESIGN.md §4.7): each is within
-# check.REL_L2_MAX = 2e-3 of the float64 reference, so by the triangle inequality within 4e-3 of
-# each other; beyond that one of them is wrong, and the run stops (exit 5) before timing it.
-FUSED_PEER_REL_L2 = 4e-3
-# peer arm -> (relative L2 tolerance against the kernel arm, gated?, what it is)
-PEER_GATES = {
-    "tinygemm": (PEER_REL_L2, False, "bf16 peer"),
-    "triton-moe": (FUSED_PEER_REL_L2, True, "fp16 fused Triton peer"),
-}
-
 
 @dataclass
 class CmpResult:
