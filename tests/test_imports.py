@@ -108,6 +108,9 @@ def dynamic_imports(root: Path) -> dict[str, set[str]]:
     out["workbench.tui.engine"] = {
         f"workbench.{m}" for m in re.findall(r'_engine\("([a-z_.]+)"\)', eng)
     }
+    # the built-in Python arms' entry points ("module:function", docs/DESIGN.md §4.8)
+    arms = (root / "kernels" / "pyarm.py").read_text()
+    out["workbench.kernels.pyarm"] = set(re.findall(r'"entry": "(workbench\.[a-z_.]+):', arms))
     return out
 
 
@@ -156,6 +159,7 @@ def test_dynamic_imports_are_read():
     dyn = dynamic_imports(REPO / "workbench")
     assert "workbench.commands.ab" in dyn["workbench.cli"]
     assert "workbench.run.runner" in dyn["workbench.tui.engine"]
+    assert "workbench.kernels.triton_moe" in dyn["workbench.kernels.pyarm"]
 
 
 def test_lower_layers_never_import_upper_ones():
