@@ -178,7 +178,9 @@ def compile_sm70(
     raise BuildError(f"ptxas 12 reported no {v.kernel}_kernel for {v.name}", log)
 
 
-def hmma_probe(n: int, shape: str = "m8n8k4", tc: Toolchain12 | None = None, arch: str = "70") -> int:
+def hmma_probe(
+    n: int, shape: str = "m8n8k4", tc: Toolchain12 | None = None, arch: str = "70"
+) -> int:
     """HMMA instructions counted in a probe kernel with ``n`` chained ``mma`` of ``shape``
     (m8n8k4: 4 per mma on sm_70, m16n8k8: 1 on sm_75): the check of the counting itself."""
     tc = _need(tc)
