@@ -80,7 +80,7 @@ def _nvrtc_ptx(tc: Toolchain12, source: str, options: list[str]) -> str:
         nv.nvrtcGetProgramLog(prog, log)
         if rc != 0:
             raise BuildError(
-                "NVRTC compile for compute_70 failed", log.value.decode(errors="replace")
+                f"NVRTC compile failed ({options[0]})", log.value.decode(errors="replace")
             )
         nv.nvrtcGetPTXSize(prog, ctypes.byref(size))
         ptx = ctypes.create_string_buffer(size.value)
@@ -150,6 +150,21 @@ def _need(tc: Toolchain12 | None) -> Toolchain12:
     return tc
 
 
+def kernel_ptx(
+    v: Variant, tc: Toolchain12 | None = None, arch: str = "70", defines: tuple[str, ...] = ()
+) -> str:
+    """The PTX (compute_<arch>) of variant v's kernel from NVRTC 12, with extra -D ``defines``."""
+    tc = _need(tc)
+    opts = [
+        f"--gpu-architecture=compute_{arch}",
+        "--std=c++17",
+        f"-I{csrc_dir() / 'kernels'}",
+        f"-I{tc.include}",
+    ]
+    source = f'#include "{v.kernel}.cuh"\n'
+    return _nvrtc_ptx(tc, source, opts + v.defines() + [f"-D{d}" for d in defines])
+
+
 def compile_sm70(
     v: Variant, tc: Toolchain12 | None = None, arch: str = "70", defines: tuple[str, ...] = ()
 ) -> dict:
@@ -157,14 +172,7 @@ def compile_sm70(
     ``mma``: the PTX's mma instructions and, on Volta/Turing, ``hmma``: the cubin's HMMA
     instructions in the kernel. ``defines`` adds -D flags (``WB_DOT_FMA``: the CUDA-core path)."""
     tc = _need(tc)
-    source = f'#include "{v.kernel}.cuh"\n'
-    opts = [
-        f"--gpu-architecture=compute_{arch}",
-        "--std=c++17",
-        f"-I{csrc_dir() / 'kernels'}",
-        f"-I{tc.include}",
-    ]
-    ptx = _nvrtc_ptx(tc, source, opts + v.defines() + [f"-D{d}" for d in defines])
+    ptx = kernel_ptx(v, tc, arch, defines)
     log, cubin = _assemble(tc, ptx, arch, v.name)
     report = parse_ptxas(log)
     for fn, info in report.items():
