@@ -7,7 +7,9 @@
 # kernels) | bench (bench_kernels.py with the floor probe and the triton-moe peer, JSON to
 # $LOGS/bench.json) | sanitize (memcheck and racecheck on a shape whose warps loop over several
 # rounds) | user (the examples/ spec against b3-scalar) | checkpoint (a random 4-layer checkpoint,
-# then ab on it) | tune:KERNEL (the sweeps the README cites). Sessions go to $SESSIONS
+# then ab on it) | tune:KERNEL (the sweeps the README cites) | volta (the sm_70 kernels through
+# the driver's PTX JIT, benchmarks/volta_jit.py: the PTX in $VOLTA_PTX, default build/volta_ptx,
+# written beforehand on a CPU machine with --write-ptx). Sessions go to $SESSIONS
 # (sessions), logs of the steps that write files to $LOGS (.), a log line per step with its wall
 # time to stdout. Needs no `pip install`: PYTHONPATH=.
 set -u
@@ -61,6 +63,7 @@ for step in "$@"; do
     tune:w2)
       timed wb tune --kernel w2 --param unroll=1,2,3,4 --param max_warps=16,32 --top 2 \
         --floor-file benchmarks/results/h200_floor.txt --slug tune-w2 --sessions-dir "$S" ;;
+    volta) timed python3 benchmarks/volta_jit.py --ptx-dir "${VOLTA_PTX:-build/volta_ptx}" --seeds 3 ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done

@@ -5,11 +5,13 @@
 //   WB_LAYOUT_B4 | WB_LAYOUT_B3      4-byte {scale, bias} or 3-byte {scale_lo, scale_hi, zero} records
 //   WB_READER_SCALAR | WB_READER_COOP  byte-by-byte reads, or one 96-byte tile per warp + shuffles
 // Layouts: docs/ARCHITECTURE.md and docs/DESIGN.md §3. The cooperative index arithmetic is held to the NumPy
-// model in workbench/coop_model.py; the tensor-core fragment mapping to workbench/fragment_model.py.
+// model in workbench/coop_model.py; the tensor-core fragment mapping to workbench/fragment_model.py
+// (sm_75+) and, on sm_70, to workbench/kernels/volta_model.py (mma_sm70.h).
 #pragma once
 #include <cuda_fp16.h>
 
 #include "layout.h"
+#include "mma_sm70.h"
 
 #if defined(WB_LAYOUT_B4) == defined(WB_LAYOUT_B3)
 #error "define exactly one of WB_LAYOUT_B4, WB_LAYOUT_B3"
@@ -83,18 +85,44 @@ __device__ __forceinline__ unsigned read_meta(const unsigned char* __restrict__ 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core dot product (docs/ARCHITECTURE.md, "fragment packing"). One warp covers one tile of
-// 32 columns for one group of 32 k. Lane L = 4*qd + t holds, in word c of its 16-byte load, the
-// 8 weights of column 4*qd + c at k = 8t + 2p + e (pair p = 0..3): the A fragments of two
-// m16n8k16 products per k-half, with A = weights (row = column) and B = activations replicated
-// over the 8 n columns, so every lane ends up with the sums of its quad's 4 columns. (The products'
-// k slots are a permutation of the group's k, the same for A and B.)
+// Tensor-core dot product (docs/ARCHITECTURE.md, "fragment packing"; docs/DESIGN.md §4.3). One warp
+// covers one tile of 32 columns for one group of 32 k. Lane L = 4*qd + t holds, in word c of its
+// 16-byte load, the 8 weights of column 4*qd + c at k = 8t + 2p + e (pair p = 0..3). One path per
+// architecture, chosen at compile time; every path ends with lane L holding the sum of column L:
+//   sm_80+  (WB_DOT_M16N8K16) two m16n8k16 products per k-half, A = weights (row = column), B =
+//           activations replicated over the 8 n: the quad's lanes are summed by the tensor cores
+//           (workbench/kernels/fragment_model.py);
+//   sm_75   (WB_DOT_M16N8K8) the same products, each split into two m16n8k8 (k 0..7, then 8..15);
+//   sm_70   (WB_DOT_M8N8K4) eight m8n8k4 products per quadpair (mma_sm70.h): A = a lane's own
+//           weights of one column, B = activations or zeros, so each product adds 4-k sums of
+//           single lanes; the quad's lanes are added at the end (workbench/kernels/volta_model.py);
+//   WB_DOT_FMA, or below sm_70 (no tensor cores): FP32 FMAs per lane, the quad added at the end.
+#if defined(__CUDA_ARCH__) && !defined(WB_DOT_FMA) && __CUDA_ARCH__ >= 800
+#define WB_DOT_M16N8K16 1
+#elif defined(__CUDA_ARCH__) && !defined(WB_DOT_FMA) && __CUDA_ARCH__ >= 750
+#define WB_DOT_M16N8K8 1
+#elif defined(__CUDA_ARCH__) && !defined(WB_DOT_FMA) && __CUDA_ARCH__ >= 700
+#define WB_DOT_M8N8K4 1
+#endif
 
+#if defined(WB_DOT_M8N8K4)
+struct Acc {  // d[set][slot]: the m8n8k4 accumulators of sets 0 (columns 0, 2) and 1 (columns 1, 3)
+  float d[2][8];
+};
+__device__ __forceinline__ Acc acc_zero() {
+  Acc a;
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int v = 0; v < 8; ++v) a.d[s][v] = 0.f;
+  return a;
+}
+#else
 struct Acc {  // d[mb]: the m16n8k16 accumulator of m-block mb; d[mb][0] = column 2mb, d[mb][2] = 2mb+1
   float d[2][4];
 };
-
 __device__ __forceinline__ Acc acc_zero() { return Acc{{{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}}; }
+#endif
 
 // The four records of lane L's quad: record of column 4*qd + cc comes from lane 4*qd + cc.
 struct QuadMeta {
@@ -108,15 +136,26 @@ __device__ __forceinline__ QuadMeta quad_meta(unsigned rec, int lane) {
   return q;
 }
 
-// The activation pairs lane t feeds to B: pair p = x[8t + 2p], x[8t + 2p + 1] as one half2 word, so
-// a lane's four pairs are 16 contiguous bytes of the group (fragment packing puts the weights of
-// k = 8t + 2p + e in the matching slots): activations need no reordering, and a lane reads one
-// 16-byte word per group (W13 from its copy of x in shared memory, W2 from inter in global memory).
+// The activation pairs a lane feeds to B: pair p = x[8w + 2p], x[8w + 2p + 1] of word w of the
+// group (16 contiguous bytes), as half2 words. On sm_75+ w = t, the lane's own k (fragment packing
+// puts the weights of k = 8t + 2p + e in the matching slots): activations need no reordering. On
+// sm_70 w = sm70::x_word(lane), the k of the quad lane whose weights its B column meets. Either way
+// a lane reads one 16-byte word per group (W13 from its copy of x in shared memory, W2 from inter
+// in global memory).
 struct XFrag {
   unsigned p[4];
 };
 
 __device__ __forceinline__ XFrag as_xfrag(const uint4 v) { return XFrag{{v.x, v.y, v.z, v.w}}; }
+
+// Which 16-byte word of a group's activations lane `lane` loads.
+__device__ __forceinline__ int x_word(int lane) {
+#if defined(WB_DOT_M8N8K4)
+  return sm70::x_word(lane);
+#else
+  return lane & 3;
+#endif
+}
 
 // Copies n16 16-byte words of activations to shared memory in two steps, so a kernel can issue
 // its weight loads in between: begin() loads this thread's first word into a register, finish()
@@ -164,7 +203,7 @@ __device__ __forceinline__ void dequant_word(unsigned w, unsigned rec, unsigned 
   }
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(WB_DOT_M16N8K16)
 // d += A * B for one m16n8k16 product with FP16 inputs and FP32 accumulation (sm_80+).
 __device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                          unsigned b0, unsigned b1) {
@@ -174,24 +213,72 @@ __device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+#elif defined(WB_DOT_M16N8K8)
+// The same product on sm_75, which has no m16n8k16: its k 0..7 (a0, a1, b0), then k 8..15 (a2, a3,
+// b1), each an m16n8k8 with the m16n8k16's fragment rows and columns (PTX ISA), FP32 in between.
+__device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a2), "r"(a3), "r"(b1));
+}
+#elif defined(WB_DOT_M8N8K4)
+// d += A * B for one m8n8k4 product per quadpair, FP16 inputs, FP32 accumulation (sm_70): A row =
+// this thread's (a0, a1) = 4 k of one row, B column = its (b0, b1) = the same 4 k slots.
+__device__ __forceinline__ void mma884(float (&d)[8], unsigned a0, unsigned a1, unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9}, {%10,%11}, "
+      "{%0,%1,%2,%3,%4,%5,%6,%7};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+}
+
+// d[v] for a slot v known only at run time, without indexing registers (which would go to local
+// memory): a chain of selects the compiler folds to the slots v can take.
+__device__ __forceinline__ float pick_slot(const float (&d)[8], int v) {
+  float r = d[0];
+#pragma unroll
+  for (int i = 1; i < 8; ++i) r = v == i ? d[i] : r;
+  return r;
+}
 #endif
 
-// acc += the sums over one group of the quad's 4 columns. On sm_80+ four tensor-core products
-// (m-block mb = columns cc = 2mb, 2mb+1; k-half kh = pairs 2kh, 2kh+1), in a fixed order. Older
-// GPUs (sm_70/75) sum the lane's own 8 k in FP32 and finish_acc adds the quad's lanes.
+// acc += the sums over one group of the quad's 4 columns, in a fixed order per architecture:
+// sm_75+: four m16n8k16 products (m-block mb = columns cc = 2mb, 2mb+1; k-half kh = pairs 2kh,
+// 2kh+1). sm_70: the eight m8n8k4 products of mma_sm70.h in order i = 0..7 (set 0: columns 0, 2
+// of k-half 0, then of k-half 1; then set 1 with columns 1, 3). Otherwise the lane's own 8 k per column in FP32; finish_acc adds the
+// quad's lanes.
 __device__ __forceinline__ void dot_group(const uint4 w, const QuadMeta& m, const XFrag& x, Acc& acc) {
   const unsigned words[4] = {w.x, w.y, w.z, w.w};
   unsigned h[4][4];
+#if defined(WB_DOT_M8N8K4)
+  // Each column is dequantized just before its first product: set 1's weights are not yet live
+  // while set 0 runs (W2 runs at 64 registers a thread).
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < sm70::kMmas; ++i) {
+    const int c = sm70::mma_col(i), s = sm70::mma_half(i);
+    if (s == 0) dequant_word(words[c], m.r[c], h[c]);
+    const bool on = sm70::b_active(lane, c);
+    mma884(acc.d[sm70::mma_set(i)], h[c][2 * s], h[c][2 * s + 1], on ? x.p[2 * s] : 0u, on ? x.p[2 * s + 1] : 0u);
+  }
+#else
 #pragma unroll
   for (int cc = 0; cc < 4; ++cc) dequant_word(words[cc], m.r[cc], h[cc]);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#endif
+#if defined(WB_DOT_M16N8K16) || defined(WB_DOT_M16N8K8)
 #pragma unroll
   for (int mb = 0; mb < 2; ++mb)
 #pragma unroll
     for (int kh = 0; kh < 2; ++kh)
       mma16816(acc.d[mb], h[2 * mb][2 * kh], h[2 * mb + 1][2 * kh], h[2 * mb][2 * kh + 1],
                h[2 * mb + 1][2 * kh + 1], x.p[2 * kh], x.p[2 * kh + 1]);
-#else
+#elif !defined(WB_DOT_M8N8K4)
 #pragma unroll
   for (int cc = 0; cc < 4; ++cc) {
     float s = 0.f;
@@ -207,9 +294,35 @@ __device__ __forceinline__ void dot_group(const uint4 w, const QuadMeta& m, cons
 #endif
 }
 
-// After the last dot_group: on the FMA path, add the partial sums of the quad's 4 lanes.
+// acc += r * part, per accumulator that can hold a sum (W2: a unit's sums weighted by its router
+// weight). Before finish_acc.
+__device__ __forceinline__ void acc_add_scaled(Acc& acc, float r, const Acc& part) {
+#if defined(WB_DOT_M8N8K4)
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int v = 0; v < 8; ++v)
+      if (sm70::slot_used(v)) acc.d[s][v] = fmaf(r, part.d[s][v], acc.d[s][v]);
+#else
+#pragma unroll
+  for (int mb = 0; mb < 2; ++mb)
+#pragma unroll
+    for (int i = 0; i < 4; i += 2) acc.d[mb][i] = fmaf(r, part.d[mb][i], acc.d[mb][i]);
+#endif
+}
+
+// After the last dot_group (or acc_add_scaled): add the quad's lanes where the products did not.
+// sm_70: per set, lane L adds its two slots (quad lanes L & 1 and (L & 1) | 2), then lane L ^ 1's
+// sum: (P0 + P2) + (P1 + P3), the same bits in both lanes. FMA path: lanes t ^ 1, then t ^ 2.
 __device__ __forceinline__ void finish_acc(Acc& acc) {
-#if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+#if defined(WB_DOT_M8N8K4)
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const float mine = pick_slot(acc.d[s], sm70::slot_lo(lane)) + pick_slot(acc.d[s], sm70::slot_hi(lane));
+    acc.d[s][0] = mine + __shfl_xor_sync(kFullMask, mine, sm70::kPairXor);
+  }
+#elif !defined(WB_DOT_M16N8K16) && !defined(WB_DOT_M16N8K8)
 #pragma unroll
   for (int mb = 0; mb < 2; ++mb)
 #pragma unroll
@@ -222,10 +335,14 @@ __device__ __forceinline__ void finish_acc(Acc& acc) {
 #endif
 }
 
-// The sum of column `lane` of the tile: lane 4*qd + t keeps column 4*qd + t of its quad's sums.
+// The sum of column `lane` of the tile, after finish_acc: lane 4*qd + t keeps column 4*qd + t.
 __device__ __forceinline__ float acc_of_lane(const Acc& acc, int lane) {
+#if defined(WB_DOT_M8N8K4)
+  return sm70::kept_set(lane) ? acc.d[1][0] : acc.d[0][0];
+#else
   const int t = lane & 3;
   return t == 0 ? acc.d[0][0] : t == 1 ? acc.d[0][2] : t == 2 ? acc.d[1][0] : acc.d[1][2];
+#endif
 }
 
 // Calibration builds spin a known number of SM cycles per CTA before any work (docs/DESIGN.md §5.8).

@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) w13_kernel(const W13Params 
   stage.finish(xs, x16, n16);
   if (threadIdx.x < 4) xs[n16 + threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);  // group G: zeros
   __syncthreads();
-  const uint4* xl = xs + (lane & 3);  // this lane's 16 bytes of group g: xl[4 * g]
+  const uint4* xl = xs + x_word(lane);  // this lane's 16 bytes of group g: xl[4 * g]
   Acc acc = acc_zero();
   for (int g0 = warp; g0 < G; g0 += warps * kUnroll) {
     // A slot past the last group multiplies the last group's weights by group G's zeros: adds

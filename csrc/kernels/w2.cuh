@@ -43,8 +43,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w2_kernel(const W2Params p) {
   calibration_spin(p.spin_cycles);
 
   // A unit u = j * G + g is inter row j, group g: 32 contiguous halves, 16 bytes per lane of a quad
-  // (awq_meta.cuh, XFrag): lane 4q + t reads 16-byte word 4u + t of inter.
-  const uint4* x16 = reinterpret_cast<const uint4*>(p.inter) + (lane & 3);
+  // (awq_meta.cuh, XFrag): a lane reads 16-byte word 4u + x_word(lane) of inter (word t on sm_75+).
+  const uint4* x16 = reinterpret_cast<const uint4*>(p.inter) + x_word(lane);
   const int col = t * kTileCols + lane;
   const uint4* wp = p.weights + col;
   const unsigned char* mp = p.meta + static_cast<size_t>(t) * kTileCols * kRecordBytes;
@@ -81,14 +81,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32) w2_kernel(const W2Params p) {
     for (int k = 0; k < kUnroll; ++k) {  // one unit's sums, then weighted by its router weight
       Acc part = acc_zero();
       dot_group(w[k], quad_meta(m[k], lane), as_xfrag(xv[k]), part);
-      finish_acc(part);
-#pragma unroll
-      for (int mb = 0; mb < 2; ++mb)
-#pragma unroll
-        for (int i = 0; i < 4; i += 2) acc.d[mb][i] = fmaf(r[k], part.d[mb][i], acc.d[mb][i]);
+      acc_add_scaled(acc, r[k], part);
     }
     if (u0 + warps * kUnroll < units) load(u0 + warps * kUnroll);
   }
+  finish_acc(acc);  // sm_70 and the FMA path: the quad's lanes, once per warp (not per unit)
   const float sum = cta_column_sum(red, acc_of_lane(acc, lane), warp, lane);
   if (warp == 0) p.y[col] = __float2half_rn(sum);
 }

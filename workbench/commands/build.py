@@ -161,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
         if r.variant.name in sm70:
             s = sm70[r.variant.name]
             row["sm70"] = {
-                k: s.get(k) for k in ("registers", "spill_stores", "spill_loads", "stack", "smem")
+                k: s.get(k)
+                for k in ("registers", "spill_stores", "spill_loads", "stack", "smem", "hmma")
             }
         rows.append(row)
     if args.json:
@@ -173,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     t = Table(title=f"variants (sm_{arch.replace('.', '')})")
     cols = ["variant", "cache", "build s", "regs", "spills (st/ld B)", "stack B", "smem B"]
     if sm70:
-        cols.append("sm_70 regs / spills")
+        cols.append("sm_70 regs / spills / HMMA")
     for c in cols:
         t.add_column(c, justify="left" if c in ("variant", "cache") else "right", no_wrap=True)
     for row in rows:
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         ]  # fmt: skip
         if sm70:
             s = row["sm70"]
-            cells.append(f"{s['registers']} / {s['spill_stores']}")
+            cells.append(f"{s['registers']} / {s['spill_stores']} / {s['hmma']}")
         t.add_row(*cells)
     Console(width=max(Console().width, 110)).print(t)
     return 0

@@ -5,12 +5,20 @@ CUDA 12.9 pieces as wheels (dev extra): NVRTC 12 (`nvidia-cuda-nvrtc-cu12`) turn
 csrc/kernels/ into PTX for compute_70 and ptxas 12 (`nvidia-cuda-nvcc-cu12`) assembles it for
 sm_70 with its register/spill report. This proves the kernels are NVRTC-clean and use nothing newer
 than sm_70 (an sm_70 build fails on any instruction that needs a newer GPU).
+
+The registries carry no disassembler that still reads sm_70 code (nvdisasm and cuobjdump come as
+wheels from 13.2 on, and refuse SM70 as deprecated), so the tensor-core instructions are counted in
+the cubin itself: Volta and Turing encode each instruction in 128 bits with the opcode in the low
+12 bits: HMMA is 0x236 (the m8n8k4 form, four per m8n8k4) or 0x23c (Turing's m16n8k8 form, one per
+m16n8k8). `hmma_probe` compiles kernels with a known number of `mma` instructions, so a test sees
+the count move with them, and the CUDA-core build (WB_DOT_FMA) counts none (docs/DESIGN.md §4.3).
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib.util
+import struct
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -72,7 +80,7 @@ def _nvrtc_ptx(tc: Toolchain12, source: str, options: list[str]) -> str:
         nv.nvrtcGetProgramLog(prog, log)
         if rc != 0:
             raise BuildError(
-                "NVRTC compile for compute_70 failed", log.value.decode(errors="replace")
+                f"NVRTC compile failed ({options[0]})", log.value.decode(errors="replace")
             )
         nv.nvrtcGetPTXSize(prog, ctypes.byref(size))
         ptx = ctypes.create_string_buffer(size.value)
@@ -82,34 +90,126 @@ def _nvrtc_ptx(tc: Toolchain12, source: str, options: list[str]) -> str:
         nv.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def compile_sm70(v: Variant, tc: Toolchain12 | None = None, arch: str = "70") -> dict:
-    """NVRTC 12 -> PTX (compute_XX) -> ptxas 12 (sm_XX); returns the kernel's ptxas report."""
+HMMA_OPCODES = (0x236, 0x23C)  # low 12 bits of a Volta/Turing HMMA: the 884 form, the 1688 form
+_VOLTA_ENCODING = ("70", "72", "75")  # archs whose 128-bit encoding puts the opcode there
+
+
+def _text_sections(cubin: bytes) -> dict[str, bytes]:
+    """The ELF64 cubin's code sections by name (``.text.<kernel>``)."""
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        raise BuildError("ptxas output is not an ELF64 cubin")
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    heads = [struct.unpack_from("<IIQQQQ", cubin, shoff + i * shentsize) for i in range(shnum)]
+    names_at = heads[shstrndx][4]
+    out = {}
+    for name, _type, _flags, _addr, off, size in heads:
+        start = names_at + name
+        sec = cubin[start : cubin.index(b"\0", start)].decode()
+        if sec.startswith(".text."):
+            out[sec[len(".text.") :]] = cubin[off : off + size]
+    return out
+
+
+def opcode_counts(code: bytes) -> dict[int, int]:
+    """How often each 12-bit opcode occurs in Volta/Turing code (16 bytes per instruction)."""
+    counts: dict[int, int] = {}
+    for i in range(0, len(code) - len(code) % 16, 16):
+        op = struct.unpack_from("<Q", code, i)[0] & 0xFFF
+        counts[op] = counts.get(op, 0) + 1
+    return counts
+
+
+def _hmma(code: bytes) -> int:
+    counts = opcode_counts(code)
+    return sum(counts.get(op, 0) for op in HMMA_OPCODES)
+
+
+def _assemble(tc: Toolchain12, ptx: str, arch: str, what: str) -> tuple[str, bytes]:
+    """ptxas 12 -v for sm_<arch>: (its report, the cubin)."""
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
+        src.write_text(ptx)
+        proc = subprocess.run(
+            [str(tc.ptxas), f"-arch=sm_{arch}", "-v", str(src), "-o", str(out)],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise BuildError(f"ptxas 12 for sm_{arch} failed on {what}", proc.stderr)
+        return proc.stdout + proc.stderr, out.read_bytes()
+
+
+def _need(tc: Toolchain12 | None) -> Toolchain12:
     tc = tc or find_toolchain12()
     if tc is None:
         raise BuildError(
             "CUDA 12 NVRTC/ptxas wheels not found: pip install nvidia-cuda-nvrtc-cu12 "
             "nvidia-cuda-nvcc-cu12 nvidia-cuda-runtime-cu12"
         )
-    source = f'#include "{v.kernel}.cuh"\n'
+    return tc
+
+
+def kernel_ptx(
+    v: Variant, tc: Toolchain12 | None = None, arch: str = "70", defines: tuple[str, ...] = ()
+) -> str:
+    """The PTX (compute_<arch>) of variant v's kernel from NVRTC 12, with extra -D ``defines``."""
+    tc = _need(tc)
     opts = [
         f"--gpu-architecture=compute_{arch}",
         "--std=c++17",
         f"-I{csrc_dir() / 'kernels'}",
         f"-I{tc.include}",
     ]
-    ptx = _nvrtc_ptx(tc, source, opts + v.defines())
-    with tempfile.TemporaryDirectory() as d:
-        src = Path(d) / "k.ptx"
-        src.write_text(ptx)
-        proc = subprocess.run(
-            [str(tc.ptxas), f"-arch=sm_{arch}", "-v", str(src), "-o", str(Path(d) / "k.cubin")],
-            capture_output=True,
-            text=True,
-        )
-    if proc.returncode != 0:
-        raise BuildError(f"ptxas 12 for sm_{arch} failed on {v.name}", proc.stderr)
-    report = parse_ptxas(proc.stdout + proc.stderr)
+    source = f'#include "{v.kernel}.cuh"\n'
+    return _nvrtc_ptx(tc, source, opts + v.defines() + [f"-D{d}" for d in defines])
+
+
+def compile_sm70(
+    v: Variant, tc: Toolchain12 | None = None, arch: str = "70", defines: tuple[str, ...] = ()
+) -> dict:
+    """NVRTC 12 -> PTX (compute_XX) -> ptxas 12 (sm_XX); returns the kernel's ptxas report, plus
+    ``mma``: the PTX's mma instructions and, on Volta/Turing, ``hmma``: the cubin's HMMA
+    instructions in the kernel. ``defines`` adds -D flags (``WB_DOT_FMA``: the CUDA-core path)."""
+    tc = _need(tc)
+    ptx = kernel_ptx(v, tc, arch, defines)
+    log, cubin = _assemble(tc, ptx, arch, v.name)
+    report = parse_ptxas(log)
     for fn, info in report.items():
         if f"{v.kernel}_kernel" in fn:
-            return {"variant": v.name, "function": fn, **info}
-    raise BuildError(f"ptxas 12 reported no {v.kernel}_kernel for {v.name}", proc.stderr)
+            out = {"variant": v.name, "function": fn, **info, "mma": ptx.count("mma.sync.aligned")}
+            if arch in _VOLTA_ENCODING:
+                code = _text_sections(cubin).get(fn, b"")
+                out["hmma"] = _hmma(code)
+                out["instructions"] = len(code) // 16
+            return out
+    raise BuildError(f"ptxas 12 reported no {v.kernel}_kernel for {v.name}", log)
+
+
+def hmma_probe(
+    n: int, shape: str = "m8n8k4", tc: Toolchain12 | None = None, arch: str = "70"
+) -> int:
+    """HMMA instructions counted in a probe kernel with ``n`` chained ``mma`` of ``shape``
+    (m8n8k4: 4 per mma on sm_70, m16n8k8: 1 on sm_75): the check of the counting itself."""
+    tc = _need(tc)
+    regs = {"m8n8k4": (8, 2, 2), "m16n8k8": (4, 2, 1)}[shape]
+    nd, na, nb = regs
+    ops = [f"%{i}" for i in range(nd + na + nb)]
+    d, a, b = ops[:nd], ops[nd : nd + na], ops[nd + na :]
+    asm = (
+        f"mma.sync.aligned.{shape}.row.col.f32.f16.f16.f32 {{{','.join(d)}}}, {{{','.join(a)}}}, "
+        f"{{{','.join(b)}}}, {{{','.join(d)}}};"
+    )
+    outs = ", ".join(f'"+f"(c[{i}])' for i in range(nd))
+    ins = ", ".join(f'"r"(r[{i}] + {{k}}u)' for i in range(na + nb))
+    body = "".join(f'  asm volatile("{asm}" : {outs} : {ins.format(k=k)});\n' for k in range(n))
+    src = (
+        'extern "C" __global__ void probe(float* out, const unsigned* in) {\n'
+        f"  float c[{nd}] = {{}};\n  unsigned r[{na + nb}];\n"
+        f"  for (int i = 0; i < {na + nb}; ++i) r[i] = in[threadIdx.x + 32 * i];\n"
+        f"{body}"
+        f"  for (int i = 0; i < {nd}; ++i) out[threadIdx.x * {nd} + i] = c[i];\n}}\n"
+    )
+    ptx = _nvrtc_ptx(tc, src, [f"--gpu-architecture=compute_{arch}", f"-I{tc.include}"])
+    _, cubin = _assemble(tc, ptx, arch, f"the {shape} probe")
+    return _hmma(_text_sections(cubin)["probe"])
