@@ -35,9 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"json: a file (default stdout); vllm: a folder (default {DEFAULT_VLLM_DIR}/)",
     )
     p.add_argument("--root", default="sessions", help="where session names are looked up")
-    p.add_argument(
-        "--m", type=float, default=None, help="minimum effect (default: each session's)"
-    )
+    p.add_argument("--m", type=float, default=None, help="minimum effect (default: each session's)")
 
 
 def run(args: argparse.Namespace) -> int:
