@@ -137,6 +137,13 @@ def test_sessions_of_two_gpus_merge_into_one_pooled_entry():
         assert hot["ratio"] == rows[f"{rec.kernel}/hot"].estimate
         assert hot["session_verdicts"] == rows[f"{rec.kernel}/hot"].verdicts
         assert hot["blocks"] == [6, 6, 6]
+    # a wider minimum effect reaches the pooled verdicts: 0.9606 is no longer 5 % faster
+    wide, _ = decisions.build(ss, m=0.05)
+    w13 = wide["devices"]["NVIDIA_H200"]["shapes"][QWEN]["layouts"]["b3"]["w13"]
+    assert (
+        w13["sets"]["hot"]["verdict"] == "SAME" and w13["sets"]["rotating"]["verdict"] == "FASTER"
+    )
+    assert w13["sets"]["hot"]["session_verdicts"] == ["SAME"] * 3
 
 
 def test_synthetic_sessions_merge_per_device_and_split_by_device(tmp_path):

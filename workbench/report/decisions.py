@@ -72,9 +72,11 @@ def _one(a: Analysis, kernel: str) -> tuple[Recommendation, dict[str, Any]]:
     return rec, sets
 
 
-def _pooled(analyses: list[Analysis], kernel: str) -> tuple[Recommendation, dict[str, Any]]:
+def _pooled(
+    analyses: list[Analysis], kernel: str, m: float | None
+) -> tuple[Recommendation, dict[str, Any]]:
     """The pooled recommendation of several sessions (analysis.pool) and its rows per set."""
-    pool = pool_sessions([a.session for a in analyses])
+    pool = pool_sessions([a.session for a in analyses], m)
     rec = next((r for r in pool.recommendations if r.kernel == kernel), None)
     ids = {r.id for r in analyses[0].results if r.kernel == kernel and reader_comparison(r.cmp)}
     if rec is None:
@@ -98,7 +100,7 @@ def _pooled(analyses: list[Analysis], kernel: str) -> tuple[Recommendation, dict
     return rec, {"pooled": len(analyses), "warnings": pool.warnings, "sets": sets}
 
 
-def _entry(analyses: list[Analysis]) -> dict[str, Any]:
+def _entry(analyses: list[Analysis], m: float | None) -> dict[str, Any]:
     first = analyses[0].session
     files = first.provenance.get("files") or {}
     for a in analyses[1:]:
@@ -122,7 +124,7 @@ def _entry(analyses: list[Analysis]) -> dict[str, Any]:
             rec, sets = _one(have[0], kernel)
             ev: dict[str, Any] = {"pooled": 1, "warnings": [], "sets": sets}
         else:
-            rec, ev = _pooled(have, kernel)
+            rec, ev = _pooled(have, kernel, m)
         compact[kernel] = {
             "arm": rec.arm, "reader": _reader(rec.arm), "decision": rec.decision,
             "rule": rec.rule, "evidence": rec.evidence,
@@ -179,7 +181,7 @@ def build(sessions: Iterable[Session], m: float | None = None) -> tuple[dict[str
     devices: dict[str, Any] = {}
     for (dev, key), analyses in sorted(groups.items()):
         slot = devices.setdefault(dev, {"names": sorted(names[dev]), "shapes": {}})
-        slot["shapes"][key] = _entry(analyses)
+        slot["shapes"][key] = _entry(analyses, m)
     doc = {
         "schema": decision.SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

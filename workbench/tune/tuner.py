@@ -365,7 +365,7 @@ def run_tune_session(
     cancelled: Any = None,
 ) -> Any:
     """Entry point for the TUI: run a tune from a plain dict (kernel, arm, params {name:
-    [values]}, top, screen_pairs, workers, preset, tp, pairs, blocks) and return the session
+    [values]}, top, screen_pairs, workers, ray, preset, tp, pairs, blocks) and return the session
     path. ``events(kind, data)`` gets the run's events (from this thread); ``cancelled()`` is
     polled five times a second (a cancelled tune keeps its session, status "interrupted")."""
     import threading
@@ -380,7 +380,8 @@ def run_tune_session(
     space.parse_overrides(kernel, [f"{k}={','.join(map(str, v))}" for k, v in overrides.items()])
     cands = space.candidates(kernel, arm, overrides, shape.validate())
     tcfg = TuneConfig(kernel, arm, cands, screen_pairs=int(c.get("screen_pairs", 3)),
-                      top=int(c.get("top", 3)), workers=c.get("workers"))  # fmt: skip
+                      top=int(c.get("top", 3)), workers=c.get("workers"),
+                      ray=c.get("ray"))  # fmt: skip
     proto = ProtocolConfig(pairs=int(c.get("pairs", 2)), blocks=int(c.get("blocks", 6)))
     cfg = make_run_config(shape, tcfg, protocol=proto, sessions_dir=str(root),
                           extra={"source": "tui"})  # fmt: skip
