@@ -42,7 +42,7 @@ def key(params):
 
 
 def run_tune(tmp_path, unroll=(3, 4, 5, 6), top=2, workers=1, cancel=None, events=None,
-             kernel="w13", overrides=None):  # fmt: skip
+             kernel="w13", overrides=None, ray=None):  # fmt: skip
     shape = resolve_shape(**SHAPE)
     overrides = overrides or {"unroll": unroll, "max_warps": (16,)}
     cands = space.candidates(kernel, "b3-scalar", overrides, shape)
@@ -50,7 +50,7 @@ def run_tune(tmp_path, unroll=(3, 4, 5, 6), top=2, workers=1, cancel=None, event
              {"param_factor": dict(sim_device.PARAM_FACTOR), "broken": tuple(FakeKernelOp.broken),
               "perturbed": dict(FakeKernelOp.perturbed)})  # fmt: skip
     tc = tuner.TuneConfig(kernel, "b3-scalar", cands, screen_pairs=2, top=top, workers=workers,
-                          setup=setup)  # fmt: skip
+                          setup=setup, ray=ray)  # fmt: skip
     cfg = tuner.make_run_config(shape, tc, calls=4, replays=5,
                                 protocol=ProtocolConfig(pairs=2, blocks=3),
                                 sessions_dir=str(tmp_path / "sessions"))  # fmt: skip

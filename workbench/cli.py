@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "sessions": "workbench.commands.sessions",
     "plot": "workbench.commands.plot",
     "report": "workbench.commands.report",
+    "export": "workbench.commands.export",
     "tui": "workbench.commands.tui",
     "doctor": "workbench.commands.doctor",
 }

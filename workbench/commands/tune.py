@@ -1,7 +1,8 @@
 """`workbench tune`: sweep a kernel's compile-time parameters (docs/DESIGN.md §11).
 
 Builds every candidate (parallel, cached), gates each against the default, screens every one
-on the hot and rotating sets (one worker process per visible GPU), confirms the best --top
+on the hot and rotating sets (one worker process per visible GPU, or with --ray one Ray
+actor per GPU of every host of a cluster), confirms the best --top
 against the default with the full block protocol, and times scalar against cooperative reader at
 the best parameters. One session holds it all, with a sweep plot. A second run over the same
 space resumes from the screened results of the first. Exit codes as `workbench ab`.
@@ -48,6 +49,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--no-resume", action="store_true", help="screen again what the cache holds")
     g.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="screen on every GPU of this Ray cluster, one actor per GPU (default $RAY_ADDRESS; "
+        "unset: local worker processes)",
+    )
+    g.add_argument(
         "--floor-file",
         default=None,
         help="streaming floor for the sweep plot (KERNEL/SET = US lines)",
@@ -76,8 +84,14 @@ def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         floor = read_floor_file(args.floor_file)
     if isinstance(args.min_effect, bool) or not 0 < args.min_effect < 0.5:
         raise BadArgument(f"--min-effect {args.min_effect!r} must be a fraction in (0, 0.5)")
+    from workbench.tune import ray_pool
+
+    ray = ray_pool.address(args.ray)
+    if ray is not None:
+        ray_pool.require_ray("--ray" if args.ray else "RAY_ADDRESS")
     tcfg = tuner.TuneConfig(args.kernel, args.arm, cands, screen_pairs=args.screen_pairs,
-                            top=args.top, workers=args.workers, resume=not args.no_resume)  # fmt: skip
+                            top=args.top, workers=args.workers, resume=not args.no_resume,
+                            ray=ray)  # fmt: skip
     cfg = tuner.make_run_config(
         shape, tcfg, sets=parse_list(args.set, SETS, "--set"), calls=args.calls,
         replays=args.replays, seed=args.seed, m=args.min_effect, protocol=protocol,
@@ -87,7 +101,8 @@ def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
 
 def candidate_line(res: dict[str, Any]) -> str:
-    where = "cache" if res.get("source") == "cache" else f"GPU {res.get('gpu')}"
+    host = f"{res['host']} " if res.get("host") else ""  # a Ray sweep: several hosts
+    where = "cache" if res.get("source") == "cache" else f"{host}GPU {res.get('gpu')}"
     if res["status"] != "screened":
         return f"  {res['candidate']:<28} {res['status']:<9} ({where}): {res.get('reason')}"
     sets = "  ".join(f"{k} {v['ratio']:.4f}" for k, v in res["sets"].items() if v.get("ratio"))

@@ -159,6 +159,7 @@ MHZ = nullable(real(0, 1e5))
 THROTTLE = nullable(integer(0, 2**64 - 1))
 DIAG = nullable(real(0, DIAG_MAX))  # a gate's rel_l2 / max_abs_diff (normalised first)
 GPU = nullable(integer(0, 1023))  # index among the run's visible GPUs (tune workers)
+HOST = nullable(text)  # the host a Ray sweep's record was measured on (GPU: its index there)
 
 RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
     "comparison": {
@@ -195,6 +196,7 @@ RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
         "throttle": (OPT, THROTTLE),
         "block": (OPT, nullable(integer(0, MAX_COUNT))),
         "gpu": (OPT, GPU),
+        "host": (OPT, HOST),
     },
     "gate": {
         "t": (REQ, _t),
@@ -235,6 +237,7 @@ RECORDS["candidate"] = {
     "candidate": (REQ, text),
     "status": (REQ, one_of("screened", "excluded", "failed", "cancelled")),
     "gpu": (OPT, GPU),
+    "host": (OPT, HOST),
     "source": (OPT, nullable(one_of("measured", "cache"))),
     "score": (OPT, nullable(real(0, 1e6, open_lo=True))),
     "reason": (OPT, nullable(any_text)),

@@ -87,11 +87,12 @@ def screen_one(engine: Any, task: Task, sets: tuple[str, ...], gpu: int) -> dict
 class _QueueSession:
     """What a worker's engine records into: each record goes to the parent, tagged with the GPU."""
 
-    def __init__(self, out: Any, gpu: int) -> None:
-        self.out, self.gpu = out, gpu
+    def __init__(self, out: Any, gpu: int, tags: dict[str, Any] | None = None) -> None:
+        self.out, self.gpu, self.tags = out, gpu, dict(tags or {})
 
     def record(self, type: str, **fields: Any) -> dict[str, Any]:
-        rec = {"type": type, "t": fields.pop("t", time.time()), "gpu": self.gpu, **fields}
+        rec = {"type": type, "t": fields.pop("t", time.time()), "gpu": self.gpu, **self.tags,
+               **fields}  # fmt: skip
         self.out.put(("record", self.gpu, rec))
         return rec
 
@@ -99,9 +100,12 @@ class _QueueSession:
 class _WorkerRunner:
     """The part of workbench.run.runner.Runner an engine talks to, inside a screening worker."""
 
-    def __init__(self, cfg: Any, gpu: int, out: Any, stop: Any, monitor: Any) -> None:
+    def __init__(
+        self, cfg: Any, gpu: int, out: Any, stop: Any, monitor: Any,
+        tags: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
         self.cfg, self.gpu, self.out, self.cancel = cfg, gpu, out, stop
-        self.session = _QueueSession(out, gpu)
+        self.session = _QueueSession(out, gpu, tags)
         self.monitor = monitor
         self.results: list[Any] = []
         self.memory: list[dict[str, Any]] = []

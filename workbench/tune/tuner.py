@@ -41,6 +41,8 @@ class TuneConfig:
     workers: int | None = None  # None: one per visible GPU
     resume: bool = True
     setup: tuple[str, dict[str, Any]] | None = None  # tests: installs the simulated device
+    ray: str | None = None  # a Ray cluster's address: screen on its GPUs (tune/ray_pool.py)
+    ray_init: dict[str, Any] | None = None  # tests: ray.init arguments of a local instance
 
     def validate(self) -> TuneConfig:
         for name, v, lo, hi in (("--screen-pairs", self.screen_pairs, 1, 1000),
@@ -50,12 +52,14 @@ class TuneConfig:
         w = self.workers
         if w is not None and (isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 64):
             raise BadArgument(f"--workers {w!r} must be an integer in 1..64")
+        if self.ray is not None and (not isinstance(self.ray, str) or not self.ray.strip()):
+            raise BadArgument(f"--ray {self.ray!r} must be a Ray address (host:port, auto)")
         return self
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel, "arm": self.arm, "screen_pairs": self.screen_pairs,
-            "top": self.top, "workers": self.workers, "resume": self.resume,
+            "top": self.top, "workers": self.workers, "resume": self.resume, "ray": self.ray,
             "candidates": [dict(c.params) for c in self.candidates],
             "default": dict(self.candidates[0].params),
         }  # fmt: skip
@@ -85,11 +89,13 @@ def make_run_config(
 class _Tagged:
     """The session writer, with every record tagged with the GPU it was measured on."""
 
-    def __init__(self, inner: Any, gpu: int) -> None:
-        self.inner, self.gpu = inner, gpu
+    def __init__(self, inner: Any, gpu: int, host: str | None = None) -> None:
+        self.inner, self.gpu, self.host = inner, gpu, host
 
     def record(self, type: str, **fields: Any) -> dict[str, Any]:
         fields.setdefault("gpu", self.gpu)
+        if self.host is not None:  # a Ray sweep: samples of several hosts share one session
+            fields.setdefault("host", self.host)
         return self.inner.record(type, **fields)
 
     def __getattr__(self, name: str) -> Any:
@@ -121,6 +127,7 @@ class TuneRunner(Runner):
         self.workers_used = 1
         self.worker_errors = 0
         self.gpu_name = ""
+        self.hosts: list[dict[str, Any]] = []  # a Ray sweep's actors: host, GPU, name, node
 
     def make_engine(self) -> Any:
         from workbench.tune.device import TuneEngine
@@ -140,11 +147,20 @@ class TuneRunner(Runner):
 
         import torch
 
-        self.session = _Tagged(self.session, 0)
+        if self.tcfg.ray is not None:  # (host, GPU index on it) names every sample's GPU
+            import socket
+
+            from workbench.tune.screen import visible_gpus
+
+            own = visible_gpus(1)[0]
+            self.session = _Tagged(self.session, int(own) if own.isdigit() else 0,
+                                   socket.gethostname())  # fmt: skip
+        else:
+            self.session = _Tagged(self.session, 0)
         self.gpu_name = torch.cuda.get_device_properties(torch.cuda.current_device()).name
         visible = max(1, torch.cuda.device_count())
         workers = min(self.tcfg.workers or visible, visible)
-        if self.tcfg.workers and self.tcfg.workers > visible:
+        if self.tcfg.workers and self.tcfg.workers > visible and self.tcfg.ray is None:
             self.note(
                 f"--workers {self.tcfg.workers}: only {visible} GPU(s) visible, using {visible}"
             )
@@ -161,7 +177,9 @@ class TuneRunner(Runner):
             self.note(f"resumed: {len(rest) - len(todo)} candidate(s) screened before (cache)")
         t0 = time.monotonic()
         self.workers_used = min(workers, max(1, len(todo)))
-        if self.workers_used <= 1:
+        if todo and self.tcfg.ray is not None:
+            self._screen_on_ray(todo)
+        elif self.workers_used <= 1:
             engine.use_protocol(self._screen_protocol())
             for task in todo:
                 if self.cancel.is_set():
@@ -207,6 +225,21 @@ class TuneRunner(Runner):
                 self.recommendations = {best.kernel: rec}
                 self.emit("recommendation", rec)
 
+    def _screen_on_ray(self, todo: list[Task]) -> None:
+        from workbench.tune.ray_pool import RayPool
+
+        pool = RayPool(self.cfg, self._screen_protocol(), self.cfg.sets, self.tcfg.ray,
+                       self.tcfg.workers, self.tcfg.setup, self.gpu_name,
+                       dict(self.tcfg.ray_init or {}))  # fmt: skip
+        pool.run(todo, self._message, self.cancel)
+        self.hosts, self.workers_used = pool.facts, len(pool.facts)
+        left = [t for t in todo if t.candidate.name not in self.screened]
+        if len(left) == len(todo) and not self.cancel.is_set():
+            raise WorkbenchError(
+                f"no Ray screening actor screened anything ({len(left)} candidate(s) not "
+                "screened): see the session's notes"
+            )
+
     def _screen_protocol(self) -> ProtocolConfig:
         return dataclasses.replace(
             self.cfg.protocol, blocks=1, pairs=self.tcfg.screen_pairs, adaptive=False,
@@ -242,6 +275,9 @@ class TuneRunner(Runner):
             self.note(f"screening worker on GPU {gpu} stopped: {data}")
         elif kind == "ready":
             self.emit("worker", {"gpu": gpu, **data})
+            if "host" in data:  # a Ray actor: say where it runs
+                self.note(f"screening actor on host {data['host']} GPU {data['gpu']}: "
+                          f"{data['name']} (Ray node {data['node'][:12]})")  # fmt: skip
 
     def _screened(self, res: dict[str, Any], store: bool = True) -> None:
         res = {**res, "source": res.get("source", "measured")}
@@ -309,6 +345,7 @@ class TuneRunner(Runner):
         out["tune"] = {
             "kernel": self.tcfg.kernel, "arm": self.tcfg.arm, "gpu": self.gpu_name,
             "default": self.tcfg.candidates[0].name, "workers": self.workers_used,
+            "ray": self.tcfg.ray, "hosts": self.hosts,
             "screen_seconds": self.screen_seconds, "screened": list(self.screened.values()),
             "ranked": ranked, "confirmed": list(self.confirmed.values()), "best": self.best,
             "reader": {k: r.to_dict() for k, r in self.recommendations.items()},
@@ -328,7 +365,7 @@ def run_tune_session(
     cancelled: Any = None,
 ) -> Any:
     """Entry point for the TUI: run a tune from a plain dict (kernel, arm, params {name:
-    [values]}, top, screen_pairs, workers, preset, tp, pairs, blocks) and return the session
+    [values]}, top, screen_pairs, workers, ray, preset, tp, pairs, blocks) and return the session
     path. ``events(kind, data)`` gets the run's events (from this thread); ``cancelled()`` is
     polled five times a second (a cancelled tune keeps its session, status "interrupted")."""
     import threading
@@ -343,7 +380,8 @@ def run_tune_session(
     space.parse_overrides(kernel, [f"{k}={','.join(map(str, v))}" for k, v in overrides.items()])
     cands = space.candidates(kernel, arm, overrides, shape.validate())
     tcfg = TuneConfig(kernel, arm, cands, screen_pairs=int(c.get("screen_pairs", 3)),
-                      top=int(c.get("top", 3)), workers=c.get("workers"))  # fmt: skip
+                      top=int(c.get("top", 3)), workers=c.get("workers"),
+                      ray=c.get("ray"))  # fmt: skip
     proto = ProtocolConfig(pairs=int(c.get("pairs", 2)), blocks=int(c.get("blocks", 6)))
     cfg = make_run_config(shape, tcfg, protocol=proto, sessions_dir=str(root),
                           extra={"source": "tui"})  # fmt: skip

@@ -1,0 +1,76 @@
+"""`workbench export SESSION... [--format json|vllm] [--out PATH]`: the decision file an
+inference engine reads (docs/EXPORT.md).
+
+Per device (named as vLLM keys it) and MoE shape: the reader chosen per kernel and layout, the
+verdicts, ratios, intervals and block counts behind the choice, the sessions and their source
+hashes. Sessions of several GPUs of one model merge into one entry (pooled). ``--format json``
+writes one file (stdout by default); ``--format vllm`` writes one
+``E=...,N=...,device_name=....json`` per device and (E, N) into a folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from workbench.core.errors import BadArgument
+
+HELP = "write the reader decisions of sessions as a file an inference engine reads"
+FORMATS = ("json", "vllm")
+DEFAULT_VLLM_DIR = "decisions"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "sessions", metavar="SESSION", nargs="+", help="session folders, names or 'latest'"
+    )
+    p.add_argument(
+        "--format", default="json", help="json (one file) or vllm (a folder of E=..,N=.. files)"
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help=f"json: a file (default stdout); vllm: a folder (default {DEFAULT_VLLM_DIR}/)",
+    )
+    p.add_argument("--root", default="sessions", help="where session names are looked up")
+    p.add_argument("--m", type=float, default=None, help="minimum effect (default: each session's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.commands._paths import output_dir, output_file
+    from workbench.commands.sessions import resolve
+    from workbench.report import decisions
+    from workbench.store.session import load_session
+
+    if args.format not in FORMATS:
+        raise BadArgument(f"--format {args.format!r} is unknown: use one of {', '.join(FORMATS)}")
+    if args.m is not None and not 0 < args.m < 0.5:
+        raise BadArgument(f"--m {args.m!r} must be a fraction in (0, 0.5)")
+    paths = [resolve(a, args.root) for a in args.sessions]
+    seen: dict[Path, str] = {}
+    for arg, p in zip(args.sessions, paths, strict=True):
+        key = (p.parent if p.name == "session.json" else p).resolve()
+        if key in seen:
+            raise BadArgument(f"SESSION {arg!r} is {seen[key]!r} again")
+        seen[key] = arg
+    doc, notes = decisions.build([load_session(p) for p in paths], args.m)
+    for n in notes:
+        print(f"workbench export: {n}", file=sys.stderr)
+    if args.format == "json":
+        text = json.dumps(doc, indent=1, sort_keys=False) + "\n"
+        if args.out in (None, "-"):
+            sys.stdout.write(text)
+        else:
+            out = output_file(args.out, "--out", "decisions.json")
+            out.write_text(text)
+            print(f"workbench export: wrote {out}", file=sys.stderr)
+        return 0
+    folder = output_dir(args.out or DEFAULT_VLLM_DIR, "--out")
+    for name, part in decisions.split(doc).items():
+        tmp = folder / f".{name}.tmp"
+        tmp.write_text(json.dumps(part, indent=1) + "\n")
+        tmp.replace(folder / name)  # whole or not at all: an engine may be reading the folder
+        print(f"workbench export: wrote {folder / name}", file=sys.stderr)
+    return 0

@@ -1,0 +1,204 @@
+"""Sessions to a decision document (docs/EXPORT.md): the reader recommendation of the analysis
+model, per device and MoE shape, with the evidence behind it, for ``workbench.core.decision``.
+
+Nothing is decided here: one session's choice is ``analysis.analyse(session).recommendations``,
+several sessions' (replicates, or several GPUs of one model) is ``analysis.pool_sessions``, and
+the numbers per expert set are those same objects' verdicts. What this module adds is the
+grouping (device name as vLLM keys it, shape key) and the refusals: sessions of one entry must
+have measured the same kernel sources and the same pair of arms, or the merged choice would
+describe no single build.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from collections.abc import Iterable
+from typing import Any
+
+from workbench import __version__
+from workbench.analysis.model import Analysis, analyse
+from workbench.analysis.pool import pool_sessions
+from workbench.analysis.recommend import READER_KERNELS, Recommendation, reader_comparison
+from workbench.core import decision
+from workbench.core.errors import BadArgument
+from workbench.store.session import Session
+
+LAYOUT_RULE = (
+    "the compact layout (b3) is the default where every reader kernel has a reader "
+    "recommendation from these sessions, with the recommended arm per kernel; the 4-byte layout "
+    "(b4) has one reader, scalar; anything else falls back to b4-scalar (workbench.core.decision)"
+)
+
+
+def _shape_key(s: Session) -> decision.ShapeKey:
+    shape = s.config.get("shape")
+    if not isinstance(shape, dict):
+        from workbench.data.shapes import PRESETS
+
+        preset = s.config.get("preset")
+        if preset not in PRESETS:
+            raise BadArgument(f"SESSION {s.name!r} records no shape (config.shape): cannot key it")
+        shape = PRESETS[preset].to_dict()
+    try:
+        return decision.ShapeKey.of(shape)
+    except decision.DecisionError as e:
+        raise BadArgument(f"SESSION {s.name!r}: {e}") from None
+
+
+def _session_record(s: Session) -> dict[str, Any]:
+    gpu = s.environment.get("gpu") if isinstance(s.environment.get("gpu"), dict) else {}
+    git = s.provenance.get("git") or {}
+    return {
+        "id": s.name, "created": s.created, "status": s.status, "mode": s.config.get("mode"),
+        "gpu": s.gpu_name, "gpu_uuid": gpu.get("uuid"), "commit": git.get("commit"),
+        "dirty": git.get("dirty"), "top_k": (s.config.get("shape") or {}).get("top_k"),
+    }  # fmt: skip
+
+
+def _verdict(v: Any) -> dict[str, Any]:
+    return {"verdict": v.verdict, "ratio": v.median, "ci": [v.ci_low, v.ci_high],
+            "blocks": v.blocks, "pairs": v.n, "m": v.m, "reason": v.reason}  # fmt: skip
+
+
+def _one(a: Analysis, kernel: str) -> tuple[Recommendation, dict[str, Any]]:
+    """The recommendation and the per-set verdicts of one session (its reader comparisons)."""
+    rec = a.recommendations[kernel]
+    sets = {
+        r.set: {"cmp": r.id, "a": r.cmp["a"], "b": r.cmp["b"], **_verdict(r.verdict)}
+        for r in a.results
+        if r.kernel == kernel and reader_comparison(r.cmp) and r.verdict.n > 0
+    }
+    return rec, sets
+
+
+def _pooled(
+    analyses: list[Analysis], kernel: str, m: float | None
+) -> tuple[Recommendation, dict[str, Any]]:
+    """The pooled recommendation of several sessions (analysis.pool) and its rows per set."""
+    pool = pool_sessions([a.session for a in analyses], m)
+    rec = next((r for r in pool.recommendations if r.kernel == kernel), None)
+    ids = {r.id for r in analyses[0].results if r.kernel == kernel and reader_comparison(r.cmp)}
+    if rec is None:
+        names = ", ".join(a.session.name for a in analyses)
+        raise BadArgument(
+            f"{kernel}: sessions {names} share no reader comparison to pool: export them apart"
+        )
+    sets = {}
+    for row in pool.rows:
+        if row.id in ids:
+            lo, hi = row.interval
+            sets[row.set] = {
+                "cmp": row.id, "verdict": row.verdict, "ratio": row.estimate, "ci": [lo, hi],
+                "session_verdicts": row.verdicts, "session_ratios": row.medians,
+                "session_cis": [list(c) for c in row.cis], "pairs": row.pairs,
+                "blocks": [
+                    next(r.verdict.blocks for r in a.results if r.id == row.id) for a in analyses
+                ],
+                "covered": row.covered,
+            }  # fmt: skip
+    return rec, {"pooled": len(analyses), "warnings": pool.warnings, "sets": sets}
+
+
+def _entry(analyses: list[Analysis], m: float | None) -> dict[str, Any]:
+    first = analyses[0].session
+    files = first.provenance.get("files") or {}
+    for a in analyses[1:]:
+        other = a.session.provenance.get("files") or {}
+        if other != files:
+            diff = sorted(k for k in set(files) | set(other) if files.get(k) != other.get(k))
+            raise BadArgument(
+                f"sessions {first.name} and {a.session.name} measured different kernel sources "
+                f"({', '.join(diff[:3]) or 'hashes unknown'}): export the sessions of one source "
+                "tree"
+            )
+    compact: dict[str, Any] = {}
+    for kernel in READER_KERNELS:
+        have = [a for a in analyses if kernel in a.recommendations]
+        if not have:
+            continue
+        if len({_arms(a, kernel) for a in have}) > 1:
+            seen = "; ".join(f"{a.session.name}: {' vs '.join(_arms(a, kernel))}" for a in have)
+            raise BadArgument(f"{kernel}: the sessions judged different builds ({seen})")
+        if len(have) == 1:
+            rec, sets = _one(have[0], kernel)
+            ev: dict[str, Any] = {"pooled": 1, "warnings": [], "sets": sets}
+        else:
+            rec, ev = _pooled(have, kernel, m)
+        compact[kernel] = {
+            "arm": rec.arm, "reader": _reader(rec.arm), "decision": rec.decision,
+            "rule": rec.rule, "evidence": rec.evidence,
+            "sessions": [a.session.name for a in have], **ev,
+        }  # fmt: skip
+    safe = {k: {"arm": decision.SAFE_ARM, "reader": "scalar", "decision": "only reader"}
+            for k in READER_KERNELS}  # fmt: skip
+    return {
+        "shape": dataclasses.asdict(_shape_key(first)),
+        "layouts": {decision.COMPACT: compact, decision.SAFE: safe},
+        "layout_rule": LAYOUT_RULE,
+        "sessions": [_session_record(a.session) for a in analyses],
+        "sources": {"files": files, "builds": _builds(analyses)},
+    }
+
+
+def _arms(a: Analysis, kernel: str) -> tuple[str, str]:
+    for r in a.results:
+        if r.kernel == kernel and reader_comparison(r.cmp) and r.verdict.n > 0:
+            return str(r.cmp["a"]), str(r.cmp["b"])
+    return ("?", "?")
+
+
+def _reader(arm: str) -> str:
+    return arm.partition("@")[0].rpartition("-")[2]
+
+
+def _builds(analyses: list[Analysis]) -> dict[str, dict[str, str]]:
+    """{session: {variant: sha256 of the built library}} (builds differ per host and toolchain)."""
+    return {a.session.name: dict(a.session.provenance.get("builds") or {}) for a in analyses}
+
+
+def build(sessions: Iterable[Session], m: float | None = None) -> tuple[dict[str, Any], list[str]]:
+    """(decision document, notes): one entry per (device, shape) of ``sessions``; sessions
+    without a reader recommendation are skipped with a note."""
+    groups: dict[tuple[str, str], list[Analysis]] = {}
+    names: dict[str, set[str]] = {}
+    notes = []
+    for s in sessions:
+        a = analyse(s, m)
+        if not a.recommendations:
+            notes.append(
+                f"skipped {s.name}: no reader comparison with pairs (mode {s.config.get('mode')})"
+            )
+            continue
+        gpu = s.gpu_name
+        if not gpu:
+            raise BadArgument(f"SESSION {s.name!r} records no GPU name: cannot key it by device")
+        dev = decision.device_key(gpu)
+        names.setdefault(dev, set()).add(gpu)
+        groups.setdefault((dev, _shape_key(s).key()), []).append(a)
+    if not groups:
+        raise BadArgument("no session has a reader recommendation: nothing to export")
+    devices: dict[str, Any] = {}
+    for (dev, key), analyses in sorted(groups.items()):
+        slot = devices.setdefault(dev, {"names": sorted(names[dev]), "shapes": {}})
+        slot["shapes"][key] = _entry(analyses, m)
+    doc = {
+        "schema": decision.SCHEMA,
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "generator": f"workbench {__version__}",
+        "devices": devices,
+    }
+    return decision.check(doc), notes
+
+
+def split(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """{file name: document} for ``--format vllm``: one file per device and (E, N), each a
+    document of its own (the same schema, ``decision.load`` merges a folder of them)."""
+    out: dict[str, dict[str, Any]] = {}
+    for dev, d in doc["devices"].items():
+        for key, e in d["shapes"].items():
+            name = decision.file_name(dev, key)
+            part = out.setdefault(name, {**{k: v for k, v in doc.items() if k != "devices"},
+                                         "devices": {dev: {"names": d["names"], "shapes": {}}}})  # fmt: skip
+            part["devices"][dev]["shapes"][key] = e
+    return out
