@@ -1,4 +1,4 @@
-"""The sm_70 m8n8k4 dot product: the NumPy model (workbench/kernels/volta_model.py) against a plain
+"""The sm_70 m8n8k4 dot product: the NumPy model (tests/volta_model.py) against a plain
 dot product and the PTX fragment map, and the kernel's index arithmetic (csrc/kernels/mma_sm70.h,
 compiled into a host program) against the model. The last test fails if the CUDA's arithmetic
 changes without the model (or the other way round)."""
@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import volta_model as vm
 
 from workbench.data.layouts import dequantize, encode_metadata, pack_int4
-from workbench.kernels import volta_model as vm
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ROOT / "csrc" / "kernels" / "mma_sm70.h"

@@ -36,9 +36,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from fragment_model import dequant_word
 
 from workbench.core.errors import BadArgument
-from workbench.kernels.fragment_model import dequant_word
 
 WARP = 32
 MMAS = 8  # m8n8k4 products per tile-group
