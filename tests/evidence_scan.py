@@ -90,6 +90,7 @@ def check(
     sessions_root: Path,
     current: Mapping[str, str] | None = None,
     base: Path | None = None,
+    equivalence: Mapping | None | bool = True,
 ) -> list[str]:
     """One line per problem with the sessions ``docs`` cite (empty: the evidence is sound).
 
@@ -97,6 +98,9 @@ def check(
     ``base``: folder the file names in messages are relative to.
     """
     from workbench.store.session import load_session
+
+    if equivalence is True:
+        equivalence = load_equivalence()
 
     known = (
         {p.name for p in sessions_root.iterdir() if p.is_dir()} if sessions_root.is_dir() else set()
@@ -121,6 +125,10 @@ def check(
                 problems.append(f"{where}: cites {name}, which cannot be loaded: {e}")
                 continue
             stale = stale_sources(files, current)
+            if stale and same_device_code(
+                session_arch(sessions_root / name), files, current, equivalence
+            ):
+                continue  # other sources, but the same device code and launches on its GPU
             if stale is None:
                 problems.append(f"{where}: cites {name} as current, but it records no csrc/ hashes")
             elif stale:
@@ -130,6 +138,46 @@ def check(
                     "citation under a 'History' heading)"
                 )
     return problems
+
+
+EQUIVALENCE = (
+    Path(__file__).resolve().parents[1] / "benchmarks/results/device_code/equivalence.json"
+)
+
+
+def load_equivalence(path: Path = EQUIVALENCE) -> dict | None:
+    """The record benchmarks/device_code.py writes, or None where there is none."""
+    import json
+
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def session_arch(folder: Path) -> str | None:
+    """compute_XY of the GPU a session ran on (environment.gpu.sm, e.g. "9.0")."""
+    import json
+
+    try:
+        sm = json.loads((folder / "session.json").read_text())["environment"]["gpu"]["sm"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return f"compute_{str(sm).replace('.', '')}" if sm else None
+
+
+def same_device_code(
+    arch: str | None,
+    files: Mapping[str, str] | None,
+    current: Mapping[str, str] | None,
+    eq: Mapping | None,
+) -> bool:
+    """Whether ``eq`` (benchmarks/device_code.py's record) shows that sources ``files`` and the
+    working tree (or ``current``) give a GPU of ``arch`` the same device code and launches: made
+    for exactly these two trees, on that architecture, and found identical."""
+    from workbench.store.provenance import current_sources, kernel_files
+
+    if not eq or not eq.get("identical") or arch is None or eq.get("arch") != arch:
+        return False
+    now = kernel_files(current_sources() if current is None else current)
+    return kernel_files(files) == eq.get("from_sources") and now == eq.get("to_sources")
 
 
 def doc_files(repo: Path) -> list[Path]:

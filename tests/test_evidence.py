@@ -14,6 +14,7 @@ The first tests check the scanner on small Markdown files; the last one checks t
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -195,3 +196,90 @@ def test_cited_sessions_exist_and_current_ones_match_the_kernels():
     on the kernel sources in csrc/ now. Fails when a kernel changed after its evidence."""
     problems = check(doc_files(REPO), REPO / "sessions", base=REPO)
     assert problems == [], "stale or missing evidence:\n" + "\n".join(problems)
+
+
+# ------------------------------------------------------------------------ same device code
+
+
+def _eq_record(frm, to, arch="compute_90", identical=True):
+    return {"schema": "workbench.device-code-equivalence/1", "from_sources": dict(frm),
+            "to_sources": dict(to), "arch": arch, "identical": identical}  # fmt: skip
+
+
+def test_same_device_code_needs_both_trees_the_arch_and_identity():
+    from evidence_scan import same_device_code
+
+    rec = _eq_record(OLD, NOW)
+    assert same_device_code("compute_90", OLD, NOW, rec)
+    assert not same_device_code("compute_80", OLD, NOW, rec)  # another GPU: not shown
+    assert not same_device_code(None, OLD, NOW, rec)
+    assert not same_device_code(
+        "compute_90", OLD, {**NOW, "csrc/x.h": "4" * 64}, rec
+    )  # tree moved on
+    assert not same_device_code("compute_90", {"csrc/w13.cu": "5" * 64}, NOW, rec)
+    assert not same_device_code("compute_90", OLD, NOW, _eq_record(OLD, NOW, identical=False))
+    assert not same_device_code("compute_90", OLD, NOW, None)
+
+
+def test_a_stale_session_counts_as_current_only_with_a_matching_record(tmp_path):
+    root = tmp_path / "sessions"
+    env = {"gpu": {"name": "NVIDIA H200", "sm": "9.0"}}
+    with SessionWriter(root, "old", {"m": 0.01}, {"files": OLD}, env) as w:
+        name = w.path.name
+    doc = tmp_path / "README.md"
+    doc.write_text(f"Measured: sessions/{name}.\n")
+    kw = {"current": NOW, "base": tmp_path}
+    assert len(check([doc], root, equivalence=None, **kw)) == 1
+    assert check([doc], root, equivalence=_eq_record(OLD, NOW), **kw) == []
+    assert len(check([doc], root, equivalence=_eq_record(OLD, NOW, arch="compute_80"), **kw)) == 1
+    assert len(check([doc], root, equivalence=_eq_record(OLD, OLD), **kw)) == 1
+
+
+@pytest.mark.compile
+def test_the_committed_equivalence_record_holds(tmp_path):
+    """benchmarks/device_code.py, made again: the record's claim is true of both trees, and a
+    planted change of the device code or of a launch shape is seen."""
+    import shutil
+    import sys
+
+    from evidence_scan import load_equivalence
+
+    from workbench.kernels.portable import find_toolchain12
+
+    if find_toolchain12() is None and os.environ.get("CI") != "true":
+        pytest.skip("NVRTC 12 wheels (dev extra) not installed")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import device_code
+
+    rec = load_equivalence()
+    assert rec is not None and rec["identical"], "no equivalence record, or one that differs"
+    arch = rec["arch"].removeprefix("compute_")
+    assert device_code.tree_hashes(REPO / "csrc") == rec["to_sources"], (
+        "csrc/ changed since benchmarks/results/device_code/equivalence.json was made: run "
+        f"benchmarks/device_code.py --from {rec['from_commit']} --write"
+    )
+    now = device_code.fingerprint(REPO / "csrc", arch)
+    assert now == {n: v["to"] for n, v in rec["variants"].items()}
+    old = device_code.tree_at(rec["from_commit"], tmp_path / "old")
+    assert device_code.tree_hashes(old) == rec["from_sources"]
+    assert device_code.fingerprint(old, arch) == now
+    # controls: one changed instruction, and one changed launch, are both seen
+    bad = tmp_path / "bad" / "csrc"
+    shutil.copytree(REPO / "csrc", bad)
+    w2 = bad / "kernels" / "w2.cuh"
+    text = w2.read_text()
+    assert "__float2half_rn(" in text
+    w2.write_text(text.replace("__float2half_rn(", "__float2half_rz(", 1))
+    moved = device_code.fingerprint(bad, arch)
+    assert all(moved[n]["ptx_sha256"] != now[n]["ptx_sha256"] for n in now if n.startswith("w2"))
+    assert all(moved[n] == now[n] for n in now if n.startswith("w13"))
+    shutil.copy(REPO / "csrc" / "kernels" / "w2.cuh", w2)
+    w13 = bad / "kernels" / "w13.cuh"
+    text = w13.read_text()
+    assert "(K / 8 + 4) * 16" in text
+    w13.write_text(text.replace("(K / 8 + 4) * 16", "(K / 8 + 5) * 16"))
+    moved = device_code.fingerprint(bad, arch)
+    for n in now:
+        if n.startswith("w13"):
+            assert moved[n]["launch_sha256"] != now[n]["launch_sha256"], n
+            assert moved[n]["ptx_sha256"] == now[n]["ptx_sha256"], n
