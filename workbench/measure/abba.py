@@ -351,13 +351,15 @@ class _Run:
         return True
 
     def stop_reason(self) -> str | None:
+        from workbench.core import stats
+
         cfg, n = self.cfg, self.out.complete
         if self.cancelled():
             return "cancelled"
-        if cfg.adaptive and n >= cfg.min_pairs:
-            hw = self.ci[2]
-            if hw is not None and hw <= cfg.target:
-                return "target"
+        if cfg.adaptive and stats.should_stop(
+            half_width=self.ci[2], n=n, min_n=cfg.min_pairs, target=cfg.target
+        ):
+            return "target"
         if n >= cfg.pair_goal:
             return "max_pairs" if cfg.adaptive else "pairs"
         if self.out.lost_pairs > cfg.lost_limit:

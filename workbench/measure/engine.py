@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from workbench.core import stats
 from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
 from workbench.measure.abba import Outcome, run_abba
 from workbench.measure.bankstore import DEVICE, BankStore
@@ -264,11 +265,14 @@ class Engine:
                 s.outcome.stop = "blocks"
                 return True
             return False
-        if blocks_done >= proto.min_blocks:
-            hw = verdict_of(s.outcome, self.cfg.m).half_width
-            if hw is not None and hw <= proto.target:
-                s.outcome.stop = "target"
-                return True
+        if stats.should_stop(
+            half_width=verdict_of(s.outcome, self.cfg.m).half_width,
+            n=blocks_done,
+            min_n=proto.min_blocks,
+            target=proto.target,
+        ):
+            s.outcome.stop = "target"
+            return True
         if blocks_done >= proto.max_blocks:
             s.outcome.stop = "max_blocks"
             return True
