@@ -77,6 +77,12 @@ class ProtocolConfig:
     max_pairs: int = 200
     min_blocks: int = 3  # adaptive mode: never stop on fewer blocks (a 2-block t has 1 dof)
     max_blocks: int = defaults.MAX_BLOCKS  # adaptive mode: the cap on blocks
+    # The block protocol's switches (docs/DESIGN.md §5.5), one per candidate cause of block 0's
+    # difference; prime_placements=0, neighbours_first=False, warmup_blocks=0 is the protocol
+    # of the sessions before them.
+    prime_placements: int = defaults.PRIME_PLACEMENTS  # untimed placements before block 0
+    neighbours_first: bool = True  # every peer and kernel op of a group made before it places
+    warmup_blocks: int = defaults.WARMUP_BLOCKS  # whole blocks timed but not counted
     warmup: int = 2
     retries: int = defaults.RETRIES
     keep_flagged: bool = False
@@ -92,10 +98,10 @@ class ProtocolConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise bad(f"--{name.replace('_', '-')}", v, "must be an integer >= 1")
-        for name in ("warmup", "retries"):
+        for name in ("warmup", "retries", "prime_placements", "warmup_blocks"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise bad(f"--{name}", v, "must be an integer >= 0")
+                raise bad(f"--{name.replace('_', '-')}", v, "must be an integer >= 0")
         if self.placement_seed is not None and (
             isinstance(self.placement_seed, bool)
             or not isinstance(self.placement_seed, int)
