@@ -22,7 +22,7 @@ import sim_device
 from workbench import cli
 from workbench.core import stats
 from workbench.measure import bankstore, engine
-from workbench.measure.abba import ProtocolConfig
+from workbench.measure.abba import FnArm, ProtocolConfig, run_abba
 from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -162,3 +162,39 @@ def test_aa_false_positives_on_the_block_path(device, monkeypatch, capsys, tmp_p
         one_fp += not p.ci_low <= 1.0 <= p.ci_high
     assert block_fp <= 3, block_fp  # at most 12.5 % (5 % expected: 1.2 of 24)
     assert one_fp >= runs // 2, one_fp
+
+
+def test_one_stopping_rule_for_pairs_and_blocks():
+    """stats.should_stop is the rule of both (docs/DESIGN.md §5.4, §5.5): a half-width at most
+    the target, after the minimum count; no finite half-width never stops."""
+    assert stats.should_stop(half_width=0.004, n=3, min_n=3, target=0.005)
+    assert not stats.should_stop(half_width=0.004, n=2, min_n=3, target=0.005)
+    assert not stats.should_stop(half_width=0.006, n=9, min_n=3, target=0.005)
+    assert not stats.should_stop(half_width=None, n=9, min_n=3, target=0.005)
+    assert not stats.should_stop(half_width=math.inf, n=9, min_n=3, target=0.005)
+    # the pair form: the half-width of the ratios themselves, counted by their number
+    r = [1.0 + 0.0001 * (i % 5) for i in range(40)]
+    assert stats.should_stop(r, target=0.005, min_n=40)
+    assert not stats.should_stop(r, target=0.005, min_n=41)
+
+
+def test_engine_and_abba_stop_through_the_one_rule(device, monkeypatch, capsys, tmp_path):
+    seen: list[int] = []
+    real = stats.should_stop
+
+    def spy(*a, **k):
+        seen.append(k.get("min_n", 0))
+        return real(*a, **k)
+
+    monkeypatch.setattr(stats, "should_stop", spy)
+    s = _ab(capsys, tmp_path, "--adaptive", "--max-blocks", "4", "--no-reference")
+    assert s["comparisons"][0]["verdict"]["blocks"] >= 3
+    # the engine asks after every block with min_blocks (3); abba never (its blocks are fixed)
+    assert seen and set(seen) == {ProtocolConfig().min_blocks}
+    # abba's adaptive pairs ask it with min_pairs (6), and stop on it
+    seen.clear()
+    arm = FnArm("A", lambda: [1.0, 1.0, 1.0])
+    cfg = ProtocolConfig(adaptive=True, warmup=0, retries=0, max_pairs=50)
+    out = run_abba("x", arm, FnArm("B", lambda: [1.0, 1.0, 1.0]), cfg)
+    assert out.stop == "target" and out.complete == cfg.min_pairs
+    assert set(seen) == {cfg.min_pairs}
