@@ -13,6 +13,9 @@
 #   bare:N         old protocol with --no-reference      (no peers at all: neighbours ruled out
 #                  if block 0 still differs)
 #   warmup:N       old protocol plus --warmup-blocks 1   (candidate: clocks, first replays, loads)
+#   hotold:N, hot:N, fresh:N   --set hot with the old protocol, the defaults, and the defaults
+#                  plus --fresh-placements (every block's copies in memory not used before: if
+#                  the first copies were the cause, every block reads as block 0 did)
 #   spinbase:BASE  W2-hot calibration ladder on base spin BASE (try 0, 256, 1024): does the
 #                  small-spin speed-up move with the base (benchmarks/results/spin_sass/README.md)
 #   shift          block 0 against the later blocks in every session this script wrote
@@ -43,6 +46,9 @@ for step in "$@"; do
     noneighbours:*) runs noneighbours "${step#*:}" --no-neighbours-first ;;
     bare:*) runs bare "${step#*:}" "${OLD[@]}" --no-reference ;;
     warmup:*) runs warmup "${step#*:}" "${OLD[@]}" --warmup-blocks 1 ;;
+    hotold:*) runs hotold "${step#*:}" "${OLD[@]}" --set hot ;;
+    hot:*) runs hot "${step#*:}" --set hot ;;
+    fresh:*) runs fresh "${step#*:}" --set hot --fresh-placements ;;
     spinbase:*)
       base=${step#*:}
       timed wb calibrate --kernel w2 --set hot --base-spin "$base" \

@@ -49,7 +49,8 @@ PLACEMENT_SD = 0.003
 # protocol's switch for it makes every counted block the same kind of draw. Off unless a test
 # sets one (name -> factor); 0.983 is the H200's size: b3-scalar W13 hot ran 3.74-3.75 us per
 # call in block 0 and 3.80-3.83 in blocks 1-5 (sessions/20261130T195329Z_default-r1 and others).
-#   "fresh-copy": a bank copied from a freshly made bank (not from an earlier copy);
+#   "fresh-copy": a bank copy that lands in memory not used before (the bytes of live banks
+#                 pass their high-water mark), as block 0's first copies did;
 #   "no-neighbours": a bank placed while no peer of its kernel holds device memory;
 #   "cold-op": the first COLD_CALLS calls of a kernel op (clocks, first replays, lazy loads).
 FIRST_BLOCK: dict[str, float] = {}
@@ -110,7 +111,6 @@ class FakeBank:
     meta: torch.Tensor
     seed: int = 0
     effect: dict = field(default_factory=dict)  # reader -> speed factor of this placement
-    copies: int = 0  # 0: made by the bank source; n: the n-th copy of one
 
     @property
     def nbytes(self) -> int:
@@ -123,7 +123,7 @@ def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
     w = torch.randn(shape.experts, K, N, generator=g) * 0.05
     r = 4 if layout == "b4" else 3
     meta = torch.randint(1, 255, (shape.experts, K // 32, N * r), generator=g, dtype=torch.uint8)
-    return FakeBank(kernel, layout, K, N, shape.experts, w, meta, seed, _placement_effect())
+    return _track(FakeBank(kernel, layout, K, N, shape.experts, w, meta, seed, _placement_effect()))
 
 
 UPLOADED: list = []  # every checkpoint bank the engine made: (seed = bank index, FakeBank)
@@ -137,8 +137,27 @@ def fake_upload_bank(kernel, layout, weights, meta, seed, device="cuda"):
     E, G, N, _ = weights.shape
     scales, biases = decode_metadata(meta, layout, N)
     w = dequantize_records(unpack_int4(weights), scales, biases).float()
-    bank = FakeBank(kernel, layout, G * 32, N, E, w, meta.clone(), seed, _placement_effect())
+    bank = _track(
+        FakeBank(kernel, layout, G * 32, N, E, w, meta.clone(), seed, _placement_effect())
+    )
     UPLOADED.append((seed, bank))
+    return bank
+
+
+# bytes of the banks alive and the most ever alive at once, per install (the epoch)
+MEMORY = {"live": 0, "peak": 0, "epoch": 0}
+
+
+def _free(nbytes: int, epoch: int) -> None:
+    if epoch == MEMORY["epoch"]:  # a bank of an earlier test counts for nothing now
+        MEMORY["live"] -= nbytes
+
+
+def _track(bank):
+    """Count ``bank`` as allocated until it is collected (the "fresh-copy" mechanism)."""
+    MEMORY["live"] += bank.nbytes
+    MEMORY["peak"] = max(MEMORY["peak"], MEMORY["live"])
+    weakref.finalize(bank, _free, bank.nbytes, MEMORY["epoch"])
     return bank
 
 
@@ -156,16 +175,18 @@ def fake_relocate_bank(bank):
     mechanisms' factors where they apply)."""
     RELOCATED.append((bank.kernel, bank.layout))
     effect = _placement_effect()
-    if "fresh-copy" in FIRST_BLOCK and bank.copies == 0:
+    if "fresh-copy" in FIRST_BLOCK and MEMORY["live"] + bank.nbytes > MEMORY["peak"]:
         effect["scalar"] *= FIRST_BLOCK["fresh-copy"]
     if "no-neighbours" in FIRST_BLOCK and not any(p.kernel == bank.kernel for p in LIVE_PEERS):
         effect["scalar"] *= FIRST_BLOCK["no-neighbours"]
-    return dataclasses.replace(bank, effect=effect, copies=bank.copies + 1)
+    return _track(dataclasses.replace(bank, effect=effect))
 
 
 def reseed(seed: int) -> None:
-    """Seed the simulated device's noise and placements (a test that counts outcomes)."""
+    """Seed the simulated device's noise and placements (a test that counts outcomes), and
+    count its memory afresh, as a new process would."""
     global PLACEMENT_RNG
+    MEMORY.update(live=0, peak=0, epoch=MEMORY["epoch"] + 1)
     FakeKernelOp.rng = np.random.default_rng([seed, 0])
     PLACEMENT_RNG = np.random.default_rng([seed, 1])
 
@@ -365,6 +386,7 @@ def install(monkeypatch):
     UPLOADED.clear()
     FIRST_BLOCK.clear()
     LIVE_PEERS.clear()
+    MEMORY.update(live=0, peak=0, epoch=MEMORY["epoch"] + 1)
     global PLACEMENT_RNG
     PLACEMENT_RNG = np.random.default_rng(np.random.SeedSequence().entropy)
     return built

@@ -95,6 +95,28 @@ def test_each_first_block_mechanism_is_removed_by_its_switch(
     assert abs(statistics.fmean(now)) < offset / 4, now
 
 
+def _levels(capsys, tmp_path, seed: int, *extra) -> tuple[float, float]:
+    """(mean log block ratio, block 0's shift) of one seeded run."""
+    sim_device.reseed(seed)
+    s = _ab(capsys, tmp_path, "--blocks", "5", "--no-reference", *extra)
+    r = [math.log(x) for x in _block_ratios(s["session"], "w13/hot")]
+    return statistics.fmean(r), r[0] - statistics.fmean(r[1:])
+
+
+def test_fresh_placements_make_every_block_the_kind_block_0_was(device, capsys, tmp_path):
+    """The diagnostic switch for mechanism 1 on the H200: with every earlier copy kept, each
+    block's copies land in memory not used before, so every block reads as the old block 0 did
+    (offset in every block, none between them), where the default reads as blocks 1.. did."""
+    sim_device.FIRST_BLOCK["fresh-copy"] = FACTOR
+    offset = -math.log(FACTOR)
+    default = [_levels(capsys, tmp_path, seed) for seed in range(RUNS)]
+    fresh = [_levels(capsys, tmp_path, seed, "--fresh-placements") for seed in range(RUNS)]
+    for (level_d, _), (level_f, _) in zip(default, fresh, strict=True):
+        assert level_f - level_d > offset / 2  # same seed, same noise: the offset alone
+    assert abs(statistics.fmean(x for _, x in default)) < offset / 4, default
+    assert abs(statistics.fmean(x for _, x in fresh)) < offset / 4, fresh
+
+
 def test_primed_and_warmup_placements_are_journaled_not_counted(device, capsys, tmp_path):
     s = _ab(capsys, tmp_path, "--blocks", "3", "--no-reference", "--warmup-blocks", "1",
             "--placement-seed", "7")  # fmt: skip

@@ -79,6 +79,13 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
         help=f"whole blocks run and journaled but not counted ({d.warmup_blocks})",
     )
     g.add_argument(
+        "--fresh-placements",
+        action="store_true",
+        help="keep each block's earlier bank copies until the group ends, so every block's "
+        "copies land in memory not used before (a diagnostic of §5.5; needs memory for "
+        "blocks + primes + 1 copies of the group's banks)",
+    )
+    g.add_argument(
         "--calls",
         type=int,
         default=defaults.CALLS,
@@ -166,6 +173,7 @@ def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
         prime_placements=args.prime_placements,
         neighbours_first=args.neighbours_first,
         warmup_blocks=args.warmup_blocks,
+        fresh_placements=args.fresh_placements,
         retries=args.retries,
         keep_flagged=args.keep_flagged,
     ).validate()

@@ -83,6 +83,9 @@ class ProtocolConfig:
     prime_placements: int = defaults.PRIME_PLACEMENTS  # untimed placements before block 0
     neighbours_first: bool = True  # every peer and kernel op of a group made before it places
     warmup_blocks: int = defaults.WARMUP_BLOCKS  # whole blocks timed but not counted
+    # a diagnostic, not a default: keep every earlier copy so each block's copies land in memory
+    # not used before, the kind block 0's first copies had
+    fresh_placements: bool = False
     warmup: int = 2
     retries: int = defaults.RETRIES
     keep_flagged: bool = False

@@ -235,6 +235,7 @@ class Engine:
                 for s in states:
                     s.outcome.stop = s.outcome.stop if s.done else "budget"
                 break
+        self.store.drop_retired()
         for s in states:
             if s.outcome.samples or s.gates:
                 if r.cancel.is_set():
@@ -435,8 +436,9 @@ class Engine:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         self.padding = torch.empty(padding, dtype=torch.uint8, device=DEVICE)
+        keep_old = self.cfg.protocol.fresh_placements
         for key in sorted(self._banks_needed([s.spec for s in active])):
-            self.store.relocate(key)
+            self.store.relocate(key, keep_old=keep_old)
         for peer in self.peers.values():
             peer.relocate()
         torch.cuda.synchronize()
