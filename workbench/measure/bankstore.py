@@ -140,6 +140,8 @@ class BankStore:
 
     def drop_retired(self) -> None:
         """Free the placements ``relocate(keep_old=True)`` kept."""
+        if not self.retired:
+            return
         self.retired.clear()
         gc.collect()
         torch.cuda.empty_cache()
