@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import types
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +46,18 @@ NOISE = 0.003  # multiplicative, per call
 # padding gave the same ratio again, even in another process). 0.3 % is the spread of the W13
 # hot ratio over six placements there (0.9537..0.9626).
 PLACEMENT_SD = 0.003
+# First-block mechanisms (docs/DESIGN.md §5.5): each gives the scalar reader a speed factor tied
+# to one way block 0 of a group differed from later blocks, so a test can show that the block
+# protocol's switch for it makes every counted block the same kind of draw. Off unless a test
+# sets one (name -> factor); 0.983 is the H200's size: b3-scalar W13 hot ran 3.74-3.75 us per
+# call in block 0 and 3.80-3.83 in blocks 1-5 (sessions/20261130T195329Z_default-r1 and others).
+#   "fresh-copy": a bank copy that lands in memory not used before (the bytes of live banks
+#                 pass their high-water mark), as block 0's first copies did;
+#   "no-neighbours": a bank placed while no peer of its kernel holds device memory;
+#   "cold-op": the first COLD_CALLS calls of a kernel op (clocks, first replays, lazy loads).
+FIRST_BLOCK: dict[str, float] = {}
+COLD_CALLS = 0
+LIVE_PEERS: weakref.WeakSet = weakref.WeakSet()  # peers not yet collected
 
 
 class FakeEvent:
@@ -61,12 +74,23 @@ class FakeEvent:
         return end.t - self.t
 
 
+# A speed factor per captured graph (off unless a test sets it): the A/A test on the block path
+# needs a factor that differs between the two arms of one block, as separately captured graphs
+# could, and that an interval blind to the blocks would miss.
+CAPTURE_SD = 0.0
+
+
 class FakeGraph:
     def __init__(self, issue) -> None:
         self.issue = issue
+        self.factor = (
+            float(np.exp(CAPTURE_SD * PLACEMENT_RNG.standard_normal())) if CAPTURE_SD else 1.0
+        )
 
     def replay(self) -> None:
+        t0 = Clock.t
         self.issue()
+        Clock.t = t0 + (Clock.t - t0) * self.factor
 
     def reset(self) -> None:
         self.issue = None
@@ -110,7 +134,7 @@ def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
     w = torch.randn(shape.experts, K, N, generator=g) * 0.05
     r = 4 if layout == "b4" else 3
     meta = torch.randint(1, 255, (shape.experts, K // 32, N * r), generator=g, dtype=torch.uint8)
-    return FakeBank(kernel, layout, K, N, shape.experts, w, meta, seed, _placement_effect())
+    return _track(FakeBank(kernel, layout, K, N, shape.experts, w, meta, seed, _placement_effect()))
 
 
 UPLOADED: list = []  # every checkpoint bank the engine made: (seed = bank index, FakeBank)
@@ -124,8 +148,27 @@ def fake_upload_bank(kernel, layout, weights, meta, seed, device="cuda"):
     E, G, N, _ = weights.shape
     scales, biases = decode_metadata(meta, layout, N)
     w = dequantize_records(unpack_int4(weights), scales, biases).float()
-    bank = FakeBank(kernel, layout, G * 32, N, E, w, meta.clone(), seed, _placement_effect())
+    bank = _track(
+        FakeBank(kernel, layout, G * 32, N, E, w, meta.clone(), seed, _placement_effect())
+    )
     UPLOADED.append((seed, bank))
+    return bank
+
+
+# bytes of the banks alive and the most ever alive at once, per install (the epoch)
+MEMORY = {"live": 0, "peak": 0, "epoch": 0}
+
+
+def _free(nbytes: int, epoch: int) -> None:
+    if epoch == MEMORY["epoch"]:  # a bank of an earlier test counts for nothing now
+        MEMORY["live"] -= nbytes
+
+
+def _track(bank):
+    """Count ``bank`` as allocated until it is collected (the "fresh-copy" mechanism)."""
+    MEMORY["live"] += bank.nbytes
+    MEMORY["peak"] = max(MEMORY["peak"], MEMORY["live"])
+    weakref.finalize(bank, _free, bank.nbytes, MEMORY["epoch"])
     return bank
 
 
@@ -139,9 +182,24 @@ RELOCATED: list = []  # (kernel, layout) of every bank the engine moved
 
 
 def fake_relocate_bank(bank):
-    """The same bytes at a new placement: a new speed factor per reader."""
+    """The same bytes at a new placement: a new speed factor per reader (and the first-block
+    mechanisms' factors where they apply)."""
     RELOCATED.append((bank.kernel, bank.layout))
-    return dataclasses.replace(bank, effect=_placement_effect())
+    effect = _placement_effect()
+    if "fresh-copy" in FIRST_BLOCK and MEMORY["live"] + bank.nbytes > MEMORY["peak"]:
+        effect["scalar"] *= FIRST_BLOCK["fresh-copy"]
+    if "no-neighbours" in FIRST_BLOCK and not any(p.kernel == bank.kernel for p in LIVE_PEERS):
+        effect["scalar"] *= FIRST_BLOCK["no-neighbours"]
+    return _track(dataclasses.replace(bank, effect=effect))
+
+
+def reseed(seed: int) -> None:
+    """Seed the simulated device's noise and placements (a test that counts outcomes), and
+    count its memory afresh, as a new process would."""
+    global PLACEMENT_RNG
+    MEMORY.update(live=0, peak=0, epoch=MEMORY["epoch"] + 1)
+    FakeKernelOp.rng = np.random.default_rng([seed, 0])
+    PLACEMENT_RNG = np.random.default_rng([seed, 1])
 
 
 _MEMO: dict = {}  # the simulated kernels compute each distinct call once (speed only)
@@ -177,6 +235,7 @@ class FakeKernelOp:
 
     def __init__(self, variant, shape, device="cuda", spin_cycles=0) -> None:
         self.variant, self.shape, self.spin = variant, shape, spin_cycles
+        self.made_calls = 0  # calls so far (the "cold-op" mechanism)
         factor = PARAM_FACTOR.get((variant.kernel, tuple(getattr(variant, "params", ()))), 1.0)
         self.cost_ms = (
             COST_US[(variant.kernel, variant.layout, variant.reader)] * factor
@@ -202,6 +261,9 @@ class FakeKernelOp:
             out.mul_(1 + self.perturbed[self.variant.name])
         FakeKernelOp.calls += 1
         place = bank.effect.get(self.variant.reader, 1.0)
+        self.made_calls += 1
+        if "cold-op" in FIRST_BLOCK and self.variant.reader == "scalar":
+            place *= FIRST_BLOCK["cold-op"] if self.made_calls <= COLD_CALLS else 1.0
         Clock.t += self.cost_ms * place * (1 + NOISE * self.rng.standard_normal())
 
 
@@ -213,6 +275,7 @@ class FakePeer:
         assert bank.layout == "b3"
         self.kernel, self.bank, self.experts = kernel, bank, list(experts)
         FakePeer.made.append((kernel, id(bank), tuple(experts)))
+        LIVE_PEERS.add(self)
 
     @staticmethod
     def supported() -> bool:
@@ -244,6 +307,7 @@ class FakeFusedPeer:
         self.kernel, self.bank = kernel, bank
         self.config = "BLOCK_N=16 (simulated)"
         FakeFusedPeer.made.append((kernel, id(bank)))
+        LIVE_PEERS.add(self)
 
     @staticmethod
     def supported() -> bool:
@@ -338,6 +402,9 @@ def install(monkeypatch):
     FakeFusedPeer.broken = False
     RELOCATED.clear()
     UPLOADED.clear()
+    FIRST_BLOCK.clear()
+    LIVE_PEERS.clear()
+    MEMORY.update(live=0, peak=0, epoch=MEMORY["epoch"] + 1)
     global PLACEMENT_RNG
     PLACEMENT_RNG = np.random.default_rng(np.random.SeedSequence().entropy)
     return built

@@ -21,6 +21,7 @@ from sim_device import FUSED_PEER_US, PEER_US, SM_MHZ, FakeFusedPeer, FakeKernel
 
 from workbench import cli
 from workbench.core.errors import BadArgument, BuildError
+from workbench.measure.abba import ProtocolConfig
 from workbench.run import runner
 from workbench.store.session import load_session
 
@@ -196,13 +197,15 @@ def test_tinygemm_peers_repack_each_routing_once(device, capsys, tmp_path):
     assert code == 0
     g = by_id(s)["w13/rotating"]["graphs"]
     assert len(FakePeer.made) == len(set(FakePeer.made)) == 4 * g  # calls x graphs routings
-    # blocks 1 and 2 place the repacked experts anew (block 0 makes them after its placement)
-    assert FakePeer.relocated == 2 * 4 * g
+    # the peers are made before the group's first placement (docs/DESIGN.md §5.5), so every
+    # placement moves them: the priming placements and the 3 blocks
+    places = ProtocolConfig().prime_placements + 3
+    assert FakePeer.relocated == places * 4 * g
     assert "step/rotating/confirm" not in by_id(s)  # one kernel: no confirmation
     # the fused peer reads the routed ids on the device: one peer per bank, not per routing
     banks = by_id(s)["w13/rotating"]["banks"]
     assert len(FakeFusedPeer.made) == len(set(FakeFusedPeer.made)) == banks
-    assert FakeFusedPeer.relocated == 2 * banks
+    assert FakeFusedPeer.relocated == places * banks
 
 
 def test_fused_peer_outside_its_tolerance_exits_5_and_times_nothing(device, capsys, tmp_path):

@@ -30,6 +30,14 @@ BENCH_REPLAYS = 200  # benchmarks/bench_kernels.py: one-off absolute timings, no
 PAIRS = 2
 BLOCKS = 6
 MAX_BLOCKS = 40  # adaptive mode: the cap on blocks
+# Before its first counted block a group places its banks this many times without timing
+# (§5.5): every counted block's banks are then copies of copies, into memory freed by earlier
+# copies, as block 1 onwards always were; block 0 alone was a first copy of freshly made banks.
+# Two, because the copies alternate between two address ranges (one holds the live banks while
+# the next copy is made), so the second priming places the first counted block where earlier
+# copies, not the generated banks, were.
+PRIME_PLACEMENTS = 2
+WARMUP_BLOCKS = 0  # whole blocks (placed, captured, timed) run and journaled but not counted
 TARGET = 0.005  # adaptive mode stops when the CI half-width is at most 0.5 % of the estimate
 RETRIES = 2  # re-measures of a flagged sample
 

@@ -462,9 +462,25 @@ def compare(
 
 
 def should_stop(
-    ratios: Sequence[float] | Sequence[PairRatio],
+    ratios: Sequence[float] | Sequence[PairRatio] = (),
     target: float = DEFAULT_TARGET,
     conf: float = DEFAULT_CONF,
+    *,
+    half_width: float | None = None,
+    n: int | None = None,
+    min_n: int = 0,
 ) -> bool:
-    """Adaptive-mode stopping rule: the CI half-width is at most ``target`` of the median."""
-    return ci_half_width(ratios, conf) <= target
+    """The adaptive stopping rule, the one home of it (docs/DESIGN.md §5.4, §5.5): stop once
+    at least ``min_n`` units are measured and the 95 % CI half-width relative to the estimate is
+    at most ``target``.
+
+    Pairs (abba.run_abba): ``ratios`` are the complete pairs' ratios and ``n`` defaults to their
+    number; the half-width is ``ci_half_width(ratios, conf)`` unless ``half_width`` gives it.
+    Blocks (the engine): ``half_width`` is the block-level interval's (§7.3) and ``n`` the blocks
+    run. A half-width that is None or not finite (too few units for an interval) never stops.
+    """
+    count = len(ratios) if n is None else n
+    if count < min_n:
+        return False
+    hw = ci_half_width(ratios, conf) if half_width is None else half_width
+    return hw is not None and math.isfinite(hw) and hw <= target

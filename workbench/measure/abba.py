@@ -77,6 +77,15 @@ class ProtocolConfig:
     max_pairs: int = 200
     min_blocks: int = 3  # adaptive mode: never stop on fewer blocks (a 2-block t has 1 dof)
     max_blocks: int = defaults.MAX_BLOCKS  # adaptive mode: the cap on blocks
+    # The block protocol's switches (docs/DESIGN.md §5.5), one per candidate cause of block 0's
+    # difference; prime_placements=0, neighbours_first=False, warmup_blocks=0 is the protocol
+    # of the sessions before them.
+    prime_placements: int = defaults.PRIME_PLACEMENTS  # untimed placements before block 0
+    neighbours_first: bool = True  # every peer and kernel op of a group made before it places
+    warmup_blocks: int = defaults.WARMUP_BLOCKS  # whole blocks timed but not counted
+    # a diagnostic, not a default: keep every earlier copy so each block's copies land in memory
+    # not used before, the kind block 0's first copies had
+    fresh_placements: bool = False
     warmup: int = 2
     retries: int = defaults.RETRIES
     keep_flagged: bool = False
@@ -92,10 +101,10 @@ class ProtocolConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise bad(f"--{name.replace('_', '-')}", v, "must be an integer >= 1")
-        for name in ("warmup", "retries"):
+        for name in ("warmup", "retries", "prime_placements", "warmup_blocks"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise bad(f"--{name}", v, "must be an integer >= 0")
+                raise bad(f"--{name.replace('_', '-')}", v, "must be an integer >= 0")
         if self.placement_seed is not None and (
             isinstance(self.placement_seed, bool)
             or not isinstance(self.placement_seed, int)
@@ -351,13 +360,15 @@ class _Run:
         return True
 
     def stop_reason(self) -> str | None:
+        from workbench.core import stats
+
         cfg, n = self.cfg, self.out.complete
         if self.cancelled():
             return "cancelled"
-        if cfg.adaptive and n >= cfg.min_pairs:
-            hw = self.ci[2]
-            if hw is not None and hw <= cfg.target:
-                return "target"
+        if cfg.adaptive and stats.should_stop(
+            half_width=self.ci[2], n=n, min_n=cfg.min_pairs, target=cfg.target
+        ):
+            return "target"
         if n >= cfg.pair_goal:
             return "max_pairs" if cfg.adaptive else "pairs"
         if self.out.lost_pairs > cfg.lost_limit:

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from workbench.core import stats
 from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
 from workbench.kernels.pyarm import PythonArms, PythonSpec
 from workbench.measure.abba import Outcome, run_abba
@@ -200,27 +201,21 @@ class Engine:
     def run_group(self, group: int, cmps: list[ComparisonSpec]) -> None:
         """The blocks of comparisons that share banks. Each block places those banks anew behind
         a padding drawn from the placement seed, then runs ``pairs`` ABBA pairs of every
-        comparison still going. A block that fails is journaled and costs only itself (a
-        numerics failure still stops the run: exit 5)."""
+        comparison still going. Before the first counted block the group makes its neighbours,
+        primes its placement and runs its warm-up blocks (``_before_blocks``, §5.5). A block that
+        fails is journaled and costs only itself (a numerics failure still stops the run: exit 5)."""
         r, proto = self.r, self.cfg.protocol
         states = [self._start(c) for c in cmps]
+        self._before_blocks(group, states)
         t0 = time.monotonic()
         ok_blocks = 0
         for b in range(proto.block_goal):
             active = [s for s in states if not s.done]
             if not active or r.cancel.is_set():
                 break
-            pad = placement_padding(proto.placement_seed or 0, group, b)
-            rec = {"block": b, "group": group, "placement_seed": proto.placement_seed,
-                   "padding_bytes": pad, "comparisons": [s.spec.id for s in active]}  # fmt: skip
-            try:
-                self._place(active, pad)
-            except (WorkbenchError, RuntimeError) as e:
-                r.session.record("block", status="failed", error=f"{type(e).__name__}: {e}", **rec)
-                r.note(f"block {b} of {', '.join(rec['comparisons'])}: placement failed: {e}")
+            rec = self._placement(group, b, "block", active)
+            if rec is None:
                 continue
-            r.session.record("block", status="placed", **rec)
-            r.emit("block", rec)
             for s in active:
                 if r.cancel.is_set():
                     break
@@ -240,6 +235,7 @@ class Engine:
                 for s in states:
                     s.outcome.stop = s.outcome.stop if s.done else "budget"
                 break
+        self.store.drop_retired()
         for s in states:
             if s.outcome.samples or s.gates:
                 if r.cancel.is_set():
@@ -253,6 +249,113 @@ class Engine:
                 f"every block of {', '.join(c.id for c in cmps)} failed: see the notes"
             )
 
+    def _placement(
+        self, group: int, b: int, kind: str, active: list[_CmpState]
+    ) -> dict[str, Any] | None:
+        """Place the banks of ``active`` for block ``b`` of ``kind`` (a counted "block", a
+        "primed" placement, a "warmup" block) and journal it; None when the placement failed
+        (journaled and noted)."""
+        r, proto = self.r, self.cfg.protocol
+        pad = placement_padding(proto.placement_seed or 0, group, b, kind)
+        rec = {"block": b, "group": group, "placement_seed": proto.placement_seed,
+               "padding_bytes": pad, "comparisons": [s.spec.id for s in active]}  # fmt: skip
+        what = {"block": "block", "primed": "priming placement", "warmup": "warm-up block"}[kind]
+        try:
+            self._place(active, pad)
+        except (WorkbenchError, RuntimeError) as e:
+            r.session.record("block", status="failed", error=f"{type(e).__name__}: {e}", **rec,
+                             **({} if kind == "block" else {"kind": kind}))  # fmt: skip
+            r.note(f"{what} {b} of {', '.join(rec['comparisons'])}: placement failed: {e}")
+            return None
+        if kind != "warmup":  # a warm-up block is journaled once it has run, with its timings
+            r.session.record("block", status="placed" if kind == "block" else kind, **rec)
+        if kind == "block":
+            r.emit("block", rec)
+        return rec
+
+    def _before_blocks(self, group: int, states: list[_CmpState]) -> None:
+        """Make block 0 the same kind of draw as every later block (docs/DESIGN.md §5.5), one
+        switch per way it differed: the peers and kernel ops exist before the first placement
+        (later blocks were always placed beside them; block 0 made them mid-block), the banks
+        are placed ``prime_placements`` times untimed (block 0 was the only first copy of
+        freshly made banks), then ``warmup_blocks`` whole blocks run, journaled but not counted."""
+        r, proto = self.r, self.cfg.protocol
+        if proto.neighbours_first:
+            self._make_neighbours(states)
+        for i in range(proto.prime_placements):
+            if r.cancel.is_set():
+                return
+            self._placement(group, i, "primed", states)
+        for w in range(proto.warmup_blocks):
+            if r.cancel.is_set():
+                return
+            rec = self._placement(group, w, "warmup", states)
+            if rec is None:
+                continue
+            for s in states:
+                if r.cancel.is_set():
+                    return
+                try:
+                    out = self._warmup_block(s)
+                except (WorkbenchError, RuntimeError) as e:
+                    r.note(f"{s.spec.id}: warm-up block {w} failed (not counted anyway): {e}")
+                    continue
+                r.session.record(
+                    "block", status="warmup", cmp=s.spec.id, ratios=out.ratios,
+                    median_ms={"A": out.median_ms("A"), "B": out.median_ms("B")}, **rec,
+                )  # fmt: skip
+
+    def _make_neighbours(self, states: list[_CmpState]) -> None:
+        """Every peer and kernel op the group's comparisons use, made now: a peer holds device
+        memory of its own (converted experts), so later blocks were placed beside it while block
+        0 was placed without it (it was made when its comparison first ran)."""
+        shape = self.shape
+        half = dict(dtype=torch.float16, device=DEVICE)
+        for s in states:
+            c = s.spec
+            for arm in (c.a, c.b):
+                if arm.python is None:
+                    for k in kernels_of(c.kernel):
+                        self._op(arm, k)
+                    continue
+                # a Python arm (the peers among them) makes its state when its callable first
+                # sees a routing: ask for every call's launcher now and drop it
+                work = self.workload(c.kernel, c.set, s.geom)
+                for g in range(s.geom.graphs):
+                    for l in range(self.cfg.calls):  # noqa: E741
+                        b, _ = s.geom.slot(g, l)
+                        ids, inp = work["ids"][g][l], work["inputs"][l]
+                        experts = work["id_lists"][g][l]
+                        if c.kernel in ("w13", "step"):
+                            out = torch.empty(shape.top_k, shape.dims("w13")[1] // 2, **half)
+                            self._launcher(arm, "w13", b, experts, inp["x"], ids, out)
+                        if c.kernel in ("w2", "step"):
+                            y = torch.empty(1, shape.dims("w2")[1], **half)
+                            act = inp.get("inter")
+                            if act is None:  # a step's W2 reads W13's output: any of its shape
+                                act = torch.zeros(shape.top_k, shape.dims("w13")[1] // 2, **half)
+                            self._launcher(arm, "w2", b, experts, act, ids, y, inp["rw"])
+
+    def _warmup_block(self, s: _CmpState) -> Outcome:
+        """One comparison's warm-up block: captured, replayed once as the gate does, and timed
+        like a counted block, but its samples go to no outcome (the caller journals a summary)."""
+        c, r = s.spec, self.r
+        cycle = Cycle(s.geom.graphs)
+        arm_a = arm_b = None
+        try:
+            arm_a = self._block_arm(s, "a", cycle)
+            arm_b = self._block_arm(s, "b", cycle)
+            arm_a.run_once()
+            arm_b.run_once()
+            window = r.monitor.window if r.monitor.available else None
+            return run_abba(
+                c.id, arm_a, arm_b, self.cfg.protocol.for_block(), window=window, cancel=r.cancel
+            )
+        finally:
+            for arm in (arm_a, arm_b):
+                if arm is not None:
+                    arm.close()
+
     def _settled(self, s: _CmpState, blocks_done: int) -> bool:
         """A comparison is done after its blocks, or in adaptive mode once its block-level CI
         half-width is at most the target (after ``min_blocks``)."""
@@ -264,11 +367,14 @@ class Engine:
                 s.outcome.stop = "blocks"
                 return True
             return False
-        if blocks_done >= proto.min_blocks:
-            hw = verdict_of(s.outcome, self.cfg.m).half_width
-            if hw is not None and hw <= proto.target:
-                s.outcome.stop = "target"
-                return True
+        if stats.should_stop(
+            half_width=verdict_of(s.outcome, self.cfg.m).half_width,
+            n=blocks_done,
+            min_n=proto.min_blocks,
+            target=proto.target,
+        ):
+            s.outcome.stop = "target"
+            return True
         if blocks_done >= proto.max_blocks:
             s.outcome.stop = "max_blocks"
             return True
@@ -346,8 +452,9 @@ class Engine:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         self.padding = torch.empty(padding, dtype=torch.uint8, device=DEVICE)
+        keep_old = self.cfg.protocol.fresh_placements
         for key in sorted(self._banks_needed([s.spec for s in active])):
-            self.store.relocate(key)
+            self.store.relocate(key, keep_old=keep_old)
         self.python.relocate()
         torch.cuda.synchronize()
 

@@ -434,9 +434,21 @@ def bank_seed(seed: int, bank: int) -> int:
     return seed * 100_003 + bank
 
 
-def placement_padding(placement_seed: int, group: int, block: int) -> int:
+PLACEMENT_KINDS = (
+    "block",
+    "primed",
+    "warmup",
+)  # counted blocks first: their draws stay as they were
+
+
+def placement_padding(placement_seed: int, group: int, block: int, kind: str = "block") -> int:
     """Bytes of padding block ``block`` of run group ``group`` allocates before placing its banks
     (1 .. MAX_PADDING, uniform): the same seed gives the same paddings, so a run (and so each
-    of its blocks) can be replayed with ``--placement-seed``."""
-    rng = np.random.default_rng([placement_seed, group, block])
+    of its blocks) can be replayed with ``--placement-seed``. ``kind``: a counted block, a
+    priming placement or a warm-up block (docs/DESIGN.md §5.5), each drawn from its own stream
+    of the same distribution; a counted block's draw is the one sessions before the others had."""
+    if kind not in PLACEMENT_KINDS:
+        raise ValueError(f"placement kind {kind!r} is not one of {PLACEMENT_KINDS}")
+    extra = [PLACEMENT_KINDS.index(kind)] if kind != "block" else []
+    rng = np.random.default_rng([placement_seed, group, block, *extra])
     return int(rng.integers(1, MAX_PADDING + 1))

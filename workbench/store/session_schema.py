@@ -221,7 +221,8 @@ RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
     "block": {  # one block's placement (docs/DESIGN.md §5.5)
         "t": (REQ, _t),
         "block": (REQ, integer(0, MAX_COUNT)),
-        "status": (REQ, one_of("placed", "failed")),
+        # primed: an untimed placement before block 0; warmup: a block timed, not counted
+        "status": (REQ, one_of("placed", "failed", "primed", "warmup")),
         "group": (OPT, integer(0, MAX_COUNT)),
         "placement_seed": (OPT, nullable(integer(0, 2**63))),
         "padding_bytes": (OPT, BYTES),
