@@ -16,6 +16,7 @@ from typing import Any
 from workbench.analysis.calibration import calibration_summary, spin_of
 from workbench.analysis.recommend import Recommendation, not_counted, recommendations
 from workbench.core import stats
+from workbench.core.block_diagnostic import BlockDiagnostic, diagnose
 from workbench.store.session import Session
 
 # Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
@@ -44,6 +45,8 @@ class ComparisonResult:
     excluded: int
     gates: list[dict[str, Any]] = field(default_factory=list)
     sm_mhz: float | None = None  # median of the samples' highest SM clock (NVML), if recorded
+    # can the blocks be trusted as exchangeable, and does the verdict rest on one (§7.8)?
+    diagnostic: BlockDiagnostic | None = None
 
     id = property(lambda self: self.cmp["id"])
     kernel = property(lambda self: self.cmp["kernel"])
@@ -94,7 +97,22 @@ class ComparisonResult:
             "gate": self.gate,
             "ratios": self.ratios.values,
             "verdict": self.verdict.to_dict(),
+            "block_diagnostic": None if self.diagnostic is None else self.diagnostic.to_dict(),
         }
+
+    @property
+    def rests_on(self) -> list[int]:
+        """Blocks without which the verdict changes (empty without a diagnostic)."""
+        return [] if self.diagnostic is None else self.diagnostic.rests_on
+
+    @property
+    def verdict_words(self) -> str:
+        """The verdict as every renderer prints it: its words, and "(rests on block N)" where
+        leaving out one block changes it."""
+        w = self.verdict.words
+        return w + (
+            f" (rests on block {', '.join(map(str, self.rests_on))})" if self.rests_on else ""
+        )
 
 
 def rated_mhz(session: Session) -> float | None:
@@ -125,12 +143,13 @@ def comparison_results(
         c = session.comparison(first["id"])
         samples = session.samples_for(c["id"])
         pr = stats.pair_ratios(samples)
+        verdict = stats.compare(pr, m=m, conf=conf)
         clocks = [s["sm_mhz_max"] for s in samples if s.get("sm_mhz_max")]
         out.append(
             ComparisonResult(
                 cmp=c,
                 ratios=pr,
-                verdict=stats.compare(pr, m=m, conf=conf),
+                verdict=verdict,
                 a_samples_ms=[x for p in pr for x in p.a_ms],
                 b_samples_ms=[x for p in pr for x in p.b_ms],
                 samples=len(samples),
@@ -138,6 +157,7 @@ def comparison_results(
                 excluded=sum(bool(s.get("excluded")) for s in samples),
                 gates=session.gates_for(c["id"]),
                 sm_mhz=statistics.median(clocks) if clocks else None,
+                diagnostic=diagnose(pr, m, conf) if verdict.n else None,
             )
         )
     return out

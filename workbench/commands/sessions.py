@@ -249,7 +249,7 @@ def _show(args: argparse.Namespace) -> int:
                     f"{v.k_faster}/{v.n}",
                     str(r.flagged),
                     {True: "ok", False: "FAIL", None: "-"}[r.gate],
-                    v.verdict,
+                    r.verdict_words,
                 ]
             )
         print(_table(rows))
@@ -260,6 +260,10 @@ def _show(args: argparse.Namespace) -> int:
         for r in results:
             if r.verdict.verdict == "AMBIGUOUS":
                 print(f"  {r.id}: {r.verdict.reason}")
+        for r in results:  # the block diagnostic (§7.8), where it finds something
+            d = r.diagnostic
+            if d is not None and (d.rests_on or d.flagged):
+                print(f"  {r.id}: blocks: {d.summary()}")
     for rec in recs:
         print(f"\nrecommendation {rec.kernel}: {rec.decision} ({rec.arm})")
         for line in rec.evidence:
