@@ -59,6 +59,7 @@ WORDS = {
     "SAME": "no effect of m or more, direction unknown",
     "AMBIGUOUS": "cannot tell",
 }
+WORDS_LEGEND = "Verdict words: " + "; ".join(f"{k} = {v}" for k, v in WORDS.items()) + "."
 _Z_SE_MEDIAN = math.sqrt(math.pi / 2)  # asymptotic s.e. of a normal median is 1.2533·σ/√n
 
 
@@ -384,6 +385,18 @@ class BlockCI(NamedTuple):
     k_blocks: int
 
 
+def t_interval(y: Sequence[float], conf: float = DEFAULT_CONF) -> tuple[float, float]:
+    """(mean, half-width) of the Student t-interval of the mean of ``y`` at ``conf``: the one
+    t-interval of the package (blocks here, sessions in workbench.analysis.pool). Fewer than
+    two values: (mean, inf)."""
+    _check_conf(conf)
+    y = np.asarray(y, dtype=np.float64)
+    if y.size < 2:
+        return (float(np.mean(y)) if y.size else math.nan), math.inf
+    t = float(sps.t.ppf(0.5 + conf / 2, y.size - 1))
+    return float(np.mean(y)), t * float(np.std(y, ddof=1)) / math.sqrt(y.size)
+
+
 def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI | None:
     """The t-interval over blocks, or None with fewer than 2 blocks.
 
@@ -401,10 +414,8 @@ def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI
         return None
     y = np.array([float(np.median(v)) for v in by.values()])
     nb = int(y.size)
-    center = float(np.mean(y))
     sd = float(np.std(y, ddof=1))
-    t = float(sps.t.ppf(0.5 + conf / 2, nb - 1))
-    half = t * sd / math.sqrt(nb)
+    center, half = t_interval(y, conf)
     resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
     dof = sum(len(v) - 1 for v in by.values())
     within = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
