@@ -17,6 +17,7 @@ from workbench.analysis.calibration import calibration_summary, spin_of
 from workbench.analysis.recommend import Recommendation, not_counted, recommendations
 from workbench.core import stats
 from workbench.core.block_diagnostic import BlockDiagnostic, diagnose
+from workbench.measure.results import comparison_summary
 from workbench.store.session import Session
 
 # Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
@@ -79,24 +80,22 @@ class ComparisonResult:
         """JSON-safe; the keys of the runner's per-comparison summary that the calibration reads
         are among them (one calibration rule for both)."""
         c = self.cmp
-        keys = ("id", "kernel", "set", "role", "a", "b", "calls", "replays")
         return {
-            **{k: c.get(k) for k in keys},
-            "spin": self.spin,
-            "working_set_bytes": c.get("working_set_bytes"),
-            "l2_bytes": c.get("l2_bytes"),
-            "a_ms": finite_or_none(self.a_ms),
-            "b_ms": finite_or_none(self.b_ms),
-            "a_us_per_call": finite_or_none(self.us_per_call(self.a_ms)),
-            "b_us_per_call": finite_or_none(self.us_per_call(self.b_ms)),
-            "pairs": self.verdict.n,
-            "blocks": self.verdict.blocks,
-            "flagged": self.flagged,
-            "excluded": self.excluded,
-            "sm_mhz": self.sm_mhz,
-            "gate": self.gate,
+            **comparison_summary(
+                c,
+                spin=self.spin,
+                a_ms=self.a_ms,
+                b_ms=self.b_ms,
+                calls=c.get("calls"),
+                verdict=self.verdict,
+                pairs=self.verdict.n,
+                flagged=self.flagged,
+                excluded=self.excluded,
+                sm_mhz=self.sm_mhz,
+                gate=self.gate,
+            ),
+            **{k: c.get(k) for k in ("calls", "replays", "working_set_bytes", "l2_bytes")},
             "ratios": self.ratios.values,
-            "verdict": self.verdict.to_dict(),
             "block_diagnostic": None if self.diagnostic is None else self.diagnostic.to_dict(),
         }
 
