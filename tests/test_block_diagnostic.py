@@ -10,7 +10,9 @@ block sizes are the ones measured in the committed sessions: the W13 hot block r
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ import pytest
 from workbench.core import stats
 from workbench.core.block_diagnostic import diagnose
 
+REPO = Path(__file__).resolve().parent.parent
 BLOCKS, PAIRS = 6, 2
 PAIR_SD = 0.001  # log SD of one pair ratio within a block
 RUNS = 2000  # coverage: 95 % +- 0.5 % (one SE), so 0.92 and 0.98 lie 6 SE away
@@ -208,3 +211,55 @@ def test_detectable_effect_is_the_95_percent_power_point():
 def test_verdict_words_keep_small_resolved_effects_apart_from_cannot_tell(verdict, lo, hi, words):
     assert stats.verdict_words(verdict, lo, hi) == words
     assert words in stats.WORDS
+
+
+# ---- across sessions, and on the committed evidence ----
+
+
+def test_same_block_extreme_across_sessions():
+    from workbench.analysis.pool import PooledComparison
+
+    rng = np.random.default_rng(8)
+
+    def pc(runs):
+        return PooledComparison("x", "", "", "", [], [], "", block_ratios=runs)
+
+    first_high = [list(_first_block_offset(rng)) for _ in range(11)]
+    end, block, k, p = pc(first_high).same_block_extreme()
+    assert (end, block, k) == ("highest", 0, 11)
+    assert p == pytest.approx(2 * BLOCKS * (1 / BLOCKS) ** 11)  # Bonferroni x binomial tail
+    # exchangeable sessions: the most frequent end-block count is unremarkable
+    ps = [
+        pc([list(_exchangeable(rng)) for _ in range(11)]).same_block_extreme()[3]
+        for _ in range(200)
+    ]
+    assert sum(p < 0.05 for p in ps) / len(ps) <= 0.05
+    assert pc([[1.0, 1.01]] * 3).same_block_extreme() is None  # too few blocks
+    assert pc([list(_exchangeable(rng))]).same_block_extreme() is None  # one session
+
+
+SESSION = "sessions/20261130T201628Z_default-r1"
+
+
+@pytest.mark.skipif(not (REPO / SESSION).is_dir(), reason="committed session")
+def test_sessions_show_says_the_verdict_rests_on_block_0(capsys):
+    # the finding: W13 hot records AMBIGUOUS 0.9912 [0.9828, 0.9997]; without block 0
+    # it reads FASTER
+    from workbench import cli
+
+    assert cli.main(["sessions", "show", str(REPO / SESSION)]) == 0
+    out = capsys.readouterr().out
+    row = next(x for x in out.splitlines() if x.startswith("w13/hot "))
+    assert row.rstrip().endswith("FASTER~m (rests on block 0)")
+    assert (
+        "w13/hot: blocks: the verdict FASTER~m rests on one block (without block 0: FASTER)" in out
+    )
+    assert cli.main(["sessions", "show", str(REPO / SESSION), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    c = next(x for x in d["comparisons"] if x["id"] == "w13/hot")
+    diag = c["block_diagnostic"]
+    assert c["verdict"]["verdict"] == "AMBIGUOUS" and diag["rests_on"] == [0]
+    assert diag["outlier"] == 0 and diag["flagged"] and diag["without"]["0"] == "FASTER"
+    # the session keeps the verdict it recorded
+    rec = json.loads((REPO / SESSION / "session.json").read_text())["summary"]["comparisons"]
+    assert next(x for x in rec if x["id"] == "w13/hot")["verdict"]["verdict"] == "AMBIGUOUS"

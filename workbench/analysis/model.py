@@ -16,7 +16,7 @@ from typing import Any
 from workbench.analysis.calibration import calibration_summary, spin_of
 from workbench.analysis.recommend import Recommendation, not_counted, recommendations
 from workbench.core import stats
-from workbench.core.block_diagnostic import BlockDiagnostic, diagnose
+from workbench.core.block_diagnostic import BlockDiagnostic, diagnose, rests_text
 from workbench.measure.results import comparison_summary
 from workbench.store.session import Session
 
@@ -93,10 +93,10 @@ class ComparisonResult:
                 excluded=self.excluded,
                 sm_mhz=self.sm_mhz,
                 gate=self.gate,
+                diagnostic=self.diagnostic,
             ),
             **{k: c.get(k) for k in ("calls", "replays", "working_set_bytes", "l2_bytes")},
             "ratios": self.ratios.values,
-            "block_diagnostic": None if self.diagnostic is None else self.diagnostic.to_dict(),
         }
 
     @property
@@ -109,9 +109,7 @@ class ComparisonResult:
         """The verdict as every renderer prints it: its words, and "(rests on block N)" where
         leaving out one block changes it."""
         w = self.verdict.words
-        return w + (
-            f" (rests on block {', '.join(map(str, self.rests_on))})" if self.rests_on else ""
-        )
+        return w + (f" ({rests_text(self.rests_on)})" if self.rests_on else "")
 
 
 def rated_mhz(session: Session) -> float | None:

@@ -7,11 +7,15 @@ from typing import Any
 VERDICT_STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "cyan", "AMBIGUOUS": "yellow"}
 
 
-def _words(v: dict[str, Any]) -> str:
-    """A verdict dict's printed words (workbench.core.stats.verdict_words)."""
+def _words(v: dict[str, Any], c: dict[str, Any] | None = None) -> str:
+    """A verdict dict's printed words (workbench.core.stats.verdict_words), and "(rests on
+    block N)" where the comparison ``c``'s block diagnostic says so."""
+    from workbench.core.block_diagnostic import rests_text
     from workbench.core.stats import verdict_words
 
-    return verdict_words(v["verdict"], v.get("ci_low"), v.get("ci_high"))
+    rests = ((c or {}).get("block_diagnostic") or {}).get("rests_on") or []
+    tail = f" ({rests_text(rests)})" if rests else ""
+    return verdict_words(v["verdict"], v.get("ci_low"), v.get("ci_high")) + tail
 
 
 GIB = float(1 << 30)
@@ -69,7 +73,7 @@ def event_line(kind: str, data: Any) -> str | None:
         v = data["verdict"]
         return (
             f"  {data['id']}: B/A {_f(v['median'], '.4f')} "
-            f"[{_f(v['ci_low'], '.4f')}, {_f(v['ci_high'], '.4f')}] {_words(v)}"
+            f"[{_f(v['ci_low'], '.4f')}, {_f(v['ci_high'], '.4f')}] {_words(v, data)}"
             + (f", {data['flagged']} flagged" if data["flagged"] else "")
         )
     if kind == "note":
@@ -100,7 +104,7 @@ def results_table(comparisons: list[dict[str, Any]], title: str = "results"):
             f"[{_f(v['ci_low'], '.4f')}, {_f(v['ci_high'], '.4f')}]",
             _f(v["wilcoxon_p"], ".2g", "n/a"),
             f"{v['k_faster']}/{v['n']}",
-            f"[{style}]{_words(v)}[/]",
+            f"[{style}]{_words(v, c)}[/]",
             f"{c['flagged']}" + (f" ({c['excluded']} excl.)" if c["excluded"] else ""),
             "–" if ws is None else f"{ws:.1f} ({c['graphs']}g)",
         )  # fmt: skip
@@ -151,6 +155,9 @@ def render_ab(console, summary: dict[str, Any]) -> None:
         v = c["verdict"]
         if v["verdict"] == "AMBIGUOUS" and c["role"] in ("main", "aa"):
             console.print(f"  {c['id']}: {v['reason']}")
+        d = c.get("block_diagnostic")
+        if d and (d["rests_on"] or d["flagged"]):
+            console.print(f"  {c['id']}: blocks: {'; '.join(d['flags'])}")
     recs = summary.get("recommendations") or {}
     if recs:
         console.print("[bold]recommendation per kernel[/]")

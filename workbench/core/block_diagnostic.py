@@ -85,7 +85,7 @@ class BlockDiagnostic:
         """Short phrases for a table cell (empty: nothing to say)."""
         out = []
         if self.rests_on:
-            out.append(f"rests on block {', '.join(map(str, self.rests_on))}")
+            out.append(rests_text(self.rests_on))
         if self.outlier_flag:
             out.append(f"block {self.outlier} stands out")
         if self.drift_flag:
@@ -131,6 +131,16 @@ class BlockDiagnostic:
             if d[k] is not None and not math.isfinite(d[k]):
                 d[k] = None
         return d
+
+
+def rests_text(blocks: Sequence[int]) -> str:
+    """ "rests on block 0", or "rests on any of blocks 0, 3" (each alone changes the verdict);
+    empty for none."""
+    if not blocks:
+        return ""
+    if len(blocks) == 1:
+        return f"rests on block {blocks[0]}"
+    return f"rests on any of blocks {', '.join(map(str, blocks))}"
 
 
 def _p(p: float | None) -> str:

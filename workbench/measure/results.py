@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.core import stats
+from workbench.core.block_diagnostic import BlockDiagnostic, diagnose
 from workbench.measure.abba import Outcome
 from workbench.measure.plan import ComparisonSpec, Geometry
 
@@ -39,6 +40,7 @@ def comparison_summary(
     excluded: int,
     sm_mhz: float | None,
     gate: Any,
+    diagnostic: BlockDiagnostic | None,
 ) -> dict[str, Any]:
     """The per-comparison summary keys that the runner stores (``CmpResult.summary``) and the
     analysis recomputes from the journal (``analysis.model.ComparisonResult.to_dict``): one
@@ -66,6 +68,7 @@ def comparison_summary(
         "excluded": excluded,
         "sm_mhz": sm_mhz,
         "gate": gate,
+        "block_diagnostic": None if diagnostic is None else diagnostic.to_dict(),
     }
 
 
@@ -100,6 +103,9 @@ class CmpResult:
                 excluded=o.excluded,
                 sm_mhz=statistics.median(clocks) if clocks else None,
                 gate=self.gate,
+                diagnostic=diagnose(stats.pair_ratios(o.samples), self.verdict.m, self.verdict.conf)
+                if self.verdict.n
+                else None,
             ),
             "remeasured": o.remeasured,
             "lost_pairs": o.lost_pairs,
