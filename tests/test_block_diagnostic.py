@@ -263,3 +263,28 @@ def test_sessions_show_says_the_verdict_rests_on_block_0(capsys):
     # the session keeps the verdict it recorded
     rec = json.loads((REPO / SESSION / "session.json").read_text())["summary"]["comparisons"]
     assert next(x for x in rec if x["id"] == "w13/hot")["verdict"]["verdict"] == "AMBIGUOUS"
+
+
+def test_calibration_reports_detectable_and_resolved_beside_the_resolution():
+    from workbench.analysis.calibration import calibration_summary
+
+    def cmp(spin, median, lo, hi, verdict, sd=0.001):
+        return {
+            "id": f"w13/hot/spin={spin}", "kernel": "w13", "set": "hot", "role": "calibration",
+            "spin": spin, "a_us_per_call": 3.8, "b_us_per_call": 3.8 * median, "sm_mhz": 1980.0,
+            "pairs": 12, "blocks": 6,
+            "verdict": {"median": median, "ci_low": lo, "ci_high": hi, "verdict": verdict,
+                        "between_sd": sd, "blocks": 6},
+        }  # fmt: skip
+
+    # the ladder of sessions/20261130T201751Z_calibrate's W13 hot, rounded
+    comps = [
+        cmp(0, 0.9998, 0.9992, 1.0004, "SAME"), cmp(20, 1.0002, 0.9996, 1.0009, "SAME"),
+        cmp(40, 1.0045, 1.0041, 1.0048, "SAME"), cmp(80, 1.0105, 1.0098, 1.0111, "SLOWER"),
+        cmp(160, 1.0198, 1.0196, 1.0201, "SLOWER"),
+    ]  # fmt: skip
+    g = calibration_summary(comps, 0.01)["groups"]["w13/hot"]
+    assert g["resolution"]["spin_cycles"] == 80  # the smallest that clears m
+    assert g["resolved"]["spin_cycles"] == 40 and g["resolved"]["words"] == "SLOWER<m"
+    assert g["detectable_pct"] == pytest.approx(stats.detectable_effect(0.001, 6) * 100)
+    assert g["detectable_pct"] < 0.45 < 1.0  # below the resolved spin's effect, and below m
