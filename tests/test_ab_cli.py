@@ -231,8 +231,12 @@ def test_aa_run(device, capsys, tmp_path):
     cmps = s["comparisons"]
     assert [c["role"] for c in cmps] == ["aa"] * 4
     for c in cmps:
-        assert c["verdict"]["verdict"] in ("SAME", "AMBIGUOUS")
-        assert abs(c["verdict"]["median"] - 1) < 0.005
+        # the simulated device's A/A estimates scatter by about 0.05 % (24 comparisons of six
+        # runs: all within 0.08 % of 1, every interval inside [0.996, 1.004]): the estimate
+        # must lie within 0.3 % (six SD) and the interval inside the m band, so SAME
+        assert c["verdict"]["verdict"] == "SAME", c["verdict"]["reason"]
+        assert abs(c["verdict"]["median"] - 1) < 0.003
+        assert c["verdict"]["half_width"] < 0.005
     assert s["recommendations"] == {}  # A/A recommends nothing and confirms nothing
     assert "_aa" in s["session"]
 

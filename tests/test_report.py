@@ -25,6 +25,8 @@ from workbench.data.shapes import PRESETS
 from workbench.report.markdown import render_report, resolve_session, variant_label
 from workbench.store.session import SessionWriter, load_session
 
+REPO = Path(__file__).resolve().parent.parent
+
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
@@ -294,12 +296,30 @@ def test_calibration_session(tmp_path):
         s for i, s in enumerate(spins) if s and all(verdicts[x] == "SLOWER" for x in spins[i:])
     )
     change = _row(md, f"`w13/hot/spin={reliable}`")[5]
-    line = (
-        f"w13 / hot: smallest injected delay detected reliably: spin={reliable}, measured {change}"
-    )
+    line = f"w13 / hot: smallest injected delay that clears m: spin={reliable}, measured {change}"
     assert line in md and "controls (spin 0): SAME" in md
+    # this fixture has no blocks, so there is no block spread to detect from
+    assert "the run can detect (from the block spread): n/a (no blocks)" in md
     assert "Numerics gate: 7 of 7 comparisons bit-identical." in md
     assert "## Recommendation" not in md and "## Step confirmation" not in md
+
+
+@pytest.mark.skipif(
+    not (REPO / "sessions/20261130T201751Z_calibrate").is_dir(), reason="committed session"
+)
+def test_calibration_report_states_detectable_beside_clears_m():
+    # sessions/20261130T201751Z_calibrate: W13 hot spin 40 reads 1.0045 [1.0041, 1.0048],
+    # resolved but below m; spin 80 is the first to clear m
+    path = REPO / "sessions/20261130T201751Z_calibrate"
+    md = render_report(path)
+    line = next(x for x in md.splitlines() if x.startswith("- w13 / hot:"))
+    assert "clears m: spin=80" in line
+    assert "smallest spin resolved above 1: spin=40 (+0.45 %, SLOWER<m)" in line
+    cal = analyse(load_session(path)).calibration()
+    det = cal["groups"]["w13/hot"]["detectable_pct"]
+    assert f"(from the block spread): {det:.2f} %" in line
+    # what the spread can see lies well below m, and below the smallest resolved spin's effect
+    assert 0 < det < 0.45 < cal["m"] * 100
 
 
 def test_analysis_reads_m_from_the_config(synthetic):

@@ -146,6 +146,8 @@ def test_aa_is_centred_on_one(tmp_path, capsys):
     assert code == 0, out.err
     for c in json.loads(out.out)["comparisons"]:
         assert c["role"] == "aa"
+        # 5 % is 100x the H200's A/A spread; not tightened without a GPU run to confirm the new
+        # bound (issue 23): the CPU A/A test in test_ab_cli.py holds its estimate within 0.3 %
         assert abs(c["verdict"]["median"] - 1) < 0.05
 
 

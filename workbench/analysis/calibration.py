@@ -5,15 +5,21 @@ with the keys ``ComparisonResult.to_dict`` and ``results.CmpResult.summary`` sha
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from workbench.core.stats import DEFAULT_CONF, detectable_effect, verdict_words
+
 RULE = (
     "resolution = the smallest injected spin whose comparison is SLOWER and every larger "
     "spin SLOWER too (per kernel and set; overall the coarsest); its effect_pct, the "
-    "measured median effect, is the smallest effect this GPU and protocol detect "
-    "reliably now"
+    "measured median effect, is the smallest effect that clears m on this GPU and protocol "
+    "now. detectable = the smallest effect whose interval excludes 1 in 95 % of runs, from the "
+    "block spread (the RMS between-block SD of the group's comparisons, noncentral t over its "
+    "blocks): what the run can see, m aside; resolved = the smallest injected spin whose "
+    "interval lies above 1, and every larger one's too"
 )
 
 
@@ -42,7 +48,11 @@ def _rung(c: Mapping[str, Any], fallback_mhz: float | None) -> dict[str, Any]:
         "measured_us_per_call": None if a_us is None or b_us is None else b_us - a_us,
         "effect_pct": None if v["median"] is None else (v["median"] - 1) * 100,
         "verdict": v["verdict"],
+        "words": verdict_words(v["verdict"], v.get("ci_low"), v.get("ci_high")),
         "pairs": c["pairs"],
+        "blocks": c.get("blocks") or v.get("blocks") or 0,
+        "between_sd": v.get("between_sd"),
+        "above_1": v.get("ci_low") is not None and v["ci_low"] > 1.0,
     }
 
 
@@ -66,6 +76,26 @@ def _detection(rungs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _smallest(rungs: list[dict[str, Any]], ok) -> dict[str, Any] | None:
+    """The first rung with spin > 0 from which every rung (this and larger spins) is ``ok``."""
+    for i, r in enumerate(rungs):
+        if r["spin_cycles"] > 0 and all(ok(x) for x in rungs[i:]):
+            return r
+    return None
+
+
+def _detectable_pct(rungs: list[dict[str, Any]]) -> float | None:
+    """The detectable effect (%) of a group: stats.detectable_effect on the RMS between-block
+    SD of its comparisons over their typical block count; None without blocks."""
+    sds = [r["between_sd"] for r in rungs if r["between_sd"] is not None and r["blocks"] >= 2]
+    if not sds:
+        return None
+    blocks = int(statistics.median(r["blocks"] for r in rungs if r["between_sd"] is not None))
+    sd = math.sqrt(statistics.fmean(x * x for x in sds))
+    d = detectable_effect(sd, blocks, DEFAULT_CONF)
+    return None if d is None else d * 100
+
+
 def calibration_summary(
     comparisons: list[Mapping[str, Any]], m: float, fallback_mhz: float | None = None
 ) -> dict[str, Any]:
@@ -79,15 +109,14 @@ def calibration_summary(
     groups: dict[str, dict[str, Any]] = {}
     for g in dict.fromkeys(r["group"] for r in rungs):
         mine = [r for r in rungs if r["group"] == g]
-        res = None
-        for i, r in enumerate(mine):
-            if r["spin_cycles"] > 0 and all(x["verdict"] == "SLOWER" for x in mine[i:]):
-                res = r
-                break
+        res = _smallest(mine, lambda x: x["verdict"] == "SLOWER")
         groups[g] = {
             "resolution": res,
+            "resolved": _smallest(mine, lambda x: x["above_1"]),
+            "detectable_pct": _detectable_pct(mine),
             "controls": [r["verdict"] for r in mine if r["spin_cycles"] == 0],
         }
+    dets = [g["detectable_pct"] for g in groups.values()]
     found = [g["resolution"] for g in groups.values()]
     overall = None
     if found and all(r is not None for r in found):
@@ -97,6 +126,7 @@ def calibration_summary(
         "rungs": rungs,
         "groups": groups,
         "resolution": overall,
+        "detectable_pct": max(dets) if dets and all(d is not None for d in dets) else None,
         "control_verdicts": [r["verdict"] for r in rungs if r["spin_cycles"] == 0],
         "detection": _detection(rungs),
         "rule": RULE,

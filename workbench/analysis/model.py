@@ -16,6 +16,8 @@ from typing import Any
 from workbench.analysis.calibration import calibration_summary, spin_of
 from workbench.analysis.recommend import Recommendation, not_counted, recommendations
 from workbench.core import stats
+from workbench.core.block_diagnostic import BlockDiagnostic, diagnose, rests_text
+from workbench.measure.results import comparison_summary
 from workbench.store.session import Session
 
 # Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
@@ -44,6 +46,8 @@ class ComparisonResult:
     excluded: int
     gates: list[dict[str, Any]] = field(default_factory=list)
     sm_mhz: float | None = None  # median of the samples' highest SM clock (NVML), if recorded
+    # can the blocks be trusted as exchangeable, and does the verdict rest on one (§7.8)?
+    diagnostic: BlockDiagnostic | None = None
 
     id = property(lambda self: self.cmp["id"])
     kernel = property(lambda self: self.cmp["kernel"])
@@ -76,25 +80,36 @@ class ComparisonResult:
         """JSON-safe; the keys of the runner's per-comparison summary that the calibration reads
         are among them (one calibration rule for both)."""
         c = self.cmp
-        keys = ("id", "kernel", "set", "role", "a", "b", "calls", "replays")
         return {
-            **{k: c.get(k) for k in keys},
-            "spin": self.spin,
-            "working_set_bytes": c.get("working_set_bytes"),
-            "l2_bytes": c.get("l2_bytes"),
-            "a_ms": finite_or_none(self.a_ms),
-            "b_ms": finite_or_none(self.b_ms),
-            "a_us_per_call": finite_or_none(self.us_per_call(self.a_ms)),
-            "b_us_per_call": finite_or_none(self.us_per_call(self.b_ms)),
-            "pairs": self.verdict.n,
-            "blocks": self.verdict.blocks,
-            "flagged": self.flagged,
-            "excluded": self.excluded,
-            "sm_mhz": self.sm_mhz,
-            "gate": self.gate,
+            **comparison_summary(
+                c,
+                spin=self.spin,
+                a_ms=self.a_ms,
+                b_ms=self.b_ms,
+                calls=c.get("calls"),
+                verdict=self.verdict,
+                pairs=self.verdict.n,
+                flagged=self.flagged,
+                excluded=self.excluded,
+                sm_mhz=self.sm_mhz,
+                gate=self.gate,
+                diagnostic=self.diagnostic,
+            ),
+            **{k: c.get(k) for k in ("calls", "replays", "working_set_bytes", "l2_bytes")},
             "ratios": self.ratios.values,
-            "verdict": self.verdict.to_dict(),
         }
+
+    @property
+    def rests_on(self) -> list[int]:
+        """Blocks without which the verdict changes (empty without a diagnostic)."""
+        return [] if self.diagnostic is None else self.diagnostic.rests_on
+
+    @property
+    def verdict_words(self) -> str:
+        """The verdict as every renderer prints it: its words, and "(rests on block N)" where
+        leaving out one block changes it."""
+        w = self.verdict.words
+        return w + (f" ({rests_text(self.rests_on)})" if self.rests_on else "")
 
 
 def rated_mhz(session: Session) -> float | None:
@@ -125,12 +140,13 @@ def comparison_results(
         c = session.comparison(first["id"])
         samples = session.samples_for(c["id"])
         pr = stats.pair_ratios(samples)
+        verdict = stats.compare(pr, m=m, conf=conf)
         clocks = [s["sm_mhz_max"] for s in samples if s.get("sm_mhz_max")]
         out.append(
             ComparisonResult(
                 cmp=c,
                 ratios=pr,
-                verdict=stats.compare(pr, m=m, conf=conf),
+                verdict=verdict,
                 a_samples_ms=[x for p in pr for x in p.a_ms],
                 b_samples_ms=[x for p in pr for x in p.b_ms],
                 samples=len(samples),
@@ -138,6 +154,7 @@ def comparison_results(
                 excluded=sum(bool(s.get("excluded")) for s in samples),
                 gates=session.gates_for(c["id"]),
                 sm_mhz=statistics.median(clocks) if clocks else None,
+                diagnostic=diagnose(pr, m, conf) if verdict.n else None,
             )
         )
     return out

@@ -32,6 +32,7 @@ from workbench.analysis.compare import compare_sessions
 from workbench.analysis.model import ComparisonResult, comparison_results
 from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.core.errors import BadArgument
+from workbench.core.stats import DEFAULT_CONF, t_interval
 from workbench.store.session import Session
 
 VARIES = "VARIES"
@@ -48,6 +49,27 @@ class PooledComparison:
     verdict: str  # FASTER / SLOWER / SAME when every session agrees, else VARIES
     cis: list[tuple[float, float]] = field(default_factory=list)  # each session's interval
     pairs: list[int] = field(default_factory=list)  # each session's complete pairs
+    words: list[str] = field(default_factory=list)  # each session's verdict words
+    rests_on: list[list[int]] = field(default_factory=list)  # each session's deciding blocks
+    block_ratios: list[list[float]] = field(default_factory=list)  # each session's, by block
+
+    def same_block_extreme(self) -> tuple[str, int, int, float] | None:
+        """("highest" or "lowest", block index, sessions where it is, p): the block that is most
+        often the highest (or lowest) of its session, with the chance of that count or more
+        if the blocks were exchangeable (binomial 1/B per session, Bonferroni over the B blocks
+        and both ends). None without two sessions of three or more equal-sized block lists."""
+        runs = [b for b in self.block_ratios if len(b) >= 3]
+        if len(runs) < 2 or len({len(b) for b in runs}) != 1:
+            return None
+        nb, n = len(runs[0]), len(runs)
+        best = None
+        for end, pick in (("highest", np.argmax), ("lowest", np.argmin)):
+            counts = np.bincount([int(pick(b)) for b in runs], minlength=nb)
+            j = int(np.argmax(counts))
+            p = min(1.0, 2 * nb * float(sps.binom.sf(counts[j] - 1, n, 1.0 / nb)))
+            if best is None or p < best[3]:
+                best = (end, j, int(counts[j]), p)
+        return best
 
     @property
     def estimate(self) -> float:
@@ -57,11 +79,10 @@ class PooledComparison:
     @property
     def interval(self) -> tuple[float, float]:
         """95 % t-interval of the pooled estimate over sessions (the session as the unit)."""
-        y = np.log(self.medians)
-        if y.size < 2:
+        if len(self.medians) < 2:
             return (-math.inf, math.inf)
-        half = float(sps.t.ppf(0.975, y.size - 1)) * float(np.std(y, ddof=1)) / math.sqrt(y.size)
-        return (float(np.exp(y.mean() - half)), float(np.exp(y.mean() + half)))
+        mean, half = t_interval(np.log(self.medians), DEFAULT_CONF)
+        return (float(np.exp(mean - half)), float(np.exp(mean + half)))
 
     @property
     def covered(self) -> int:
@@ -88,6 +109,8 @@ class PooledComparison:
             "low": self.low, "high": self.high, "median": self.median,
             "estimate": self.estimate, "interval": list(self.interval),
             "session_cis": [list(c) for c in self.cis], "covered": self.covered,
+            "words": self.words, "rests_on": self.rests_on, "block_ratios": self.block_ratios,
+            "same_block_extreme": self.same_block_extreme(),
         }  # fmt: skip
 
 
@@ -128,6 +151,9 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
                 same,
                 [(r.verdict.ci_low, r.verdict.ci_high) for r in results],
                 [r.verdict.n for r in results],
+                [r.verdict.words for r in results],
+                [r.rests_on for r in results],
+                [[] if r.diagnostic is None else r.diagnostic.block_ratios for r in results],
             )  # fmt: skip
         )
     return Pool(sessions, rows, _recommend(rows, per[0]), warnings)

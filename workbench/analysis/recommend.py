@@ -62,7 +62,11 @@ def rule_text(m: float = DEFAULT_M, conf: float = DEFAULT_CONF) -> str:
         f"B/A with m = {m * 100:g} %: FASTER = the {conf * 100:g} % CI lies entirely below 1 and "
         f"the estimate is <= {1 - m:.4f}; SLOWER = the CI lies entirely above 1 and the estimate "
         f"is >= {1 + m:.4f}; SAME = the CI lies inside [{1 - m:.4f}, {1 + m:.4f}]; AMBIGUOUS "
-        "otherwise. The CI is a t-interval over blocks (each block a fresh memory placement; "
+        "otherwise. The words printed keep a resolved small effect apart from cannot tell: "
+        "SAME with the CI on one side of 1 reads FASTER<m or SLOWER<m (B is faster / slower, by "
+        "less than m; it counts as SAME), AMBIGUOUS with the CI on one side of 1 reads FASTER~m "
+        "or SLOWER~m (the direction is resolved, whether by m or more is not; it counts as "
+        "AMBIGUOUS), and AMBIGUOUS is left for a CI that contains 1. The CI is a t-interval over blocks (each block a fresh memory placement; "
         "estimate = geometric mean of the block medians); sessions without blocks use the "
         "distribution-free CI of the median pair ratio, which ignores placement. Only "
         "comparisons whose arms differ in the reader alone (A scalar, B cooperative, one layout) "
@@ -141,9 +145,12 @@ def combine(
     rule = rule_text(ms[0], confs[0])
     if len(ms) > 1 or len(confs) > 1:
         rule += f" (the sets used different thresholds: m in {ms}, conf in {confs})"
-    evidence = [f"{name}: {v.verdict} ({v.reason})" for name, v in verdicts.items()]
+    evidence = [f"{name}: {v.words} ({v.reason})" for name, v in verdicts.items()]
+    words = {name: v.words for name, v in verdicts.items()}
     labels = list(vs.values())
     named = lambda label: ", ".join(k for k, x in vs.items() if x == label)  # noqa: E731
+    # the unresolved sets with their words (AMBIGUOUS, FASTER~m or SLOWER~m)
+    open_sets = ", ".join(f"{k} {words[k]}" for k, x in vs.items() if x == "AMBIGUOUS")
     if "SLOWER" in labels:
         decision = "scalar"
         evidence.append(f"scalar: B is SLOWER in {named('SLOWER')}")
@@ -151,17 +158,13 @@ def combine(
         decision = "cooperative"
         evidence.append(f"cooperative: B is FASTER in {named('FASTER')} and SLOWER nowhere")
         if "AMBIGUOUS" in labels:
-            evidence.append(
-                f"caution: {named('AMBIGUOUS')} AMBIGUOUS; a slowdown there is not ruled out"
-            )
+            evidence.append(f"caution: {open_sets}: not resolved against m there")
     elif all(x == "SAME" for x in labels):
         decision = "scalar"
         evidence.append("scalar: no set shows an effect of m or more (SAME everywhere)")
     else:
         decision = "inconclusive"
-        evidence.append(
-            f"inconclusive: {named('AMBIGUOUS')} AMBIGUOUS and no set FASTER or SLOWER; scalar stays"
-        )
+        evidence.append(f"inconclusive: {open_sets} and no set FASTER or SLOWER; scalar stays")
     return Recommendation(
         kernel, decision, b if decision == "cooperative" else a, rule, evidence, vs
     )

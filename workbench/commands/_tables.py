@@ -5,6 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 VERDICT_STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "cyan", "AMBIGUOUS": "yellow"}
+
+
+def _words(v: dict[str, Any], c: dict[str, Any] | None = None) -> str:
+    """A verdict dict's printed words (workbench.core.stats.verdict_words), and "(rests on
+    block N)" where the comparison ``c``'s block diagnostic says so."""
+    from workbench.core.block_diagnostic import rests_text
+    from workbench.core.stats import verdict_words
+
+    rests = ((c or {}).get("block_diagnostic") or {}).get("rests_on") or []
+    tail = f" ({rests_text(rests)})" if rests else ""
+    return verdict_words(v["verdict"], v.get("ci_low"), v.get("ci_high")) + tail
+
+
 GIB = float(1 << 30)
 MIB = float(1 << 20)
 
@@ -62,7 +75,7 @@ def event_line(kind: str, data: Any) -> str | None:
         v = data["verdict"]
         return (
             f"  {data['id']}: B/A {_f(v['median'], '.4f')} "
-            f"[{_f(v['ci_low'], '.4f')}, {_f(v['ci_high'], '.4f')}] {v['verdict']}"
+            f"[{_f(v['ci_low'], '.4f')}, {_f(v['ci_high'], '.4f')}] {_words(v, data)}"
             + (f", {data['flagged']} flagged" if data["flagged"] else "")
         )
     if kind == "note":
@@ -93,7 +106,7 @@ def results_table(comparisons: list[dict[str, Any]], title: str = "results"):
             f"[{_f(v['ci_low'], '.4f')}, {_f(v['ci_high'], '.4f')}]",
             _f(v["wilcoxon_p"], ".2g", "n/a"),
             f"{v['k_faster']}/{v['n']}",
-            f"[{style}]{v['verdict']}[/]",
+            f"[{style}]{_words(v, c)}[/]",
             f"{c['flagged']}" + (f" ({c['excluded']} excl.)" if c["excluded"] else ""),
             "–" if ws is None else f"{ws:.1f} ({c['graphs']}g)",
         )  # fmt: skip
@@ -144,6 +157,9 @@ def render_ab(console, summary: dict[str, Any]) -> None:
         v = c["verdict"]
         if v["verdict"] == "AMBIGUOUS" and c["role"] in ("main", "aa"):
             console.print(f"  {c['id']}: {v['reason']}")
+        d = c.get("block_diagnostic")
+        if d and (d["rests_on"] or d["flagged"]):
+            console.print(f"  {c['id']}: blocks: {'; '.join(d['flags'])}")
     recs = summary.get("recommendations") or {}
     if recs:
         console.print("[bold]recommendation per kernel[/]")
@@ -172,6 +188,21 @@ def render_ab(console, summary: dict[str, Any]) -> None:
         console.print(f"[yellow]note[/]: {n}")
 
 
+def _detect_line(g: dict[str, Any]) -> str:
+    """The smallest effect the run can see (block spread) and the smallest injected delay whose
+    interval lay above 1, beside the resolution (the smallest that clears m)."""
+    det = g.get("detectable_pct")
+    res = g.get("resolved")
+    seen = (
+        "no spin's interval lay above 1 together with every larger one's"
+        if res is None
+        else f"smallest spin resolved above 1: {res['spin_cycles']} cycles "
+        f"({_f(res['effect_pct'], '+.2f')} %, {res.get('words', res['verdict'])})"
+    )
+    can = "n/a (no blocks)" if det is None else f"{det:.2f} %"
+    return f"detectable (interval excludes 1 in 95 % of runs, from the block spread): {can}; {seen}"
+
+
 def render_calibration(console, summary: dict[str, Any]) -> None:
     from rich import box
     from rich.table import Table
@@ -186,7 +217,8 @@ def render_calibration(console, summary: dict[str, Any]) -> None:
         t.add_row(
             r["id"], str(r["spin_cycles"]), _f(r["injected_us_per_cta"], ".3f"),
             _f(r["injected_pct"], ".2f"), _f(r["measured_us_per_call"], "+.3f"),
-            _f(r["effect_pct"], "+.2f"), f"[{style}]{r['verdict']}[/]", str(r["pairs"]),
+            _f(r["effect_pct"], "+.2f"), f"[{style}]{r.get('words', r['verdict'])}[/]",
+            str(r["pairs"]),
         )  # fmt: skip
     console.print(t)
     for group, g in (cal.get("groups") or {}).items():
@@ -199,6 +231,7 @@ def render_calibration(console, summary: dict[str, Any]) -> None:
                 f"an effect of {_f(res['effect_pct'], '+.2f')} % of the kernel time "
                 f"({_f(res['measured_us_per_call'], '+.3f')} µs per call)"
             )
+        console.print(f"  {_detect_line(g)}")
         if g["controls"]:
             console.print(f"  A/A control (spin 0 vs 0): {', '.join(g['controls'])}")
     for group, spins in (cal.get("detection") or {}).items():

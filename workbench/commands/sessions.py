@@ -249,7 +249,7 @@ def _show(args: argparse.Namespace) -> int:
                     f"{v.k_faster}/{v.n}",
                     str(r.flagged),
                     {True: "ok", False: "FAIL", None: "-"}[r.gate],
-                    v.verdict,
+                    r.verdict_words,
                 ]
             )
         print(_table(rows))
@@ -260,6 +260,10 @@ def _show(args: argparse.Namespace) -> int:
         for r in results:
             if r.verdict.verdict == "AMBIGUOUS":
                 print(f"  {r.id}: {r.verdict.reason}")
+        for r in results:  # the block diagnostic (§7.8), where it finds something
+            d = r.diagnostic
+            if d is not None and (d.rests_on or d.flagged):
+                print(f"  {r.id}: blocks: {d.summary()}")
     for rec in recs:
         print(f"\nrecommendation {rec.kernel}: {rec.decision} ({rec.arm})")
         for line in rec.evidence:
@@ -308,13 +312,18 @@ def _compare(args: argparse.Namespace) -> int:
                         f"{_f(s.b.a_ms)}/{_f(s.b.b_ms)}",
                         f"{_f(va.median)} {_ci(va.ci_low, va.ci_high)}",
                         f"{_f(vb.median)} {_ci(vb.ci_low, vb.ci_high)}",
-                        f"{va.verdict}/{vb.verdict}",
+                        f"{s.a.verdict_words}/{s.b.verdict_words}",
                         _f(s.shift, "+.4f"),
                         _ci(s.low, s.high),
                         "yes" if s.changed else "no",
                     ]
                 )
             print(_table(rows))
+            for s in d.shifts:  # the block diagnostic (§7.8), where it finds something
+                for name, r in (("A", s.a), ("B", s.b)):
+                    g = r.diagnostic
+                    if g is not None and (g.rests_on or g.flagged):
+                        print(f"  {name} {s.id}: blocks: {g.summary()}")
             print(f"method: {d.method}")
         else:
             print("no comparison id is present in both sessions")
@@ -368,7 +377,7 @@ def _pool(args: argparse.Namespace) -> int:
         for i, s in enumerate(sessions, 1):
             print(f"{i}  {s.path.name}  ({s.status}, {s.gpu_name or 'unknown GPU'})")
         rows = [["comparison", "session estimates B/A", "range", "pooled [95 % CI]",
-                 "CIs with pooled", "session verdicts", "pooled"]]  # fmt: skip
+                 "CIs with pooled", "session verdicts", "rests on block", "pooled"]]  # fmt: skip
         rows += [
             [
                 r.id,
@@ -376,12 +385,21 @@ def _pool(args: argparse.Namespace) -> int:
                 f"{_f(r.low)}..{_f(r.high)}",
                 f"{_f(r.estimate)} [{_f(r.interval[0])}, {_f(r.interval[1])}]",
                 f"{r.covered}/{len(r.cis)}",
-                ",".join(r.verdicts),
+                ",".join(r.words),
+                " ".join(",".join(map(str, b)) or "-" for b in r.rests_on),
                 r.verdict,
             ]  # fmt: skip
             for r in p.rows
         ]
         print(_table(rows))
+        for r in p.rows:  # the same block at one end of every session: not exchangeable
+            ext = r.same_block_extreme()
+            if ext is not None and ext[3] < 0.05:
+                print(
+                    f"  {r.id}: block {ext[1]} is the {ext[0]} in {ext[2]} of "
+                    f"{len(r.block_ratios)} sessions (p = {ext[3]:.2g} if the blocks were "
+                    "exchangeable)"
+                )
         for rec in p.recommendations:
             print(f"recommendation {rec.kernel}: {rec.decision} ({rec.arm})")
             for e in rec.evidence:

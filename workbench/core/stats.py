@@ -18,6 +18,12 @@ NumPy and SciPy only: this module imports neither torch nor textual.
   estimate is at most 1-m; SLOWER the mirror image; SAME when the whole CI lies inside
   [1-m, 1+m]; AMBIGUOUS otherwise, with an estimate of how many more blocks (or pairs) would
   likely settle it.
+* Verdict words (``Verdict.words``, what every renderer prints): the four verdicts above decide
+  (the recommendation reads them, sessions record them), but a CI that excludes 1 is a resolved
+  direction, never "cannot tell": SAME with the CI on one side of 1 reads FASTER<m / SLOWER<m
+  ("B is faster / slower, by less than m"), AMBIGUOUS with the CI on one side of 1 reads
+  FASTER~m / SLOWER~m ("B is faster / slower; whether by m or more is not resolved"). AMBIGUOUS
+  is left for a CI that contains 1 and reaches past 1 - m or 1 + m.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
+from scipy.optimize import brentq
 
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
@@ -41,6 +48,18 @@ DEFAULT_CONF = defaults.CONF
 DEFAULT_TARGET = defaults.TARGET  # adaptive stop: CI half-width at most 0.5 % of the estimate
 MAX_MORE_PAIRS = 1000  # beyond this the estimate means "not with this protocol", not a number
 VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS")
+# The printed words of a verdict (Verdict.words) and what each says, for legends and rule texts.
+WORDS = {
+    "FASTER": "B is faster by m or more",
+    "SLOWER": "B is slower by m or more",
+    "FASTER<m": "B is faster, by less than m",
+    "SLOWER<m": "B is slower, by less than m",
+    "FASTER~m": "B is faster; whether by m or more is not resolved",
+    "SLOWER~m": "B is slower; whether by m or more is not resolved",
+    "SAME": "no effect of m or more, direction unknown",
+    "AMBIGUOUS": "cannot tell",
+}
+WORDS_LEGEND = "Verdict words: " + "; ".join(f"{k} = {v}" for k, v in WORDS.items()) + "."
 _Z_SE_MEDIAN = math.sqrt(math.pi / 2)  # asymptotic s.e. of a normal median is 1.2533·σ/√n
 
 
@@ -225,6 +244,16 @@ class Verdict:
     within_sd: float | None = None  # pooled SD of pair log-ratios around their block's mean
     half_width: float | None = None  # (high - low) / (2 · median)
     resolution: float | None = None  # smallest effect this run could call: max(m, half_width)
+    # smallest effect whose interval would exclude 1 in 95 % of runs like this one (block spread)
+    detectable: float | None = None
+
+    @property
+    def words(self) -> str:
+        """The verdict as printed (module docstring): FASTER/SLOWER/SAME/AMBIGUOUS, or, where
+        the CI lies on one side of 1 without clearing m, FASTER<m, SLOWER<m (CI inside the m band)
+        or FASTER~m, SLOWER~m (CI reaching past it). Computed from the recorded fields, so a
+        stored verdict of any age reads the same way."""
+        return verdict_words(self.verdict, self.ci_low, self.ci_high)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict: non-finite floats become None (from_dict restores them)."""
@@ -248,6 +277,36 @@ class Verdict:
         kw["ci_low"] = -math.inf if kw["ci_low"] is None else kw["ci_low"]
         kw["ci_high"] = math.inf if kw["ci_high"] is None else kw["ci_high"]
         return cls(**kw)
+
+
+def verdict_words(verdict: str, ci_low: float | None, ci_high: float | None) -> str:
+    """``Verdict.words`` from a verdict label and its interval (None bounds: unbounded)."""
+    if verdict not in ("SAME", "AMBIGUOUS") or ci_low is None or ci_high is None:
+        return verdict
+    side = "FASTER" if ci_high < 1.0 else "SLOWER" if ci_low > 1.0 else None
+    if side is None:
+        return verdict
+    return side + ("<m" if verdict == "SAME" else "~m")
+
+
+def detectable_effect(
+    between_sd: float | None, blocks: int, conf: float = DEFAULT_CONF, power: float = 0.95
+) -> float | None:
+    """Smallest relative effect whose block-level interval (§7.3) excludes 1 in at least
+    ``power`` of runs, for a run of ``blocks`` blocks whose block summaries scatter with SD
+    ``between_sd`` (log scale).
+
+    The interval excludes 1 on the effect's side when ``ȳ / (s/√B) > t_{B-1}``; with a true
+    effect δ that statistic is noncentral t with B-1 degrees of freedom and noncentrality
+    δ√B/σ, so δ is where its survival at the critical value reaches ``power`` (scipy's nct;
+    the far tail is ignored). σ is taken to be the observed SD. None below two blocks or
+    without a spread."""
+    if between_sd is None or not math.isfinite(between_sd) or blocks < 2 or between_sd <= 0:
+        return None
+    dof = blocks - 1
+    crit = float(sps.t.ppf(0.5 + conf / 2, dof))
+    nc = float(brentq(lambda d: float(sps.nct.sf(crit, dof, d)) - power, 0.0, 1e3))
+    return math.expm1(nc * between_sd / math.sqrt(blocks))
 
 
 def _wilcoxon_p(logs: np.ndarray, conf: float) -> float | None:
@@ -326,6 +385,18 @@ class BlockCI(NamedTuple):
     k_blocks: int
 
 
+def t_interval(y: Sequence[float], conf: float = DEFAULT_CONF) -> tuple[float, float]:
+    """(mean, half-width) of the Student t-interval of the mean of ``y`` at ``conf``: the one
+    t-interval of the package (blocks here, sessions in workbench.analysis.pool). Fewer than
+    two values: (mean, inf)."""
+    _check_conf(conf)
+    y = np.asarray(y, dtype=np.float64)
+    if y.size < 2:
+        return (float(np.mean(y)) if y.size else math.nan), math.inf
+    t = float(sps.t.ppf(0.5 + conf / 2, y.size - 1))
+    return float(np.mean(y)), t * float(np.std(y, ddof=1)) / math.sqrt(y.size)
+
+
 def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI | None:
     """The t-interval over blocks, or None with fewer than 2 blocks.
 
@@ -343,10 +414,8 @@ def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI
         return None
     y = np.array([float(np.median(v)) for v in by.values()])
     nb = int(y.size)
-    center = float(np.mean(y))
     sd = float(np.std(y, ddof=1))
-    t = float(sps.t.ppf(0.5 + conf / 2, nb - 1))
-    half = t * sd / math.sqrt(nb)
+    center, half = t_interval(y, conf)
     resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
     dof = sum(len(v) - 1 for v in by.values())
     within = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
@@ -367,17 +436,20 @@ def _decide(med: float, low: float, high: float, m: float, est: str) -> tuple[st
         return "SLOWER", (
             f"B is slower: the CI lies entirely above 1 and the {est} is >= {hi_m:.4f} (1 + m)"
         )
+    side = "faster" if high < 1.0 else "slower" if low > 1.0 else None
     if low >= lo_m and high <= hi_m:
         return "SAME", (
             f"no effect of m = {m * 100:g} % or more: the whole CI lies inside "
             f"[{lo_m:.4f}, {hi_m:.4f}]"
+            + ("" if side is None else f"; B is {side}, by less than m (the CI excludes 1)")
         )
-    why = (
-        "the CI contains 1"
-        if low <= 1.0 <= high
-        else f"the CI excludes 1 but the {est} is within m = {m * 100:g} % of 1"
-    )
-    return "AMBIGUOUS", why + f" and is not inside [{lo_m:.4f}, {hi_m:.4f}]"
+    if side is not None:
+        return "AMBIGUOUS", (
+            f"B is {side} (the CI excludes 1) but the {est} is within m = {m * 100:g} % of 1 "
+            f"and the CI is not inside [{lo_m:.4f}, {hi_m:.4f}]: whether the effect reaches m "
+            "is not resolved"
+        )
+    return "AMBIGUOUS", f"the CI contains 1 and is not inside [{lo_m:.4f}, {hi_m:.4f}]"
 
 
 def compare(
@@ -458,6 +530,7 @@ def compare(
         within_sd=None if bc is None else bc.within_sd,
         half_width=hw,
         resolution=None if hw is None else max(m, hw),
+        detectable=None if bc is None else detectable_effect(bc.between_sd, bc.blocks, conf),
     )  # fmt: skip
 
 

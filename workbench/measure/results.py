@@ -4,13 +4,61 @@ so that engine and runner import it, not each other (docs/DESIGN.md §8)."""
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.core import stats
+from workbench.core.block_diagnostic import BlockDiagnostic, diagnose
 from workbench.measure.abba import Outcome
 from workbench.measure.plan import ComparisonSpec, Geometry
+
+
+def comparison_summary(
+    cmp: Mapping[str, Any],
+    *,
+    spin: int,
+    a_ms: float | None,
+    b_ms: float | None,
+    calls: int | None,
+    verdict: stats.Verdict,
+    pairs: int,
+    flagged: int,
+    excluded: int,
+    sm_mhz: float | None,
+    gate: Any,
+    diagnostic: BlockDiagnostic | None,
+) -> dict[str, Any]:
+    """The per-comparison summary keys that the runner stores (``CmpResult.summary``) and the
+    analysis recomputes from the journal (``analysis.model.ComparisonResult.to_dict``): one
+    builder for both, so the calibration and every reader of a summary read one shape.
+    Non-finite times become None, and so do the µs per call without a call count."""
+
+    def fin(x: float | None) -> float | None:
+        return None if x is None or not math.isfinite(x) else float(x)
+
+    def us(ms: float | None) -> float | None:
+        return None if ms is None or not calls else ms * 1000 / calls
+
+    a_ms, b_ms = fin(a_ms), fin(b_ms)
+    return {
+        **{k: cmp.get(k) for k in ("id", "kernel", "set", "role", "a", "b")},
+        "spin": spin,
+        "a_ms": a_ms,
+        "b_ms": b_ms,
+        "a_us_per_call": us(a_ms),
+        "b_us_per_call": us(b_ms),
+        "verdict": verdict.to_dict(),
+        "pairs": pairs,
+        "blocks": verdict.blocks,
+        "flagged": flagged,
+        "excluded": excluded,
+        "sm_mhz": sm_mhz,
+        "gate": gate,
+        "block_diagnostic": None if diagnostic is None else diagnostic.to_dict(),
+    }
 
 
 @dataclass
@@ -29,32 +77,29 @@ class CmpResult:
                 "a": s.a.name, "b": s.b.name}  # fmt: skip
 
     def summary(self, calls: int) -> dict[str, Any]:
-        o, v = self.outcome, self.verdict
-        a_ms, b_ms = o.median_ms("A"), o.median_ms("B")
+        o = self.outcome
         clocks = [s["sm_mhz_max"] for s in o.samples if s.get("sm_mhz_max")]
         return {
-            "id": self.spec.id,
-            "kernel": self.spec.kernel,
-            "set": self.spec.set,
-            "role": self.spec.role,
-            "a": self.spec.a.name,
-            "b": self.spec.b.name,
-            "spin": self.spec.b.spin - self.spec.a.spin,
-            "a_ms": a_ms,
-            "b_ms": b_ms,
-            "a_us_per_call": None if a_ms is None else a_ms * 1000 / calls,
-            "b_us_per_call": None if b_ms is None else b_ms * 1000 / calls,
-            "verdict": v.to_dict(),
-            "pairs": o.complete,
-            "blocks": v.blocks,
-            "flagged": o.flagged,
+            **comparison_summary(
+                self.cmp,
+                spin=self.spec.b.spin - self.spec.a.spin,
+                a_ms=o.median_ms("A"),
+                b_ms=o.median_ms("B"),
+                calls=calls,
+                verdict=self.verdict,
+                pairs=o.complete,
+                flagged=o.flagged,
+                excluded=o.excluded,
+                sm_mhz=statistics.median(clocks) if clocks else None,
+                gate=self.gate,
+                diagnostic=diagnose(stats.pair_ratios(o.samples), self.verdict.m, self.verdict.conf)
+                if self.verdict.n
+                else None,
+            ),
             "remeasured": o.remeasured,
-            "excluded": o.excluded,
             "lost_pairs": o.lost_pairs,
             "stop": o.stop,
             "elapsed_s": o.elapsed_s,
-            "sm_mhz": statistics.median(clocks) if clocks else None,
-            "gate": self.gate,
             **self.geom.to_record(),
         }
 

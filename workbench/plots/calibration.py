@@ -110,6 +110,9 @@ def _draw_effects(ax: Any, an: Analysis, res_ids: set[str]) -> None:
         xs = [s * (1 + 0.03 * (gi - (len(groups) - 1) / 2)) for _, s in on]  # dodge the groups
         ys = [(r.verdict.median - 1) * 100 for r, _ in on]
         ax.plot(xs, ys, color=col, lw=1, label=g + (ctl if controls else ""))
+        det = (an.calibration() or {}).get("groups", {}).get(g, {}).get("detectable_pct")
+        if det is not None:  # what the block spread can see (§5.8), below m where it is
+            ax.axhline(det, color=col, ls=":", lw=1.2, label=f"{g}: detectable {det:.2f} %")
         for x, y, (r, _) in zip(xs, ys, on, strict=True):
             v = r.verdict
             if _finite(v.ci_low, v.ci_high):

@@ -45,7 +45,12 @@ def draw_ratios(ax: Any, an: Analysis, rows: list[ComparisonResult]) -> None:
             ax.scatter([v.median], [y], marker="D", s=60, color=col, edgecolor="black", zorder=4)
         a, b = str(r.cmp["a"]), str(r.cmp["b"])
         labels.append(f"{r.id}\nB {b}\nA {a}" if len(a + b) > 28 else f"{r.id}\n{b} vs {a}")
-        verdicts.append(f"{v.verdict}  {fmt_pct(v.median)}\nk/n {v.k_faster}/{v.n}")
+        d = r.diagnostic  # the block diagnostic (§7.8), where it finds more than it prints
+        extra = [f for f in d.flags() if not f.startswith("rests")] if d is not None else []
+        verdicts.append(
+            f"{r.verdict_words}  {fmt_pct(v.median)}\nk/n {v.k_faster}/{v.n}"
+            + "".join(f"; {f}" for f in extra)
+        )
     lo, hi = min(xs), max(xs)
     pad = 0.06 * (hi - lo)
     ax.set_xlim(lo - pad, hi + pad)
@@ -120,7 +125,9 @@ def fig_summary(an: Analysis) -> Any:
     for r in an.results:
         v = r.verdict
         row = [r.id, r.cmp["a"], r.cmp["b"], fmt(v.median), fmt_pct(v.median), fmt_ci(v)]
-        cells.append(row + [fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", str(r.flagged), v.verdict])
+        cells.append(
+            row + [fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", str(r.flagged), r.verdict_words]
+        )
         colors.append(["white"] * 9 + [VERDICT_COLORS[v.verdict] + "55"])
     if cells:
         tab = axt.table(
@@ -145,7 +152,7 @@ def fig_summary(an: Analysis) -> Any:
     for r in an.by_role("confirm"):
         lines.append(
             f"Step confirmation {r.id}: {r.cmp['b']} vs {r.cmp['a']}: ratio {fmt(r.verdict.median)}"
-            f" ({fmt_pct(r.verdict.median)}), {r.verdict.verdict}"
+            f" ({fmt_pct(r.verdict.median)}), {r.verdict_words}"
         )
     if s.status != "complete":
         lines.append(f"Session {s.status}: figures cover the samples measured before it stopped.")

@@ -34,7 +34,7 @@ def fig_samples(an: Analysis, r: ComparisonResult) -> Any:
     fig, (ax, axc) = plt.subplots(
         2, 1, sharex=True, figsize=(10, 6), height_ratios=(3, 1.3), layout="constrained"
     )
-    suptitle(fig, an, f"Samples in time order, {r.id} ({r.verdict.verdict})")
+    suptitle(fig, an, f"Samples in time order, {r.id} ({r.verdict_words})")
     if not recs:
         no_data(ax, "no samples recorded for this comparison")
         no_data(axc, "")

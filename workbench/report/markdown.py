@@ -178,7 +178,9 @@ def _seed_tables(an: Analysis) -> list[str]:
 def _verdict_table(an: Analysis) -> list[str]:
     blocked = any(r.verdict.method == "blocks" for r in an.results)
     header = ["comparison", "role", "A", "B", "ratio B/A", "change", "95 % CI", "Wilcoxon p"]
-    header += ["k/n"] + (["blocks", "between-block SD", "resolves"] if blocked else [])
+    header += ["k/n"] + (
+        ["blocks", "between-block SD", "resolves", "detects", "blocks check"] if blocked else []
+    )
     header += ["flagged", "verdict"]
     body = []
     for r in an.results:
@@ -189,13 +191,16 @@ def _verdict_table(an: Analysis) -> list[str]:
         if blocked:
             sd = "n/a" if v.between_sd is None else f"{v.between_sd * 100:.2f} %"
             res = "n/a" if v.resolution is None else f"±{v.resolution * 100:.2f} %"
+            det = "n/a" if v.detectable is None else f"{v.detectable * 100:.2f} %"
+            check = "n/a" if r.diagnostic is None else r.diagnostic.cell()
             extra = [f"{v.k_blocks}/{v.blocks}" if v.k_blocks is not None else "1", sd, res]
+            extra += [det, check]
         body.append(
             [f"`{r.id}`", r.role, f"`{r.cmp['a']}`", f"`{r.cmp['b']}`", fmt(v.median)]
             + [fmt_pct(v.median), ci, fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", *extra, flag]
-            + [f"**{v.verdict}**"]
+            + [f"**{r.verdict_words}**"]
         )
-    lines = _table(header, body, "lllllrrrr" + "rrr" * blocked + "rl")
+    lines = _table(header, body, "lllllrrrr" + "rrrrl" * blocked + "rl")
     lines.append("")
     if blocked:
         lines.append(
@@ -204,8 +209,12 @@ def _verdict_table(an: Analysis) -> list[str]:
             "95 % CI a t-interval over blocks (docs/DESIGN.md §7.3). blocks = blocks favouring B "
             "/ blocks; between-block SD = spread of the block medians (placement plus "
             "within-block noise); resolves = the smallest effect this run could call, max(m, CI "
-            "half-width). Wilcoxon p and k/n (pairs favouring B) describe the pairs. Minimum "
-            f"effect m = {an.m * 100:g} %."
+            "half-width); detects = the smallest effect whose interval would exclude 1 in 95 % "
+            "of runs with this block spread; blocks check = the block diagnostic (§7.8): a "
+            'verdict that changes when one block is left out "rests on" that block, a block '
+            "that stands apart from the others or a drift over the blocks means they are not "
+            "exchangeable draws. Wilcoxon p and k/n (pairs favouring B) describe the pairs. "
+            f"Minimum effect m = {an.m * 100:g} %. {stats.WORDS_LEGEND}"
         )
     else:
         lines.append(
@@ -213,11 +222,15 @@ def _verdict_table(an: Analysis) -> list[str]:
             f"distribution-free 95 % CI of the median, Wilcoxon signed-rank on log-ratios, k/n = "
             f"pairs favouring B. Minimum effect m = {an.m * 100:g} %. This session has no blocks: "
             "its intervals cover one memory placement only and are narrower than run-to-run "
-            "reality (docs/DESIGN.md §7.2)."
+            f"reality (docs/DESIGN.md §7.2). {stats.WORDS_LEGEND}"
         )
     dropped = [f"`{r.id}`: {len(r.ratios.dropped)}" for r in an.results if r.ratios.dropped]
     if dropped:
         lines.append(f"Incomplete pairs dropped: {', '.join(dropped)}.")
+    for r in an.results:
+        d = r.diagnostic
+        if d is not None and (d.rests_on or d.flagged):
+            lines.append(f"`{r.id}`, blocks: {d.summary()}.")
     amb = [r for r in an.results if r.verdict.verdict == "AMBIGUOUS" and r.verdict.more_pairs]
     for r in amb:
         unit = "block" if r.verdict.method == "blocks" else "pair"
@@ -415,6 +428,10 @@ def _numerics(an: Analysis) -> list[str]:
     return lines[:1] + ([""] + [f"- {x}" for x in lines[1:]] if len(lines) > 1 else [])
 
 
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.2f} %"
+
+
 def _calibration(an: Analysis) -> list[str]:
     """Smallest injected delay detected reliably: SLOWER at that spin and every larger one
     (the rule of workbench.analysis.calibration)."""
@@ -431,13 +448,26 @@ def _calibration(an: Analysis) -> list[str]:
             else "none (no spin was detected SLOWER together with every larger one)"
         )
         kernel, _, st = group.partition("/")
+        det = g.get("detectable_pct")
+        seen = g.get("resolved")
         out.append(
-            f"- {kernel} / {st}: smallest injected delay detected reliably: {res}; "
-            f"controls (spin 0): {', '.join(g['controls']) or 'none'}"
+            f"- {kernel} / {st}: smallest injected delay that clears m: {res}; smallest effect "
+            f"the run can detect (from the block spread): "
+            f"{'n/a (no blocks)' if det is None else f'{det:.2f} %'}; smallest spin resolved "
+            "above 1: "
+            + (
+                "none"
+                if seen is None
+                else f"spin={seen['spin_cycles']} ({_pct(seen['effect_pct'])}, {seen['words']})"
+            )
+            + f"; controls (spin 0): {', '.join(g['controls']) or 'none'}"
         )
     return out + [
         "",
-        "Reliably = that spin's comparison is SLOWER and so is every larger one; the control "
+        "Clears m = that spin's comparison is SLOWER and so is every larger one; detectable = "
+        "the effect whose 95 % interval would exclude 1 in 95 % of runs with this block spread "
+        "(it can lie below m: such an effect reads SLOWER<m, not SAME or AMBIGUOUS); resolved "
+        "above 1 = the interval of that spin and of every larger one lies above 1. The control "
         "(B = A) should read SAME or AMBIGUOUS, never FASTER/SLOWER.",
     ]
 

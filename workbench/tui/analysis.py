@@ -86,9 +86,9 @@ def _row(r: analysis.ComparisonResult) -> ResultRow:
         p=v.wilcoxon_p,
         k=v.k_faster,
         n=v.n,
-        verdict=v.verdict,
+        verdict=r.verdict_words,
         flagged=r.flagged,
-        note=v.reason,
+        note=v.reason + ("" if r.diagnostic is None else f"; blocks: {r.diagnostic.summary()}"),
     )
 
 
@@ -182,7 +182,7 @@ def compare_markdown(diff: analysis.SessionDiff) -> str:
             lines.append(
                 f"| {s.id} | {_fmt(va.median)} [{_fmt(va.ci_low)}, {_fmt(va.ci_high)}] "
                 f"| {_fmt(vb.median)} [{_fmt(vb.ci_low)}, {_fmt(vb.ci_high)}] "
-                f"| {va.verdict}/{vb.verdict} | {_fmt(s.shift, '+.4f')} "
+                f"| {s.a.verdict_words}/{s.b.verdict_words} | {_fmt(s.shift, '+.4f')} "
                 f"| [{_fmt(s.low, '+.4f')}, {_fmt(s.high, '+.4f')}] | {'yes' if s.changed else 'no'} |"
             )
         lines += ["", f"Method: {diff.method}"]

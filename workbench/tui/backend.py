@@ -259,15 +259,20 @@ class RatioPoint:
     @classmethod
     def from_verdict(cls, label: str, verdict: Mapping[str, Any], note: str = "") -> RatioPoint:
         """From a `stats.Verdict` dict (``to_dict()``): reads median, ci_low, ci_high, m and
-        verdict only; non-finite figures (JSON nulls) become None."""
+        verdict only (shown as its words, ``stats.verdict_words``); non-finite figures (JSON
+        nulls) become None."""
+        from workbench.core.stats import verdict_words
+
         m = _finite_or_none(verdict.get("m"))
+        lo, hi = _finite_or_none(verdict.get("ci_low")), _finite_or_none(verdict.get("ci_high"))
+        label_v = str(verdict.get("verdict") or "")
         return cls(
             label,
             _finite_or_none(verdict.get("median")),
             _finite_or_none(verdict.get("ci_low")),
             _finite_or_none(verdict.get("ci_high")),
             m if m is not None and m > 0 else 0.0,
-            str(verdict.get("verdict") or ""),
+            verdict_words(label_v, lo, hi) if label_v else "",
             note,
         )
 

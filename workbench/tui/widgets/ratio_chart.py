@@ -20,7 +20,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from workbench.tui.backend import RatioPoint
-from workbench.tui.widgets.results_table import VERDICT_STYLE
+from workbench.tui.widgets.results_table import verdict_style
 
 # The axis never spans more than 0.75..1.25: the effects this tool weighs are a few per cent,
 # and one far-off comparison (a tinygemm reference at 0.04) must not flatten the others. What
@@ -142,7 +142,7 @@ class RatioChart(Widget):
 
     @staticmethod
     def _style(p: RatioPoint) -> str:
-        return VERDICT_STYLE.get(p.verdict, LIVE_STYLE)
+        return verdict_style(p.verdict) or LIVE_STYLE
 
     @staticmethod
     def _col(x: float, half: float, width: int) -> int:

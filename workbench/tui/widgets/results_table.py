@@ -17,6 +17,14 @@ VERDICT_STYLE = {
 }
 
 
+def verdict_style(words: str) -> str:
+    """The style of a verdict's words: a small resolved effect (FASTER<m, SLOWER<m) as SAME,
+    a resolved direction of unresolved size (FASTER~m, SLOWER~m) as AMBIGUOUS."""
+    head = words.split(" ", 1)[0]
+    key = "SAME" if head.endswith("<m") else "AMBIGUOUS" if head.endswith("~m") else head
+    return VERDICT_STYLE.get(key, "")
+
+
 def _p(p: float | None) -> str:
     if p is None:
         return "n/a"
@@ -66,7 +74,7 @@ class ResultsTable(DataTable):
             name = r.cmp_id if r.role == "main" else f"{r.cmp_id} ({r.role})"
             self.add_row(
                 name,
-                Text(r.verdict, style=VERDICT_STYLE.get(r.verdict, "")),
+                Text(r.verdict, style=verdict_style(r.verdict)),
                 Text(_f(r.ratio), style="bold"),
                 f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}]",
                 _p(r.p),

@@ -1,0 +1,290 @@
+"""The statistics' block path, tested so that a broken interval or diagnostic fails
+(docs/DESIGN.md §7.3, §7.8).
+
+Simulated runs of the default protocol (6 blocks of 2 ABBA pairs) go through the real
+``pair_ratios`` -> ``compare`` -> ``diagnose`` path from journal-shaped sample records. The
+block sizes are the ones measured in the committed sessions: the W13 hot block ratios of
+``sessions/20261130T201628Z_default-r1`` and its two siblings (1.0037-1.0082 in block 0,
+0.987-0.990 in blocks 1-5) and a within-block pair spread of 0.1 % (0.04-0.16 % there).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.core import stats
+from workbench.core.block_diagnostic import diagnose
+
+REPO = Path(__file__).resolve().parent.parent
+BLOCKS, PAIRS = 6, 2
+PAIR_SD = 0.001  # log SD of one pair ratio within a block
+RUNS = 2000  # coverage: 95 % +- 0.5 % (one SE), so 0.92 and 0.98 lie 6 SE away
+DIAG_RUNS = 400
+
+
+def _samples(rng, centers, pair_sd=PAIR_SD, pairs=PAIRS):
+    """Journal `sample` records of one comparison: block b's pair ratios scatter around
+    ``centers[b]`` (lognormal, ``pair_sd``); ABBA and BAAB alternate."""
+    recs, pair = [], 0
+    for b, c in enumerate(centers):
+        for _ in range(pairs):
+            ratio = c * math.exp(pair_sd * rng.standard_normal())
+            a = 0.2 * math.exp(0.002 * rng.standard_normal())  # A's own speed does not matter
+            order = "ABBA" if pair % 2 == 0 else "BAAB"
+            for slot, arm in enumerate(order):
+                ms = a * (ratio if arm == "B" else 1.0)
+                recs.append({"cmp": "x", "pair": pair, "slot": slot, "arm": arm, "ms": ms,
+                             "block": b})  # fmt: skip
+            pair += 1
+    return stats.pair_ratios(recs)
+
+
+def _exchangeable(rng, truth=0.9885, sd=0.0012):
+    """i.i.d. placements: every block a normal draw around ``truth`` (the SD of blocks 1-5)."""
+    return truth * np.exp(sd * rng.standard_normal(BLOCKS))
+
+
+def _first_block_offset(rng, sign=+1):
+    """The measured W13 hot pattern (sign +1) or its mirror image (sign -1, block 0 low)."""
+    rest = rng.uniform(0.987, 0.990, BLOCKS - 1)
+    first = rng.uniform(1.0037, 1.0082)
+    if sign < 0:  # mirror about the others' level
+        first = 0.9885**2 / first
+    return np.concatenate([[first], rest])
+
+
+def _drift(rng):
+    """The same 1.8 % spread as a steady drift over the six blocks, with the measured jitter."""
+    return np.linspace(1.006, 0.9885, BLOCKS) * rng.uniform(0.9985, 1.0015, BLOCKS)
+
+
+# ---- the interval: coverage with two sides, parameterised over the interval method ----
+
+
+def _t_interval(pr):  # the product's method
+    v = stats.compare(pr, m=0.01)
+    return v.ci_low, v.ci_high
+
+
+def _z_interval(pr):  # the normal quantile instead of Student's t: about 89 % at 6 blocks
+    bc = stats.block_ci(pr)
+    half = 1.959964 * bc.between_sd / math.sqrt(bc.blocks)
+    return bc.center * math.exp(-half), bc.center * math.exp(half)
+
+
+def _twice_too_wide(pr):
+    lo, hi = _t_interval(pr)
+    c = math.sqrt(lo * hi)
+    return c * (lo / c) ** 2, c * (hi / c) ** 2
+
+
+def _coverage(method, seed):
+    rng = np.random.default_rng(seed)
+    truth = 0.9885
+    hits = 0
+    for _ in range(RUNS):
+        lo, hi = method(_samples(rng, _exchangeable(rng, truth)))
+        hits += lo <= truth <= hi
+    return hits / RUNS
+
+
+@pytest.mark.parametrize(
+    "method, honest",
+    [(_t_interval, True), (_z_interval, False), (_twice_too_wide, False)],
+    ids=["t-over-blocks", "z-interval", "twice-too-wide"],
+)
+def test_coverage_has_two_sides(method, honest):
+    # the true ratio lies in the block-level median of the block's centre: the median of two
+    # pairs is their mean, so the block summaries are normal and the t-interval is exact
+    cov = _coverage(method, seed=23)
+    assert (0.92 <= cov <= 0.98) == honest, f"coverage {cov:.3f}"
+
+
+# ---- A/A on the block path ----
+
+
+def test_aa_false_positive_rate_on_the_block_path():
+    # A/A: true ratio 1; each block a fresh placement that moves the ratio by 0.1 % (SD)
+    rng = np.random.default_rng(31)
+    n = 1500
+    verdicts = [
+        stats.compare(_samples(rng, _exchangeable(rng, 1.0, 0.001)), m=0.0) for _ in range(n)
+    ]
+    se = math.sqrt(0.05 * 0.95 / n)
+    # m = 0: the verdict is the bare interval test; its false rate is 1 - coverage = 5 %
+    rate0 = sum(v.verdict in ("FASTER", "SLOWER") for v in verdicts) / n
+    assert 0.05 - 3 * se <= rate0 <= 0.05 + 3 * se, rate0
+    assert all(v.method == "blocks" and v.blocks == BLOCKS for v in verdicts)
+    # m = 1 %: an A/A run with this spread is never FASTER or SLOWER, and SAME nearly always
+    v1 = [stats.compare(_samples(rng, _exchangeable(rng, 1.0, 0.001)), m=0.01) for _ in range(300)]
+    assert not any(v.verdict in ("FASTER", "SLOWER") for v in v1)
+    assert sum(v.verdict == "SAME" for v in v1) >= 0.95 * len(v1)
+
+
+# ---- the diagnostic: power against the measured patterns, false alarms on exchangeable runs ----
+
+
+def _flag_rate(make, seed, runs=DIAG_RUNS):
+    rng = np.random.default_rng(seed)
+    flagged = 0
+    for _ in range(runs):
+        d = diagnose(_samples(rng, make(rng)), m=0.01)
+        flagged += d.flagged
+    return flagged / runs
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_first_block_offset, lambda rng: _first_block_offset(rng, -1), _drift],
+    ids=["first-block-offset", "mirror-offset", "drift"],
+)
+def test_diagnostic_flags_the_measured_patterns(make):
+    assert _flag_rate(make, seed=41) >= 0.90
+
+
+def test_diagnostic_rarely_flags_exchangeable_blocks():
+    rate = _flag_rate(_exchangeable, seed=43, runs=1000)
+    assert rate <= 0.05, rate
+    assert rate >= 0.01, f"{rate}: the tests are far more conservative than their alpha"
+
+
+def test_diagnostic_names_the_first_block_and_what_it_changes():
+    # blocks as in sessions/20261130T201628Z_default-r1 W13 hot: block 0 decides the verdict
+    rng = np.random.default_rng(5)
+    centers = [1.0076, 0.9872, 0.9876, 0.9875, 0.9898, 0.9877]
+    pr = _samples(rng, centers, pair_sd=0.0004)
+    d = diagnose(pr, m=0.01)
+    assert d.outlier == 0 and d.outlier_flag
+    assert d.rests_on == [0] and d.without[0] == "FASTER" and d.verdict == "AMBIGUOUS"
+    assert "rests on block 0" in d.cell() and "without block 0: FASTER" in d.summary()
+    assert d.spread_ratio > 5 and d.heterogeneity_p < 1e-3
+    # exchangeable blocks at the same level and spread: nothing to say
+    clean = diagnose(_samples(rng, _exchangeable(rng, 0.9877, 0.0004), pair_sd=0.0004), m=0.01)
+    assert not clean.flagged and clean.rests_on == [] and clean.cell() == "ok"
+    assert clean.verdict == clean.words == "FASTER"  # the level of blocks 1-5 clears m
+
+
+def test_diagnostic_needs_three_blocks():
+    rng = np.random.default_rng(6)
+    assert diagnose(_samples(rng, [1.0, 1.01]), m=0.01) is None
+    assert diagnose(stats.PairRatios(), m=0.01) is None
+
+
+def test_detectable_effect_is_the_95_percent_power_point():
+    # simulate runs with the true effect at the detectable size: the interval excludes 1 in
+    # 95 % of them (within 3 SE); at half that size, far fewer
+    sd, n = 0.002, 1000
+    d = stats.detectable_effect(sd, BLOCKS)
+    rng = np.random.default_rng(7)
+
+    def power(effect):
+        hits = 0
+        for _ in range(n):
+            y = np.log1p(effect) + sd * rng.standard_normal(BLOCKS)
+            half = stats.sps.t.ppf(0.975, BLOCKS - 1) * np.std(y, ddof=1) / math.sqrt(BLOCKS)
+            hits += y.mean() - half > 0
+        return hits / n
+
+    assert abs(power(d) - 0.95) <= 3 * math.sqrt(0.05 * 0.95 / n)
+    assert power(d / 2) < 0.6
+    assert stats.detectable_effect(None, 6) is None and stats.detectable_effect(0.01, 1) is None
+
+
+@pytest.mark.parametrize(
+    "verdict, lo, hi, words",
+    [
+        ("SAME", 1.0041, 1.0048, "SLOWER<m"),  # W13 spin 40 of 20261130T201751Z_calibrate
+        ("SAME", 0.995, 0.998, "FASTER<m"),
+        ("SAME", 0.995, 1.004, "SAME"),
+        ("AMBIGUOUS", 0.9828, 0.9997, "FASTER~m"),  # W13 hot of 20261130T201628Z_default-r1
+        ("AMBIGUOUS", 1.002, 1.015, "SLOWER~m"),
+        ("AMBIGUOUS", 0.98, 1.02, "AMBIGUOUS"),
+        ("FASTER", 0.97, 0.98, "FASTER"),
+        ("AMBIGUOUS", None, None, "AMBIGUOUS"),
+    ],
+)
+def test_verdict_words_keep_small_resolved_effects_apart_from_cannot_tell(verdict, lo, hi, words):
+    assert stats.verdict_words(verdict, lo, hi) == words
+    assert words in stats.WORDS
+
+
+# ---- across sessions, and on the committed evidence ----
+
+
+def test_same_block_extreme_across_sessions():
+    from workbench.analysis.pool import PooledComparison
+
+    rng = np.random.default_rng(8)
+
+    def pc(runs):
+        return PooledComparison("x", "", "", "", [], [], "", block_ratios=runs)
+
+    first_high = [list(_first_block_offset(rng)) for _ in range(11)]
+    end, block, k, p = pc(first_high).same_block_extreme()
+    assert (end, block, k) == ("highest", 0, 11)
+    assert p == pytest.approx(2 * BLOCKS * (1 / BLOCKS) ** 11)  # Bonferroni x binomial tail
+    # exchangeable sessions: the most frequent end-block count is unremarkable
+    ps = [
+        pc([list(_exchangeable(rng)) for _ in range(11)]).same_block_extreme()[3]
+        for _ in range(200)
+    ]
+    assert sum(p < 0.05 for p in ps) / len(ps) <= 0.05
+    assert pc([[1.0, 1.01]] * 3).same_block_extreme() is None  # too few blocks
+    assert pc([list(_exchangeable(rng))]).same_block_extreme() is None  # one session
+
+
+SESSION = "sessions/20261130T201628Z_default-r1"
+
+
+@pytest.mark.skipif(not (REPO / SESSION).is_dir(), reason="committed session")
+def test_sessions_show_says_the_verdict_rests_on_block_0(capsys):
+    # the issue's finding: W13 hot records AMBIGUOUS 0.9912 [0.9828, 0.9997]; without block 0
+    # it reads FASTER
+    from workbench import cli
+
+    assert cli.main(["sessions", "show", str(REPO / SESSION)]) == 0
+    out = capsys.readouterr().out
+    row = next(x for x in out.splitlines() if x.startswith("w13/hot "))
+    assert row.rstrip().endswith("FASTER~m (rests on block 0)")
+    assert (
+        "w13/hot: blocks: the verdict FASTER~m rests on one block (without block 0: FASTER)" in out
+    )
+    assert cli.main(["sessions", "show", str(REPO / SESSION), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    c = next(x for x in d["comparisons"] if x["id"] == "w13/hot")
+    diag = c["block_diagnostic"]
+    assert c["verdict"]["verdict"] == "AMBIGUOUS" and diag["rests_on"] == [0]
+    assert diag["outlier"] == 0 and diag["flagged"] and diag["without"]["0"] == "FASTER"
+    # the session keeps the verdict it recorded
+    rec = json.loads((REPO / SESSION / "session.json").read_text())["summary"]["comparisons"]
+    assert next(x for x in rec if x["id"] == "w13/hot")["verdict"]["verdict"] == "AMBIGUOUS"
+
+
+def test_calibration_reports_detectable_and_resolved_beside_the_resolution():
+    from workbench.analysis.calibration import calibration_summary
+
+    def cmp(spin, median, lo, hi, verdict, sd=0.001):
+        return {
+            "id": f"w13/hot/spin={spin}", "kernel": "w13", "set": "hot", "role": "calibration",
+            "spin": spin, "a_us_per_call": 3.8, "b_us_per_call": 3.8 * median, "sm_mhz": 1980.0,
+            "pairs": 12, "blocks": 6,
+            "verdict": {"median": median, "ci_low": lo, "ci_high": hi, "verdict": verdict,
+                        "between_sd": sd, "blocks": 6},
+        }  # fmt: skip
+
+    # the ladder of sessions/20261130T201751Z_calibrate's W13 hot, rounded
+    comps = [
+        cmp(0, 0.9998, 0.9992, 1.0004, "SAME"), cmp(20, 1.0002, 0.9996, 1.0009, "SAME"),
+        cmp(40, 1.0045, 1.0041, 1.0048, "SAME"), cmp(80, 1.0105, 1.0098, 1.0111, "SLOWER"),
+        cmp(160, 1.0198, 1.0196, 1.0201, "SLOWER"),
+    ]  # fmt: skip
+    g = calibration_summary(comps, 0.01)["groups"]["w13/hot"]
+    assert g["resolution"]["spin_cycles"] == 80  # the smallest that clears m
+    assert g["resolved"]["spin_cycles"] == 40 and g["resolved"]["words"] == "SLOWER<m"
+    assert g["detectable_pct"] == pytest.approx(stats.detectable_effect(0.001, 6) * 100)
+    assert g["detectable_pct"] < 0.45 < 1.0  # below the resolved spin's effect, and below m
