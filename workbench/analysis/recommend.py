@@ -74,6 +74,14 @@ def rule_text(m: float = DEFAULT_M, conf: float = DEFAULT_CONF) -> str:
     )
 
 
+def reader_results(results: Iterable[Any], kernel: str) -> list[Any]:
+    """The measured reader comparisons of ``kernel`` among ``results`` (anything with ``.kernel``,
+    ``.cmp`` and ``.verdict``): the rows the rule weighs, for renderers that show them."""
+    return [
+        r for r in results if r.kernel == kernel and reader_comparison(r.cmp) and r.verdict.n > 0
+    ]
+
+
 def reader_comparison(cmp: Mapping[str, Any]) -> bool:
     """True when the journaled comparison ``cmp`` is a main comparison of a reader kernel whose
     arms are the scalar (A) and the cooperative (B) reader of one layout."""

@@ -19,7 +19,7 @@ from typing import Any
 from workbench import __version__
 from workbench.analysis.model import Analysis, analyse
 from workbench.analysis.pool import pool_sessions
-from workbench.analysis.recommend import READER_KERNELS, Recommendation, reader_comparison
+from workbench.analysis.recommend import READER_KERNELS, Recommendation, reader_results
 from workbench.core import decision
 from workbench.core.errors import BadArgument
 from workbench.store.session import Session
@@ -66,8 +66,7 @@ def _one(a: Analysis, kernel: str) -> tuple[Recommendation, dict[str, Any]]:
     rec = a.recommendations[kernel]
     sets = {
         r.set: {"cmp": r.id, "a": r.cmp["a"], "b": r.cmp["b"], **_verdict(r.verdict)}
-        for r in a.results
-        if r.kernel == kernel and reader_comparison(r.cmp) and r.verdict.n > 0
+        for r in reader_results(a.results, kernel)
     }
     return rec, sets
 
@@ -78,7 +77,7 @@ def _pooled(
     """The pooled recommendation of several sessions (analysis.pool) and its rows per set."""
     pool = pool_sessions([a.session for a in analyses], m)
     rec = next((r for r in pool.recommendations if r.kernel == kernel), None)
-    ids = {r.id for r in analyses[0].results if r.kernel == kernel and reader_comparison(r.cmp)}
+    ids = {r.id for r in reader_results(analyses[0].results, kernel)}
     if rec is None:
         names = ", ".join(a.session.name for a in analyses)
         raise BadArgument(
@@ -142,9 +141,8 @@ def _entry(analyses: list[Analysis], m: float | None) -> dict[str, Any]:
 
 
 def _arms(a: Analysis, kernel: str) -> tuple[str, str]:
-    for r in a.results:
-        if r.kernel == kernel and reader_comparison(r.cmp) and r.verdict.n > 0:
-            return str(r.cmp["a"]), str(r.cmp["b"])
+    for r in reader_results(a.results, kernel):
+        return str(r.cmp["a"]), str(r.cmp["b"])
     return ("?", "?")
 
 
