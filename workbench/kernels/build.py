@@ -37,10 +37,10 @@ from filelock import FileLock, Timeout
 from workbench.core.errors import BuildError
 from workbench.kernels.compiler_log import error_excerpt, kernel_ptxas, parse_ptxas
 from workbench.kernels.native import ABI_VERSION, NativeModule
-from workbench.kernels.specs import REPO, SOURCE_SUFFIXES, csrc_dir
+from workbench.kernels.specs import SOURCE_SUFFIXES, csrc_dir
 from workbench.kernels.variants import Variant
 
-CSRC = REPO / "csrc"
+CSRC = csrc_dir()  # the built-ins' sources at import (csrc_dir() asks again, for $WORKBENCH_CSRC)
 
 
 BUILD_META = "workbench_build.json"
