@@ -391,18 +391,11 @@ def _build_in_child(v: Variant, arch: str, max_jobs: int | None, out: Path) -> s
     compiles = [
         [nvcc, *flags, "-c", str(p), "-o", str(o)] for p, o in zip(sources, objs, strict=True)
     ]
+    # Linked by the host compiler against the toolkit's shared CUDA runtime, as torch linked its
+    # extensions: no device-link stub, and at run time the runtime torch has loaded.
     libdir = Path(home) / "lib64"
-    link = [
-        nvcc,
-        "-shared",
-        "-cudart",
-        "shared",
-        *(str(o) for o in objs),
-        "-o",
-        str(out / f"{name}.so"),
-    ]
-    if libdir.is_dir():
-        link.insert(-2, f"-Xlinker=-rpath,{libdir}")  # found without torch's copy loaded too
+    link = [os.environ.get("CXX", "c++"), "-shared", *(str(o) for o in objs), f"-L{libdir}"]
+    link += ["-lcudart", f"-Wl,-rpath,{libdir}", "-o", str(out / f"{name}.so")]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max(1, min(len(compiles), max_jobs or 1))) as pool:
         steps = list(pool.map(_run, compiles))
