@@ -77,11 +77,10 @@ def measure(repo: Path, kind: str, work: Path, i: int) -> dict:
     cache = work / f"cache-{kind}-{i}"
     load0 = os.getloadavg()
     if kind == "cold":
-        wall, rows = _run_build(repo, cache, [], work)
+        wall, cpu, rows = _run_build(repo, cache, [], work)
     elif kind == "example":
-        wall, rows = _run_build(
-            repo, cache, [str(repo / "examples/w13_unroll4/variant.toml")], work
-        )
+        example = [str(repo / "examples/w13_unroll4/variant.toml")]
+        wall, cpu, rows = _run_build(repo, cache, example, work)
     else:
         spec = _user_copy(repo, work / f"user-{kind}-{i}")
         _run_build(repo, cache, [str(spec)], work)  # the build before the edit (not timed)
