@@ -25,6 +25,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -124,16 +125,37 @@ def cuda_home() -> str | None:
 
 def target_arch() -> str:
     """'9.0' style: the GPU present, else the first of $TORCH_CUDA_ARCH_LIST, else 9.0 (H200).
-    Without torch (the light install) there is no GPU to ask: the environment or the default."""
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    The GPU is asked through torch where torch is already loaded, else through the CUDA driver
+    (a build need not import torch: that alone costs seconds), so the light install builds too."""
+    torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         return f"{major}.{minor}"
+    cap = None if torch is not None else _driver_capability()
+    if cap is not None:
+        return f"{cap[0]}.{cap[1]}"
     env = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(";", " ").split()
     return env[0].replace("+PTX", "") if env else "9.0"
+
+
+def _driver_capability() -> tuple[int, int] | None:
+    """Compute capability of the first visible GPU, from the CUDA driver; None without one."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None  # no driver: no GPU
+    count, dev, major, minor = (ctypes.c_int() for _ in range(4))
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+        return None
+    if cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+        return None
+    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+    for value, attr in ((major, 75), (minor, 76)):
+        if cuda.cuDeviceGetAttribute(ctypes.byref(value), attr, dev) != 0:
+            return None
+    return major.value, minor.value
 
 
 def cache_root() -> Path:
