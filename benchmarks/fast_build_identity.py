@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                 "old_build_s": round(old_s, 1),
                 "new_build_s": round(new_s, 1),
                 "kernel_functions": kernels,
+                # instructions compared (a comparison of empty texts would prove nothing)
+                "sass_instructions": {f: s_old[f].count(";") for f in kernels},
                 "sass_differs": sass_diff,
                 "refusals_differ": refusals(old, new.module, v),
                 "gpu_outputs_differ": gpu_outputs(old, new.module, v) if gpu else None,
