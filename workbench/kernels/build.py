@@ -375,7 +375,7 @@ def build_many(
     *,
     progress: Progress | None = None,
 ) -> list[BuildResult]:
-    """Builds in parallel (one child process per variant, ninja's MAX_JOBS shared out).
+    """Builds in parallel (one nvcc per variant at a time, MAX_JOBS shared out among them).
 
     ``progress`` receives every variant's BuildEvents, from the worker threads. On a failure or
     Ctrl-C, builds not yet started are dropped; finished ones stay in the cache."""
