@@ -2,14 +2,37 @@
 // launch is a programmatic dependent launch, so it overlaps the previous kernel's tail (the kernels
 // wait for it before touching memory: kernel_prologue).
 #pragma once
-#include <c10/util/Exception.h>
 #include <cuda_runtime.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "checks.h"
+
 namespace wb {
+
+inline void cuda_ok(cudaError_t err, const std::string& what) {
+  if (err != cudaSuccess) throw CudaError(what + cudaGetErrorString(err));
+}
+
+// Makes `device` current for one launch and restores the caller's (what c10's CUDAGuard did).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cuda_ok(cudaGetDevice(&prev_), "cannot query the current GPU: ");
+    if (prev_ != device) cuda_ok(cudaSetDevice(device), "cannot select GPU " + std::to_string(device) + ": ");
+  }
+  ~DeviceGuard() {
+    int now = prev_;
+    if (cudaGetDevice(&now) == cudaSuccess && now != prev_) (void)cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
 
 // Compute capability major of `device`, asked once per device.
 inline int cc_major(int device) {
@@ -17,9 +40,8 @@ inline int cc_major(int device) {
   if (device < 0 || device >= 64) return 0;
   if (cache[device] == 0) {
     int major = 0;
-    const cudaError_t err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    TORCH_CHECK(err == cudaSuccess, std::string("cannot query the GPU's compute capability: ") +
-                                        cudaGetErrorString(err));
+    cuda_ok(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+            "cannot query the GPU's compute capability: ");
     cache[device] = major;
   }
   return cache[device];
@@ -60,7 +82,7 @@ void launch(const char* op, void (*kernel)(Params), dim3 grid, dim3 block, size_
   }
   cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, p);
   if (err == cudaSuccess) err = cudaGetLastError();
-  TORCH_CHECK(err == cudaSuccess, std::string(op) + ": launch failed: " + cudaGetErrorString(err));
+  cuda_ok(err, std::string(op) + ": launch failed: ");
 }
 
 }  // namespace wb

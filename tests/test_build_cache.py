@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cuda_toolchain import cuda_build_skip_reason
 
 from workbench.core.errors import BuildError
 from workbench.kernels import build
@@ -170,9 +171,8 @@ print(json.dumps({"hit": r.cache_hit, "sha": r.lib_sha256, "dir": r.build_dir,
 
 @pytest.mark.compile
 def test_two_processes_build_into_one_cache(tmp_path):
-    torch = pytest.importorskip("torch")
-    if torch.version.cuda is None or build.cuda_home() is None:
-        pytest.skip("needs nvcc and a CUDA build of torch")
+    if reason := cuda_build_skip_reason():
+        pytest.skip(reason)
     env = dict(os.environ, WORKBENCH_CACHE=str(tmp_path / "cache"), TORCH_CUDA_ARCH_LIST="9.0")
     repo = Path(__file__).resolve().parents[1]
     t0 = time.perf_counter()
@@ -197,5 +197,6 @@ def test_two_processes_build_into_one_cache(tmp_path):
     assert all(r["kernel"] == "w2" for r in res)
     log = (Path(res[0]["dir"]) / "build.log").read_text()
     assert "Used" in log and "registers" in log  # the whole ptxas report, never truncated
+    assert "$ " in log and "nvcc" in log  # every command, as run
     cache = tmp_path / "cache" / "build"
     assert not [p for p in cache.iterdir() if p.name.startswith(".building-")]

@@ -17,11 +17,10 @@ def test_bad_arguments_exit_2_before_building(capsys):
 
 @pytest.mark.compile
 def test_build_lists_every_variant_with_its_report(capsys):
-    torch = pytest.importorskip("torch")
-    from workbench.kernels.build import cuda_home
+    from cuda_toolchain import cuda_build_skip_reason
 
-    if torch.version.cuda is None or cuda_home() is None:
-        pytest.skip("needs nvcc and a CUDA build of torch")
+    if reason := cuda_build_skip_reason():
+        pytest.skip(reason)
     assert cli.main(["build", "--kernel", "w2", "--no-calib", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["variant"] for r in rows] == ["w2:b4-scalar", "w2:b3-scalar", "w2:b3-coop"]

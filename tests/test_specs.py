@@ -243,4 +243,4 @@ def test_cuda_layout_name_comes_from_one_constant():
     ]
     assert hits == ["kernels/layout.h"]
     binding = (csrc_dir() / "binding.cpp").read_text()
-    assert 'm.attr("layout") = wb::kLayoutName' in binding and '"b3"' not in binding
+    assert "return wb::kLayoutName;" in binding and '"b3"' not in binding

@@ -11,12 +11,12 @@ pytestmark = pytest.mark.compile
 
 
 def test_a_parameter_variant_builds_in_its_own_cache_entry(tmp_path, monkeypatch):
-    import torch
+    from cuda_toolchain import cuda_build_skip_reason
 
-    from workbench.kernels.build import build_name, build_variant, cuda_home
+    from workbench.kernels.build import build_name, build_variant
 
-    if torch.version.cuda is None or cuda_home() is None:
-        pytest.skip("needs a CUDA build of torch and nvcc")
+    if reason := cuda_build_skip_reason():
+        pytest.skip(reason)
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     from workbench.tune.space import Candidate

@@ -11,7 +11,14 @@ import importlib
 import sys
 
 from workbench import __version__
-from workbench.core.errors import EXIT_BAD_ARGS, EXIT_INTERRUPTED, WorkbenchError
+from workbench.core.errors import (
+    EXIT_BAD_ARGS,
+    EXIT_INTERRUPTED,
+    EXIT_NO_GPU,
+    MissingGPUStack,
+    WorkbenchError,
+    gpu_stack_module,
+)
 
 # name -> module; the order is the order of `workbench --help`.
 COMMANDS: dict[str, str] = {
@@ -68,6 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     except WorkbenchError as e:
         print(f"{command}: {e}", file=sys.stderr)
         return e.exit_code
+    except ImportError as e:
+        # the light install: a command that needs the GPU stack says which extra brings it
+        module = gpu_stack_module(e)
+        if module is None:
+            raise
+        print(f"{command}: {MissingGPUStack(module)}", file=sys.stderr)
+        return EXIT_NO_GPU
     except KeyboardInterrupt:
         # whatever was measured or drawn is already on disk (sessions are journals, figures
         # and builds are written whole): say so in one line, no traceback

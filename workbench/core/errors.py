@@ -26,6 +26,34 @@ class NoGPUError(WorkbenchError):
     exit_code = EXIT_NO_GPU
 
 
+# The light install leaves out what runs need (pyproject.toml's extra of this name).
+GPU_EXTRA = "gpu"
+GPU_STACK = ("torch", "triton", "pynvml")  # the modules that extra brings
+
+
+def gpu_stack_hint(module: str) -> str:
+    """What to install when ``module`` (one of GPU_STACK) is missing."""
+    return (
+        f"{module} is not installed (the light install has no GPU stack); install the "
+        f"{GPU_EXTRA!r} extra: python3 -m pip install 'workbench[{GPU_EXTRA}]' "
+        f'(in a checkout: python3 -m pip install -e ".[{GPU_EXTRA}]")'
+    )
+
+
+class MissingGPUStack(NoGPUError):
+    """A command needs torch, triton or NVML and the install has none (exit 3, like no GPU)."""
+
+    def __init__(self, module: str) -> None:
+        super().__init__(f"needs the GPU stack: {gpu_stack_hint(module)}")
+        self.module = module
+
+
+def gpu_stack_module(e: ImportError) -> str | None:
+    """The GPU_STACK module an ImportError is about, or None for any other module."""
+    name = (getattr(e, "name", None) or "").split(".")[0]
+    return name if name in GPU_STACK else None
+
+
 class BuildError(WorkbenchError):
     """A variant failed to compile; ``log`` holds the compiler's output."""
 

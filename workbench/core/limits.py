@@ -42,7 +42,7 @@ MAX_SPIN_CYCLES = 10_000_000
 # Fresh banks per shape in `workbench check` (--banks): each holds one layer's experts in device
 # memory; 64 of the largest preset are ~20 GiB, and two already catch a layout mix-up.
 MAX_BANKS = 64
-# Parallel compile jobs (--jobs): more than the variants times ninja's jobs gains nothing.
+# Parallel compile jobs (--jobs): more than the variants times their sources gains nothing.
 MAX_JOBS = 1_024
 # KV-cache bytes per token on one rank (capacity --kv-bytes-per-token): 1 GiB per token is far
 # beyond any model (a few hundred KiB at most today).

@@ -1,26 +1,28 @@
-"""Builds of the kernel variants: the one caller of torch.utils.cpp_extension.load (docs/DESIGN.md §4).
+"""Builds of the kernel variants: nvcc alone, no torch headers (docs/DESIGN.md §4).
 
-Each variant compiles in a child process (`python -m workbench.kernels.build VARIANT`) so that its compiler
-output (with the ptxas report) is captured whole and builds can run in parallel; the parent then
-imports the built library. Builds live in a cache folder keyed by a hash of the sources, the flags,
-the target arch and the torch/CUDA versions; a repeat request imports the cached library directly,
-without torch's build machinery, so a cache hit takes well under a second.
+Each variant compiles with nvcc into a shared library with the C ABI of csrc/abi.h (csrc/binding.cpp
+over the launcher), loaded through ctypes by workbench/kernels/native.py. Its compiler output (with
+the ptxas report) is captured whole, and variants build in parallel (one nvcc per variant, its
+sources compiled side by side when it has jobs to spare). Builds live in a cache folder keyed by a
+hash of the sources, the flags, the target arch and the compiler's version; a repeat request loads
+the cached library directly, so a cache hit takes well under a second.
 
 Several processes may share the cache (two test runs, a TUI beside a CLI): a build holds a file
 lock per variant (``filelock``), compiles into a fresh folder of its own and renames it into place
 once complete, so a concurrent build of the same variant waits and then finds it built, and no
 process sees a half-written library or build.log.
+
+Everything about flags lives here: the device code is compiled with the flags torch's
+cpp_extension gave nvcc when the variants were torch extensions, so their kernels stay the same.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,23 +32,32 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from types import ModuleType
 
 from filelock import FileLock, Timeout
 
 from workbench.core.errors import BuildError
 from workbench.kernels.compiler_log import error_excerpt, kernel_ptxas, parse_ptxas
-from workbench.kernels.specs import REPO, SOURCE_SUFFIXES, csrc_dir, load_spec
-from workbench.kernels.variants import Variant, parse_arm
+from workbench.kernels.native import ABI_VERSION, NativeModule
+from workbench.kernels.specs import SOURCE_SUFFIXES, csrc_dir
+from workbench.kernels.variants import Variant
 
-CSRC = REPO / "csrc"
+CSRC = csrc_dir()  # the built-ins' sources at import (csrc_dir() asks again, for $WORKBENCH_CSRC)
 
 
 BUILD_META = "workbench_build.json"
+# What torch's cpp_extension gave nvcc for every CUDA file (its COMMON_NVCC_FLAGS, and -fPIC for
+# the host side): kept, so that the kernels compile exactly as they did as torch extensions.
+TORCH_NVCC_FLAGS = [
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+    "--compiler-options=-fPIC",
+]
 # -O3 for speed; -lineinfo so ncu/compute-sanitizer can point at source lines at no runtime cost.
-# The C++ standard is left to torch (2.14 needs C++20 for its own headers, older torch uses C++17).
 BASE_CUDA_FLAGS = ["-O3", "-lineinfo", "-Xptxas=-v"]
-BASE_CXX_FLAGS = ["-O3"]
+CXX_STD = "-std=c++17"  # the kernels' and launchers' standard (no torch headers need C++20)
 
 
 @dataclass
@@ -62,7 +73,7 @@ class BuildResult:
     arch: str
     ptxas: dict = field(default_factory=dict)  # registers, spill_stores, spill_loads, stack, smem
     log: str = ""
-    module: ModuleType | None = None
+    module: NativeModule | None = None
 
     def summary(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("module", "log")}
@@ -113,56 +124,101 @@ def cuda_home() -> str | None:
 
 
 def target_arch() -> str:
-    """'9.0' style: the GPU present, else the first of $TORCH_CUDA_ARCH_LIST, else 9.0 (H200)."""
-    import torch
-
-    if torch.cuda.is_available():
+    """'9.0' style: the GPU present, else the first of $TORCH_CUDA_ARCH_LIST, else 9.0 (H200).
+    The GPU is asked through torch where torch is already loaded, else through the CUDA driver
+    (a build need not import torch: that alone costs seconds), so the light install builds too."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         return f"{major}.{minor}"
+    cap = None if torch is not None else _driver_capability()
+    if cap is not None:
+        return f"{cap[0]}.{cap[1]}"
     env = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(";", " ").split()
     return env[0].replace("+PTX", "") if env else "9.0"
 
 
+def _driver_capability() -> tuple[int, int] | None:
+    """Compute capability of the first visible GPU, from the CUDA driver; None without one."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None  # no driver: no GPU
+    count, dev, major, minor = (ctypes.c_int() for _ in range(4))
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+        return None
+    if cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+        return None
+    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR
+    for value, attr in ((major, 75), (minor, 76)):
+        if cuda.cuDeviceGetAttribute(ctypes.byref(value), attr, dev) != 0:
+            return None
+    return major.value, minor.value
+
+
 def cache_root() -> Path:
-    return Path(os.environ.get("WORKBENCH_CACHE", Path.home() / ".cache" / "workbench")) / "build"
+    from workbench.core.paths import cache_dir
+
+    return cache_dir() / "build"
 
 
-def _flags(v: Variant) -> tuple[list[str], list[str]]:
+def arch_flags(arch: str) -> list[str]:
+    """'9.0' -> the -gencode of sm_90 (SASS only, as torch built for TORCH_CUDA_ARCH_LIST=9.0);
+    '9.0+PTX' adds the PTX."""
+    num = arch.replace("+PTX", "").replace(".", "")
+    out = [f"-gencode=arch=compute_{num},code=sm_{num}"]
+    if arch.endswith("+PTX"):
+        out.append(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return out
+
+
+def nvcc_flags(v: Variant, arch: str) -> list[str]:
+    """Every nvcc option of ``v``'s compile but the files and include folders (whose contents,
+    not paths, the build name hashes): the build name hashes these. A spec's own arch option
+    replaces the target's -gencode (as torch's cpp_extension did)."""
     extra = list(v.kernel_spec.cuda_flags)
-    return [*BASE_CUDA_FLAGS, *extra, *v.defines()], [*BASE_CXX_FLAGS, *v.defines()]
+    arch_opts = [] if any("arch" in f for f in extra) else arch_flags(arch)
+    return [*TORCH_NVCC_FLAGS, *arch_opts, *BASE_CUDA_FLAGS, *extra, *v.defines(), CXX_STD]
+
+
+_NVCC_VERSION: dict[str, str] = {}
+
+
+def nvcc_version(home: str | None = None) -> str:
+    """nvcc's 'release 13.0, V13.0.88' (asked once per toolkit), or 'no nvcc'."""
+    home = home or cuda_home()
+    if home is None:
+        return "no nvcc"
+    if home not in _NVCC_VERSION:
+        try:
+            out = subprocess.run(
+                [str(Path(home) / "bin" / "nvcc"), "--version"],
+                capture_output=True, text=True, timeout=60,
+            ).stdout  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        m = re.search(r"release \S+, V\S+", out)
+        _NVCC_VERSION[home] = m.group(0) if m else "nvcc of unknown version"
+    return _NVCC_VERSION[home]
 
 
 def build_name(v: Variant, arch: str) -> str:
     """The module name of ``v``'s build: its spec's name plus a hash of everything that changes
     the binary (every source file of the spec's tree and include folders, the sources compiled,
-    the flags with every parameter value, the arch, torch and CUDA versions). Two specs over
-    different trees get different names, so both import into one process (docs/DESIGN.md §4.1)."""
-    import torch
-
-    cuda_flags, cxx_flags = _flags(v)
+    the flags with every parameter value, the arch, nvcc's version and the C ABI's). Two specs over
+    different trees get different names, so both load into one process (docs/DESIGN.md §4.1)."""
     h = v.kernel_spec.tree_digest()  # headers included: any change to any kernel source rebuilds
-    h.update(
-        json.dumps([cuda_flags, cxx_flags, arch, torch.__version__, torch.version.cuda]).encode()
-    )
+    h.update(json.dumps([nvcc_flags(v, arch), arch, nvcc_version(), ABI_VERSION]).encode())
     calib = "_calib" if v.calib else ""
     slug = re.sub(r"[^A-Za-z0-9]", "_", v.kernel_spec.name)
     return f"wb_{v.kernel}_{slug}{calib}_{h.hexdigest()[:16]}"
 
 
-def _import_library(name: str, lib_path: str) -> ModuleType:
-    import torch  # noqa: F401  (the extension links against torch's libraries)
-
-    loader = importlib.machinery.ExtensionFileLoader(name, lib_path)
-    spec = importlib.util.spec_from_file_location(name, lib_path, loader=loader)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-_LOADED: dict[str, ModuleType] = {}
+_LOADED: dict[str, NativeModule] = {}
 # How long a build waits for another process's build of the same variant: a cold build of one
-# variant takes a minute or two, so an hour means that build is stuck, not slow.
+# variant takes seconds, so an hour means that build is stuck, not slow.
 LOCK_WAIT_S = 3600.0
 
 
@@ -248,7 +304,7 @@ def build_variant(
     emit("cached" if res.cache_hit else "built")
     if load:
         if res.name not in _LOADED:
-            _LOADED[res.name] = _import_library(res.name, res.lib_path)
+            _LOADED[res.name] = NativeModule(res.name, res.lib_path)
         res.module = _LOADED[res.name]
     res.load_seconds = time.perf_counter() - t0
     return res
@@ -319,7 +375,7 @@ def build_many(
     *,
     progress: Progress | None = None,
 ) -> list[BuildResult]:
-    """Builds in parallel (one child process per variant, ninja's MAX_JOBS shared out).
+    """Builds in parallel (one nvcc per variant at a time, MAX_JOBS shared out among them).
 
     ``progress`` receives every variant's BuildEvents, from the worker threads. On a failure or
     Ctrl-C, builds not yet started are dropped; finished ones stay in the cache."""
@@ -341,107 +397,62 @@ def build_many(
 
 
 def _build_in_child(v: Variant, arch: str, max_jobs: int | None, out: Path) -> str:
+    """Compile ``v`` with nvcc into ``out`` (the library, build.log with every command and the
+    compiler's whole output, the build's record) and return the build's name; the caller moves
+    the folder into the cache. Up to ``max_jobs`` of its sources compile side by side."""
     home = cuda_home()
     if home is None:
         raise BuildError(
             f"build of {v.name}: no CUDA toolkit found (set CUDA_HOME to the folder holding bin/nvcc)"
         )
-    env = dict(os.environ, CUDA_HOME=home, TORCH_CUDA_ARCH_LIST=arch)
-    if max_jobs:
-        env["MAX_JOBS"] = str(max_jobs)
-    cmd = [
-        sys.executable,
-        "-m",
-        "workbench.kernels.build",
-        v.name,
-        "--arch",
-        arch,
-        "--out",
-        str(out),
+    name = build_name(v, arch)
+    nvcc = str(Path(home) / "bin" / "nvcc")
+    flags = [*(f"-I{p}" for p in v.kernel_spec.include_dirs), *nvcc_flags(v, arch)]
+    sources = kernel_sources(v)
+    objs = [out / f"{i}_{p.stem}.o" for i, p in enumerate(sources)]
+    compiles = [
+        [nvcc, *flags, "-c", str(p), "-o", str(o)] for p, o in zip(sources, objs, strict=True)
     ]
-    if v.spec is not None:
-        cmd += ["--spec", v.spec.origin]
-    cmd += [f"--param={n}={val}" for n, val in v.params]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        log = proc.stdout + proc.stderr
+    # Linked by the host compiler against the toolkit's shared CUDA runtime, as torch linked its
+    # extensions: no device-link stub, and at run time the runtime torch has loaded.
+    libdir = Path(home) / "lib64"
+    link = [os.environ.get("CXX", "c++"), "-shared", *(str(o) for o in objs), f"-L{libdir}"]
+    link += ["-lcudart", f"-Wl,-rpath,{libdir}", "-o", str(out / f"{name}.so")]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max(1, min(len(compiles), max_jobs or 1))) as pool:
+        steps = list(pool.map(_run, compiles))
+    if all(rc == 0 for _, rc in steps):
+        steps.append(_run(link))
+    seconds = time.perf_counter() - t0
+    log = "".join(text for text, _ in steps)
+    (out / "build.log").write_text(log)
+    if any(rc != 0 for _, rc in steps):
         raise BuildError(
             f"build of {v.name} failed (sm_{arch.replace('.', '')}):\n{error_excerpt(log)}", log
         )
-    built = [ln.split()[1] for ln in proc.stdout.splitlines() if ln.startswith("WB_BUILT ")]
-    if not built:
-        raise BuildError(
-            f"build of {v.name}: the build process did not say what it built", proc.stdout
-        )
-    return built[-1]
-
-
-def _child_main(argv: list[str]) -> int:
-    """Runs inside the child process: compile with torch's JIT + ninja into --out, record the
-    result there; the parent moves the folder into the cache."""
-    ap = argparse.ArgumentParser(prog="python -m workbench.kernels.build")
-    ap.add_argument("variant", help="like w13:b3-coop or w2:b3-scalar+calib")
-    ap.add_argument("--arch", required=True)
-    ap.add_argument("--out", required=True, help="empty folder to build in (the parent renames it)")
-    ap.add_argument("--spec", help="the spec file of a user's variant")
-    ap.add_argument("--param", action="append", default=[], help="NAME=VALUE of a parameter")
-    a = ap.parse_args(argv)
-    kernel, rest = a.variant.split(":")
-    calib = rest.endswith("+calib")
-    params = {k: int(x) for k, _, x in (p.partition("=") for p in a.param)}
-    if a.spec:
-        v = Variant.of_spec(load_spec(a.spec), calib=calib, params=params)
-    else:
-        base = parse_arm(kernel, rest.removesuffix("+calib").split("[")[0], calib=calib)
-        v = Variant.of_spec(base.kernel_spec, calib=calib, params=params)
-
-    from torch.utils.cpp_extension import load
-
-    name = build_name(v, a.arch)
-    bdir = Path(a.out)
-    bdir.mkdir(parents=True, exist_ok=True)
-    cuda_flags, cxx_flags = _flags(v)
-    t0 = time.perf_counter()
-    logf = bdir / "build.log"
-    # ninja's output (nvcc's ptxas report included) goes to fd 1 when verbose: capture it in a file.
-    saved = os.dup(1)
-    with open(logf, "w") as fh:
-        os.dup2(fh.fileno(), 1)
-        try:
-            load(
-                name=name,
-                sources=[str(p) for p in kernel_sources(v)],
-                extra_cflags=cxx_flags,
-                extra_cuda_cflags=cuda_flags,
-                extra_include_paths=[str(p) for p in v.kernel_spec.include_dirs],
-                build_directory=str(bdir),
-                verbose=True,
-            )
-        except Exception:
-            sys.stdout.flush()
-            os.dup2(saved, 1)
-            sys.stderr.write(logf.read_text())  # the compiler's own words go back to the parent
-            return 1
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-    seconds = time.perf_counter() - t0
-    log = logf.read_text()
-    lib = bdir / f"{name}.so"
+    lib = out / f"{name}.so"
+    for o in objs:
+        o.unlink(missing_ok=True)  # the library holds them; the cache keeps only what is loaded
     report = parse_ptxas(log)
     meta = {
         "status": "ok",
         "variant": v.name,
-        "arch": a.arch,
+        "arch": arch,
         "seconds": round(seconds, 2),
         "lib_sha256": _sha256(lib.read_bytes()),
+        "nvcc": nvcc_version(home),
         "ptxas": kernel_ptxas(v, report),
         "ptxas_all": report,
         "log": log[-20000:],
     }
-    (bdir / BUILD_META).write_text(json.dumps(meta, indent=1))
-    print(f"WB_BUILT {name}", flush=True)
-    return 0
+    (out / BUILD_META).write_text(json.dumps(meta, indent=1))
+    return name
 
 
-if __name__ == "__main__":
-    raise SystemExit(_child_main(sys.argv[1:]))
+def _run(cmd: list[str]) -> tuple[str, int]:
+    """(the command line and everything it printed, its exit status)."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        return f"$ {shlex.join(cmd)}\n{e}\n", 1
+    return f"$ {shlex.join(cmd)}\n{proc.stdout}{proc.stderr}", proc.returncode

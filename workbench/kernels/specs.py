@@ -40,8 +40,14 @@ _TOP_KEYS = {"name", "kernel", "layout", "reader", "root", "sources", "include_d
 
 
 def csrc_dir() -> Path:
-    """Kernel sources: csrc/ of this checkout, or $WORKBENCH_CSRC (tests build a broken copy)."""
-    return Path(os.environ.get("WORKBENCH_CSRC", REPO / "csrc"))
+    """Kernel sources: $WORKBENCH_CSRC (tests build a broken copy), else csrc/ of this checkout
+    or of the installed package (workbench/core/paths.py)."""
+    env = os.environ.get("WORKBENCH_CSRC")
+    if env:
+        return Path(env)
+    from workbench.core.paths import data_folder
+
+    return data_folder("csrc")
 
 
 @dataclass(frozen=True)

@@ -133,14 +133,16 @@ def all_variants(calib: bool = False, user: bool = False) -> list[Variant]:
 
 def user_specs() -> tuple[list[KernelSpec], list[str]]:
     """Users' kernel specs a listing shows (the TUI's variant matrix): every .toml file named in
-    $WORKBENCH_SPECS (files or folders, separated like PATH), by default those under examples/.
+    $WORKBENCH_SPECS (files or folders, separated like PATH), by default those under examples/
+    (the checkout's, or the installed package's copy).
     Returns (specs, one-line errors of the files that are not valid specs)."""
     import os
     from pathlib import Path
 
-    from workbench.kernels.specs import REPO, load_spec, read_toml
+    from workbench.core.paths import data_folder
+    from workbench.kernels.specs import load_spec, read_toml
 
-    entries = os.environ.get("WORKBENCH_SPECS", str(REPO / "examples")).split(os.pathsep)
+    entries = os.environ.get("WORKBENCH_SPECS", str(data_folder("examples"))).split(os.pathsep)
     files: list[Path] = []
     for e in filter(None, entries):
         p = Path(e)

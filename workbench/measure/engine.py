@@ -135,10 +135,12 @@ class Engine:
         }
 
     def provenance(self, builds: list[Any]) -> dict[str, Any]:
-        from workbench.kernels.build import REPO, source_hashes
+        from workbench.kernels.build import source_hashes
         from workbench.store import provenance
 
-        prov = provenance.collect(files=[REPO / p for p in source_hashes()])
+        prov = provenance.collect()
+        # "csrc/<path>" -> sha256, wherever the sources are (a checkout or the installed package)
+        prov["files"] = source_hashes()
         prov["builds"] = {b.variant.name: b.lib_sha256 for b in builds}
         prov["banks"] = self.store.source.describe(self.planned_banks())
         # every spec built, with a user kernel's sources and their sha256 (docs/DESIGN.md §4.1)

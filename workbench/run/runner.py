@@ -26,7 +26,13 @@ from typing import Any
 from workbench.analysis.calibration import calibration_summary
 from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.core import defaults
-from workbench.core.errors import BadArgument, NoGPUError, WorkbenchError
+from workbench.core.errors import (
+    BadArgument,
+    NoGPUError,
+    WorkbenchError,
+    gpu_stack_hint,
+    gpu_stack_module,
+)
 from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
 from workbench.measure.plan import (
@@ -52,7 +58,9 @@ def require_gpu() -> None:
     try:
         import torch
     except ImportError as e:
-        raise NoGPUError(NO_GPU_MESSAGE.format(why=f"torch is not importable: {e}")) from None
+        module = gpu_stack_module(e)
+        why = gpu_stack_hint(module) if module else f"torch is not importable: {e}"
+        raise NoGPUError(NO_GPU_MESSAGE.format(why=why)) from None
     if not torch.cuda.is_available():
         why = "torch sees no CUDA device"
         if torch.version.cuda is None:

@@ -64,7 +64,7 @@ class GpuStatus:
 
 @dataclass(frozen=True)
 class BuildStatus:
-    """Whether variants can be compiled here: nvcc and a CUDA build of torch, no GPU needed."""
+    """Whether variants can be compiled here: nvcc, no GPU and no torch needed."""
 
     available: bool
     reason: str

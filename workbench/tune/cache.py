@@ -1,9 +1,10 @@
 """Screened results kept across runs, so a second `workbench tune` over the same space resumes
 (docs/DESIGN.md §11.3).
 
-One JSON file per screened candidate under ``$WORKBENCH_CACHE/tune/``, named by a hash of its
+One JSON file per screened candidate under the cache folder's ``tune/`` (workbench/core/paths.py:
+the user's cache folder, or ``$WORKBENCH_CACHE``), named by a hash of its
 key: the build names of the candidate and of the default it was screened against (each a hash of
-every kernel source, the flags with the parameters, the arch and the torch/CUDA versions), the
+every kernel source, the flags with the parameters, the arch and nvcc's version), the
 shape, the GPU's name and the screening protocol. Any change to those gives another key, so a
 stale entry is never found; an entry whose stored key differs from the one asked for (a
 collision, a hand-edited file) or that does not parse is ignored. Files are written whole
@@ -23,7 +24,9 @@ SCHEMA = "workbench.tune-screen/1"
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("WORKBENCH_CACHE", Path.home() / ".cache" / "workbench")) / "tune"
+    from workbench.core.paths import cache_dir as root
+
+    return root() / "tune"
 
 
 def screen_key(

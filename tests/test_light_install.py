@@ -1,0 +1,127 @@
+"""The light install (issue 25, item 2): browsing, reports, plots, compare and the TUI's browse
+mode work without the GPU stack, and a command that needs it names the extra to install.
+
+One child process with torch, triton and pynvml made unimportable (a sys.meta_path finder that
+refuses them and records every attempt) runs the commands through the CLI in turn; the test then
+requires each to succeed, no attempt at all to import the GPU stack outside the TUI (whose GPU and
+NVML probes try it and fall back to browse mode), and, in a second child, that every workbench
+module those commands loaded imports with the GPU stack refused, without trying it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fixtures_sessions import REPO
+
+from workbench.core.errors import EXIT_NO_GPU, GPU_EXTRA
+
+SESSION = "sessions/20261129T140359Z_default"
+REPLICATE = "sessions/20261129T141409Z_default-r2"
+
+CHILD = r"""
+import contextlib, importlib.abc, io, json, sys
+
+attempts = []
+
+class NoGPUStack(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "triton", "pynvml"):
+            attempts.append(name)
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoGPUStack())
+from workbench import cli
+
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    results.append({"argv": argv, "code": code, "out": out.getvalue(), "err": err.getvalue(),
+                    "attempts": list(attempts)})
+    attempts.clear()
+loaded = sorted(m for m in sys.modules if m == "workbench" or m.startswith("workbench."))
+print(json.dumps({"results": results, "modules": loaded}))
+"""
+
+IMPORT_CHILD = r"""
+import importlib, importlib.abc, json, sys
+
+attempts = []
+
+class NoGPUStack(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "triton", "pynvml"):
+            attempts.append(name)
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoGPUStack())
+found = {}
+for m in json.loads(sys.argv[1]):
+    importlib.import_module(m)
+    if attempts:
+        found[m] = list(attempts)
+        attempts.clear()
+print(json.dumps(found))
+"""
+
+
+def _child(code: str, arg: object, cwd: Path):
+    env = dict(os.environ, PYTHONPATH=str(REPO), WORKBENCH_CACHE=str(cwd / "cache"))
+    proc = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(arg)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _run(commands: list[list[str]], cwd: Path) -> tuple[list[dict], list[str]]:
+    got = _child(CHILD, commands, cwd)
+    return got["results"], got["modules"]
+
+
+def test_browsing_reports_plots_compare_and_the_tui_need_no_torch(tmp_path):
+    s, r = str(REPO / SESSION), str(REPO / REPLICATE)
+    svg = tmp_path / "browse.svg"
+    commands = [
+        ["sessions", "list", "--root", str(REPO / "sessions")],
+        ["sessions", "show", s],
+        ["sessions", "compare", s, r],
+        ["report", s, "--output", str(tmp_path / "report.md")],
+        ["plot", s, "--out", str(tmp_path / "plots"), "--format", "png"],
+        ["capacity"],
+        ["tui", "--browse", "--sessions", str(REPO / "sessions"), "--screenshot", str(svg)],
+    ]
+    results, modules = _run(commands, tmp_path)
+    for res in results:
+        assert res["code"] == 0, (res["argv"], res["err"][-2000:])
+        if res["argv"][0] != "tui":  # the TUI probes for a GPU and NVML at run time
+            assert res["attempts"] == [], (res["argv"], "tried the GPU stack", res["attempts"])
+    assert "workbench.tui.app" in modules and "workbench.report.markdown" in modules
+    at_import = _child(IMPORT_CHILD, modules, tmp_path)
+    assert at_import == {}, f"modules that import the GPU stack at import time: {at_import}"
+    by = {" ".join(res["argv"][:2]): res for res in results}
+    assert "20261129T140359Z_default" in by["sessions list"]["out"]
+    assert "w13/hot" in by["sessions show"]["out"]
+    assert "shift" in by["sessions compare"]["out"]
+    assert (tmp_path / "report.md").read_text().count("|") > 20
+    assert len(list((tmp_path / "plots").glob("*.png"))) >= 3
+    assert svg.stat().st_size > 10_000 and "Sessions" in svg.read_text()
+
+
+def test_a_command_that_needs_the_gpu_stack_names_the_extra(tmp_path):
+    results, _ = _run([["check", "--kernel", "w2"], ["ab"]], tmp_path)
+    for res in results:
+        assert res["code"] == EXIT_NO_GPU, (res["argv"], res["err"])
+        line = res["err"].strip()
+        assert len(line.splitlines()) == 1 and "Traceback" not in line
+        assert line.startswith(f"workbench {res['argv'][0]}: ")
+        assert f"workbench[{GPU_EXTRA}]" in line and "torch is not installed" in line
