@@ -9,7 +9,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 DATA = ("csrc", "examples")  # = workbench/core/paths.py DATA_FOLDERS
-SUFFIXES = {".cu", ".cuh", ".h", ".cpp", ".toml", ".md"}
+SUFFIXES = {".cu", ".cuh", ".h", ".cpp", ".toml", ".md", ".py"}  # .py: Python arms
 
 
 class BuildPyWithKernels(build_py):
