@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from workbench.analysis.compare import compare_sessions
 from workbench.analysis.model import ComparisonResult, comparison_results
 from workbench.analysis.recommend import Recommendation, recommendations
+from workbench.core.distributions import t_quantile
 from workbench.core.errors import BadArgument
 from workbench.store.session import Session
 
@@ -60,7 +60,7 @@ class PooledComparison:
         y = np.log(self.medians)
         if y.size < 2:
             return (-math.inf, math.inf)
-        half = float(sps.t.ppf(0.975, y.size - 1)) * float(np.std(y, ddof=1)) / math.sqrt(y.size)
+        half = t_quantile(0.975, y.size - 1) * float(np.std(y, ddof=1)) / math.sqrt(y.size)
         return (float(np.exp(y.mean() - half)), float(np.exp(y.mean() + half)))
 
     @property

@@ -25,15 +25,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from statistics import NormalDist
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import stats as sps
 
 from workbench.core import defaults
+from workbench.core.distributions import binom_half_cdf, t_quantile, wilcoxon_p
 from workbench.core.errors import BadArgument
 
 DEFAULT_M = defaults.M
@@ -165,7 +165,7 @@ def _order_index(n: int, conf: float) -> tuple[int, float]:
     """(k, coverage) of the CI [x_(k), x_(n+1-k)], 1-based; (0, 1.0) when none reaches conf."""
     # coverage(k) = P(k <= Bin(n, 1/2) <= n-k) = 1 - 2 P(Bin <= k-1), decreasing in k
     ks = np.arange(1, n // 2 + 1)
-    cov = 1.0 - 2.0 * sps.binom.cdf(ks - 1, n, 0.5)
+    cov = np.array([1.0 - 2.0 * binom_half_cdf(int(k) - 1, n) for k in ks])
     ok = ks[cov >= conf]
     if ok.size == 0:
         return 0, 1.0
@@ -257,11 +257,7 @@ def _wilcoxon_p(logs: np.ndarray, conf: float) -> float | None:
         return None
     if not np.any(logs != 0.0):
         return 1.0  # all pairs exactly equal: no evidence either way
-    with warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore"
-        )  # scipy warns about ties/zeros and switches to normal approx
-        return float(sps.wilcoxon(logs).pvalue)
+    return wilcoxon_p(logs)  # scipy.stats.wilcoxon's number, without importing scipy.stats
 
 
 def _more(n: int, med: float, lo_side: float, hi_side: float, m: float, floor: int) -> int | None:
@@ -296,7 +292,7 @@ def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None
         if n < 2:
             return nmin - n
         sigma = 1.4826 * float(np.median(np.abs(x - med)))
-        z = float(sps.norm.ppf(0.5 + conf / 2))
+        z = NormalDist().inv_cdf(0.5 + conf / 2)
         lo_side = hi_side = z * _Z_SE_MEDIAN * sigma / math.sqrt(n)
     else:
         lo_side, hi_side = med - c.low, c.high - med
@@ -345,7 +341,7 @@ def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI
     nb = int(y.size)
     center = float(np.mean(y))
     sd = float(np.std(y, ddof=1))
-    t = float(sps.t.ppf(0.5 + conf / 2, nb - 1))
+    t = t_quantile(0.5 + conf / 2, nb - 1)
     half = t * sd / math.sqrt(nb)
     resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
     dof = sum(len(v) - 1 for v in by.values())

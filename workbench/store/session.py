@@ -573,15 +573,50 @@ def list_sessions(root: str | os.PathLike, current: Mapping[str, str] | None = N
         raise BadArgument(f"--root {str(root)!r} does not exist")
     if not root.is_dir():
         raise BadArgument(f"--root {str(root)!r} is not a folder")
+    from workbench.store.index import SessionIndex, signature
+
     if current is None:
         current = provenance.current_sources()
-    infos, skipped = [], []
+    index = SessionIndex()
+    infos, skipped, seen = [], [], set()
     for d in sorted(root.iterdir()):
         if not d.is_dir() or not (d / META_FILE).exists():
             continue
-        try:
-            infos.append(session_info(load_session(d, nvml=False), current))
-        except SessionError as e:
-            skipped.append((d, str(e)))
+        seen.add(str(d.resolve()))
+        sig = signature(d)
+        entry = index.get(d, sig)
+        if entry is None:  # new or changed since it was indexed: validate it in full
+            try:
+                s = load_session(d, nvml=False)
+                entry = {"info": _info_facts(session_info(s, current)), "files": _files(s)}
+            except SessionError as e:
+                entry = {"error": str(e)}
+            index.put(d, sig, entry)
+        if "error" in entry:
+            skipped.append((d, entry["error"]))
+        else:
+            files = entry["files"]
+            infos.append(
+                SessionInfo(
+                    path=d,
+                    **entry["info"],
+                    sources=provenance.source_digest(files),
+                    stale=provenance.stale_sources(files, current),
+                )
+            )
+    index.forget_missing(root, seen)
+    index.save()
     infos.sort(key=lambda i: (i.created, i.path.name), reverse=True)
     return SessionList(infos, skipped)
+
+
+def _files(s: Session) -> dict[str, str]:
+    return dict(s.provenance.get("files") or {})
+
+
+def _info_facts(info: SessionInfo) -> dict[str, Any]:
+    """What the index keeps of a listing: all but the path and what depends on the working tree."""
+    d = {f.name: getattr(info, f.name) for f in dataclasses.fields(info)}
+    for k in ("path", "sources", "stale"):
+        del d[k]
+    return d
