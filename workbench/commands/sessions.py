@@ -62,27 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def resolve(arg: str, root: str | Path) -> Path:
     """Find a session folder from a path, a name under ``root``, a unique part of one, or "latest"."""
-    from workbench.store.session import list_sessions
+    from workbench.store.session import find_session
 
-    p = Path(arg)
-    if p.exists():
-        return p
-    root = Path(root)
-    if (root / arg).exists():
-        return root / arg
-    infos = list_sessions(root)
-    if arg == "latest":
-        if not infos:
-            raise BadArgument(f"SESSION 'latest': no sessions under {str(root)!r}")
-        return infos[0].path  # newest first
-    hits = [i.path for i in infos if arg in i.path.name]
-    if len(hits) == 1:
-        return hits[0]
-    if not hits:
-        raise BadArgument(
-            f"SESSION {arg!r} not found (not a path, nor a session under {str(root)!r})"
-        )
-    raise BadArgument(f"SESSION {arg!r} is ambiguous: {', '.join(h.name for h in hits[:6])}")
+    return find_session(arg, root)
 
 
 def _clean(x: Any) -> Any:

@@ -9,6 +9,7 @@ EXIT_BUILD_FAILED = 4
 EXIT_NUMERICS_DIFFER = 5
 EXIT_NOT_IMPLEMENTED = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout left (`| head`), as for cat
 
 
 class WorkbenchError(Exception):

@@ -18,10 +18,9 @@ from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
 from workbench.core import stats
-from workbench.core.errors import SessionError, WorkbenchError
 from workbench.report.plot_files import existing_plots
 from workbench.store.provenance import stale_sources, staleness_text
-from workbench.store.session import Session, list_sessions, load_session
+from workbench.store.session import Session, find_session, load_session
 
 KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
 PEERS = {
@@ -510,14 +509,6 @@ def render_report(
 
 
 def resolve_session(arg: str, root: str | os.PathLike = "sessions") -> Path:
-    """SESSION argument of `workbench report`/`plot`: a folder, a session.json, or "latest"
-    (the newest session under ``root``). Raises SessionError when there is none."""
-    if arg == "latest":
-        try:
-            found = list_sessions(root)
-        except WorkbenchError as e:
-            raise SessionError(f"SESSION 'latest': {e}") from None
-        if not found:
-            raise SessionError(f"SESSION 'latest': no loadable session under {root}/")
-        return found[0].path  # newest first
-    return Path(arg)
+    """SESSION argument of `workbench report`/`plot`, read like every command reads it
+    (`workbench.store.session.find_session`: a path, a name or part of one, or "latest")."""
+    return find_session(arg, root)

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from workbench.core.errors import BadArgument, SessionError
+from workbench.core.errors import BadArgument, SessionError, WorkbenchError
 from workbench.store import session_schema as schema
 from workbench.store.session_schema import SCHEMA, STATUSES  # noqa: F401 (part of this module's API)
 
@@ -620,3 +620,38 @@ def _info_facts(info: SessionInfo) -> dict[str, Any]:
     for k in ("path", "sources", "stale"):
         del d[k]
     return d
+
+
+def find_session(arg: str, root: str | os.PathLike) -> Path:
+    """The session a SESSION argument names, as every command reads it: a path (folder or its
+    session.json), a folder name under ``root``, a unique part of one (the slug, the time), or
+    "latest" (the newest loadable session). A path that does not exist is returned as it is, so
+    that the loader names it; a name that matches nothing or several is a BadArgument.
+    """
+    p = Path(arg)
+    if p.exists():
+        return p
+    root = Path(root)
+    if arg == "latest":
+        try:
+            found = list_sessions(root)
+        except WorkbenchError as e:
+            raise SessionError(f"SESSION 'latest': {e}") from None
+        if not found:
+            raise SessionError(f"SESSION 'latest': no loadable session under {root}/")
+        return found[0].path  # newest first
+    if os.sep in arg or (os.altsep and os.altsep in arg) or arg.endswith(META_FILE):
+        return p  # a path: "no such session" from the loader says it best
+    if (root / arg / META_FILE).exists():
+        return root / arg
+    names = (
+        sorted(d.name for d in root.iterdir() if (d / META_FILE).is_file()) if root.is_dir() else []
+    )
+    hits = [n for n in names if arg in n]
+    if len(hits) == 1:
+        return root / hits[0]
+    if not hits:
+        raise BadArgument(
+            f"SESSION {arg!r} not found (not a path, nor a session under {str(root)!r})"
+        )
+    raise BadArgument(f"SESSION {arg!r} is ambiguous: {', '.join(hits[:6])}")
