@@ -61,3 +61,26 @@ def test_piping_into_head_gives_no_traceback(argv):
     err = p.stderr.decode()
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert err == "" and p.returncode == 141
+
+
+@pytest.mark.parametrize("value", ["0", "0.5", "0.7", "2", "-0.01", "nan", "inf"])
+def test_min_effect_has_one_rule_everywhere(sessions, capsys, value):
+    """ab, calibrate and tune --min-effect and sessions show/compare/pool --m: (0, 0.5)."""
+    name = next(sessions.glob("*_newer")).name
+    for argv, option in (
+        (["ab", "--min-effect", value], "--min-effect"),
+        (["calibrate", "--min-effect", value], "--min-effect"),
+        (["sessions", "show", name, "--root", str(sessions), "--m", value], "--m"),
+        (["sessions", "compare", name, name, "--root", str(sessions), "--m", value], "--m"),
+    ):
+        rc = main(argv)
+        err = capsys.readouterr().err
+        assert rc == 2, (argv, err)
+        assert f"{option} {float(value)!r} must be a fraction in (0, 0.5)" in err, (argv, err)
+        assert "above" not in err and len(err.splitlines()) == 1
+
+
+def test_min_effect_inside_the_rule_is_taken(sessions, capsys):
+    name = next(sessions.glob("*_newer")).name
+    assert main(["sessions", "show", name, "--root", str(sessions), "--m", "0.49"]) == 0
+    assert "m = 49 %" in capsys.readouterr().out

@@ -377,9 +377,12 @@ def _pool(args: argparse.Namespace) -> int:
 def _check_args(args: argparse.Namespace) -> None:
     """Bad options exit 2 before any session is read (--m is checked by workbench.core.stats)."""
     from workbench.commands._paths import existing_dir
+    from workbench.core.limits import check_min_effect
 
     if args.action == "list":
         existing_dir(args.root, "--root")
+    elif args.m is not None:
+        check_min_effect(args.m, "--m")  # the rule of ab --min-effect (workbench.core.limits)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -300,6 +300,8 @@ def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None
 
 
 def _check_m(m: Any) -> float:
+    # the library also takes m = 0 (the bare CI test, which the A/A tests use); the commands
+    # take only (0, 0.5) (workbench.core.limits.check_min_effect)
     try:
         m = float(m)
     except (TypeError, ValueError):
