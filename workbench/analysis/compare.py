@@ -47,7 +47,12 @@ class Shift:
 
     @property
     def changed(self) -> bool:
+        """The ratio moved: the shift's interval excludes 0."""
         return self.low > 0 or self.high < 0
+
+    @property
+    def verdict_changed(self) -> bool:
+        return self.a.verdict.verdict != self.b.verdict.verdict
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +64,7 @@ class Shift:
             "shift_high": finite_or_none(self.high),
             "conf": self.conf,
             "changed": self.changed,
+            "verdict_changed": self.verdict_changed,
         }
 
 

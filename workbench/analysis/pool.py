@@ -104,11 +104,7 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
     """Pooled verdicts and recommendations of `sessions` (two or more, same comparisons)."""
     if len(sessions) < 2:
         raise BadArgument(f"pool needs at least 2 sessions, got {len(sessions)}")
-    warnings: list[str] = []
-    for other in sessions[1:]:  # sources, shapes, protocol: the same checks as `compare`
-        for w in compare_sessions(sessions[0], other, m).warnings:
-            if w not in warnings:
-                warnings.append(w)
+    warnings = _grouped_warnings(sessions, m)
     per = [{r.id: r for r in comparison_results(s, m)} for s in sessions]
     rows = []
     for cid, first in per[0].items():
@@ -131,6 +127,34 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
             )  # fmt: skip
         )
     return Pool(sessions, rows, _recommend(rows, per[0]), warnings)
+
+
+def _grouped_warnings(sessions: list[Session], m: float | None) -> list[str]:
+    """What makes the sessions not like for like (the checks of `compare`, each session against
+    the first): one line per kind of difference and group of sessions that share it, naming them,
+    instead of one line per file per session."""
+    first = sessions[0]
+    by_kind: dict[tuple[str, str], list[int]] = {}
+    for i, other in enumerate(sessions[1:], 2):
+        kinds: dict[str, list[str]] = {}
+        for w in compare_sessions(first, other, m).warnings:
+            kind, _, detail = w.partition(": ")
+            kinds.setdefault(kind, []).append(detail)
+        for kind, details in kinds.items():
+            if kind == "KERNEL SOURCES DIFFER":  # the files; `sessions compare` gives hashes
+                details = [
+                    f"{len(details)} file(s): " + ", ".join(d.split(" (")[0] for d in details)
+                ]
+            by_kind.setdefault((kind, "; ".join(details)), []).append(i)
+    out = []
+    for (kind, details), idx in by_kind.items():
+        kind = kind.replace("SESSION B IS", "SESSION IS")  # pool has no A and B
+        names = ", ".join(f"{i} {sessions[i - 1].path.name}" for i in idx)
+        out.append(
+            f"{kind}: {details} (session{'s' if len(idx) > 1 else ''} {names}; "
+            f"against session 1 {first.path.name})"
+        )
+    return out
 
 
 def _recommend(

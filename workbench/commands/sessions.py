@@ -251,6 +251,13 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _changed(s: Any) -> str:
+    """What moved from A to B: never "no" beside two different verdicts."""
+    if s.changed:
+        return "yes"
+    return "verdict only" if s.verdict_changed else "no"
+
+
 def _compare(args: argparse.Namespace) -> int:
     from workbench.analysis import compare_sessions
     from workbench.store.session import load_session
@@ -258,6 +265,11 @@ def _compare(args: argparse.Namespace) -> int:
     a = load_session(resolve(args.a, args.root))
     b = load_session(resolve(args.b, args.root))
     d = compare_sessions(a, b, args.m)
+    if not d.shifts:
+        raise BadArgument(
+            f"{a.path.name} and {b.path.name} have no comparison in common, nothing to compare "
+            f"(A: {', '.join(d.only_a) or 'none'}; B: {', '.join(d.only_b) or 'none'})"
+        )
     if args.json:
         _dump(d.to_dict())
     else:
@@ -293,10 +305,14 @@ def _compare(args: argparse.Namespace) -> int:
                         f"{va.verdict}/{vb.verdict}",
                         _f(s.shift, "+.4f"),
                         _ci(s.low, s.high),
-                        "yes" if s.changed else "no",
+                        _changed(s),
                     ]
                 )
             print(_table(rows))
+            print(
+                "changed: yes when the shift's interval excludes 0; 'verdict only' when the "
+                "verdicts differ but the shift is within the noise"
+            )
             print(f"method: {d.method}")
         else:
             print("no comparison id is present in both sessions")
@@ -328,7 +344,7 @@ def _pool(args: argparse.Namespace) -> int:
     sessions = []
     for p in paths:
         try:
-            sessions.append(load_session(p))
+            sessions.append(load_session(p, nvml=False))  # pooling reads no NVML readings
         except SessionError as e:  # one bad replicate must not hide what the others say
             print(f"workbench sessions pool: skipped: {e}", file=sys.stderr)
     if len(sessions) < 2:
@@ -336,6 +352,15 @@ def _pool(args: argparse.Namespace) -> int:
             f"pool needs at least 2 loadable sessions, got {len(sessions)} of {len(paths)}"
         )
     p = pool_sessions(sessions, args.m)
+    if not p.rows:
+        raise BadArgument(
+            f"the {len(sessions)} sessions have no comparison in common, nothing to pool "
+            f"({'; '.join(f'{s.path.name}: {len(s.comparisons)} comparison(s)' for s in sessions)})"
+        )
+    # before the table, so that a reader meets them first; one line per difference, naming
+    # the sessions it concerns (workbench.analysis.pool)
+    for w in p.warnings:
+        print(f"!! WARNING: {w}", file=sys.stderr)
     if args.json:
         _dump(
             {
@@ -369,8 +394,6 @@ def _pool(args: argparse.Namespace) -> int:
             for e in rec.evidence:
                 print(f"    {e}")
         print(f"method: {p.method}")
-    for w in p.warnings:
-        print(f"!! WARNING: {w}", file=sys.stderr)
     return 0
 
 

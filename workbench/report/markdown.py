@@ -385,11 +385,19 @@ def _numerics(an: Analysis) -> list[str]:
     bad = sorted({r.id for r, g in exact if not g.get("ok")})
     line = f"Numerics gate: {len(ids) - len(bad)} of {len(ids)} comparisons bit-identical"
     lines = [line + ("; **DIFFER**: " + ", ".join(f"`{i}`" for i in bad) if bad else "") + "."]
+    # one line per comparison and kind of check: a session with blocks checks each block
+    by: dict[tuple[str, str], list[dict]] = {}
     for r, g in loose:
-        err = g.get("rel_l2")
-        val = "n/a" if err is None else f"{err:.2g}"
-        state = "within tolerance" if g.get("ok") else "**outside tolerance**"
-        lines.append(f"`{r.id}` (not bit-identical by design): {g.get('kind')}: {val}, {state}.")
+        by.setdefault((r.id, str(g.get("kind"))), []).append(g)
+    for (cid, kind), gs in by.items():
+        errs = sorted(g["rel_l2"] for g in gs if g.get("rel_l2") is not None)
+        val = "n/a" if not errs else f"{errs[0]:.2g}"
+        if errs and f"{errs[-1]:.2g}" != val:
+            val += f"..{errs[-1]:.2g}"
+        ok = sum(bool(g.get("ok")) for g in gs)
+        state = "within tolerance" if ok == len(gs) else "**outside tolerance**"
+        checks = f" ({len(gs)} checks, {ok} within)" if len(gs) > 1 else ""
+        lines.append(f"`{cid}` (not bit-identical by design): {kind}: {val}, {state}{checks}.")
     ungated = [f"`{r.id}`" for r in an.results if not r.gates]
     if ungated:
         lines.append(f"No numerics check recorded for {', '.join(ungated)}.")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.errors import BadArgument, SessionError, WorkbenchError
+from workbench.core.files import share
 from workbench.store import session_schema as schema
 from workbench.store.session_schema import SCHEMA, STATUSES  # noqa: F401 (part of this module's API)
 
@@ -74,6 +75,7 @@ def _dumps(obj: Any) -> str:
 def _atomic_write_json(path: Path, obj: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".session.", suffix=".tmp", dir=path.parent)
     try:
+        share(fd)  # mkstemp makes it 0600; session.json is for everyone who may read the folder
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=2, default=_jsonable)
             f.write("\n")
@@ -360,9 +362,11 @@ def _load_meta(meta_path: Path) -> dict[str, Any]:
 
 
 def _read_jsonl(path: Path, warnings: list[str], kind: str) -> list[tuple[int, Any]]:
-    """(line number, parsed value) per non-blank line. A bad last line is a warning (the writer
-    was killed mid-line); a bad line elsewhere raises SessionError unless ``kind`` is "NVML",
-    whose bad lines are skipped with one warning (readings only annotate the plots)."""
+    """(line number, parsed value) per non-blank line. A bad last line WITHOUT its newline is a
+    warning (the writer, which writes a record and its newline at once, was killed mid-line);
+    any other bad line, the last one included when it ends in a newline, raises SessionError
+    unless ``kind`` is "NVML", whose bad lines are skipped with one warning (readings only
+    annotate the plots)."""
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -376,7 +380,7 @@ def _read_jsonl(path: Path, warnings: list[str], kind: str) -> list[tuple[int, A
         try:
             out.append((i + 1, json.loads(ln.decode("utf-8"))))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-            if i == last:
+            if i == last and i == len(lines) - 1:  # cut short: no newline after it
                 warnings.append(
                     f"{path.name} line {i + 1}: truncated last {kind} record ignored "
                     "(the writer was killed while writing it)"
@@ -479,6 +483,12 @@ def load_session(path: str | os.PathLike, nvml: bool = True) -> Session:
     if not journal.is_file():
         raise SessionError(f"{folder} has {META_FILE} but no {JOURNAL_FILE} (incomplete copy?)")
     _load_journal(s, journal)
+    records = (s.comparisons, s.samples, s.gates, s.memory, s.notes, s.blocks, s.candidates)
+    if status == "complete" and not any(records) and not s.other:
+        raise SessionError(
+            f"{journal} holds no records, yet {META_FILE} says 'status': 'complete' "
+            "(a finished run journals at least its comparisons)"
+        )
     if nvml:
         nv = folder / NVML_FILE
         if nv.is_file():
