@@ -76,6 +76,7 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "sessions": len(names),
         "repeats": args.repeats,
+        "loadavg_start": os.getloadavg(),  # the machine is shared: say how busy it was
     }
     lst = [*wb, "list", "--root", str(root)]
     timed(lst, env, repo)  # fills the index of the warm cache
@@ -107,6 +108,10 @@ def main() -> int:
         r = res[k]
         extra = f" (slowest: {r['slowest']})" if k == "show" else ""
         print(f"{k:12s} median {r['median_s']:.3f} s  [{r['min_s']:.3f}..{r['max_s']:.3f}]{extra}")
+    res["loadavg_end"] = os.getloadavg()
+    print(
+        f"load average: {res['loadavg_start'][0]:.1f} at the start, {res['loadavg_end'][0]:.1f} at the end"
+    )
     if args.out:
         args.out.write_text(json.dumps(res, indent=2) + "\n")
     return 0
