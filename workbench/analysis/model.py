@@ -148,8 +148,14 @@ def estimate_words(results: list[ComparisonResult]) -> tuple[str, str]:
     geometric mean of the block medians with a t-interval over blocks (sessions with blocks),
     or the median pair ratio with its distribution-free CI; both when the rows mix them. The
     one wording of the plots' and the TUI's legends."""
-    methods = {r.verdict.method for r in results} or {"blocks"}
-    conf = f"{(results[0].verdict.conf if results else stats.DEFAULT_CONF) * 100:g} %"
+    conf = results[0].verdict.conf if results else stats.DEFAULT_CONF
+    return method_words({r.verdict.method for r in results}, conf)
+
+
+def method_words(methods: set[str], conf: float = stats.DEFAULT_CONF) -> tuple[str, str]:
+    """``estimate_words`` from the verdicts' ``method`` names ("blocks", "pairs")."""
+    methods = (set(methods) & {"blocks", "pairs"}) or {"blocks"}
+    conf = f"{conf * 100:g} %"
     words = {
         "blocks": ("geometric mean of the block medians", f"{conf} t-interval over blocks"),
         "pairs": ("median pair ratio", f"{conf} CI of the median (distribution-free)"),

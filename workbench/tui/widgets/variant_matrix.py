@@ -27,7 +27,10 @@ class VariantMatrix(DataTable):
     VariantMatrix { height: auto; max-height: 14; }
     """
 
+    # the name first: a user's spec or a +calib build has the kernel, layout and reader of a
+    # built-in, and only its name tells them apart
     COLUMNS = (
+        ("name", "variant"),
         ("kernel", "kernel"),
         ("layout", "layout"),
         ("reader", "reader"),
@@ -50,6 +53,7 @@ class VariantMatrix(DataTable):
         spills = _num(row.spills)
         spill_cell = Text(spills, style="bold red" if row.spills else "")
         return [
+            row.name,
             row.kernel,
             row.layout,
             row.reader,
