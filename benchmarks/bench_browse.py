@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,20 +39,30 @@ HERE = Path(__file__).resolve().parent.parent
 POOL_GLOB = "20261130T*default*"
 
 
+CPU: list[float] = []  # CPU seconds (user + system) of each timed run, beside its wall time
+
+
 def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Wall seconds of one run; its CPU seconds go to CPU (the machine is shared: on a busy
+    one the wall time grows with the load, the CPU time much less)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     dt = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.decode()[-400:]}")
     return dt
 
 
 def summary(times: list[float]) -> dict[str, float]:
+    cpu = CPU[-len(times) :]
     return {
         "median_s": statistics.median(times),
         "min_s": min(times),
         "max_s": max(times),
+        "cpu_median_s": statistics.median(cpu),
         "runs": len(times),
     }
 
@@ -63,6 +74,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     ap.add_argument("--label", default="", help="a name for this run (e.g. the commit)")
+    ap.add_argument("--shows", default="", help="time `show` of these sessions only (a,b,...)")
     args = ap.parse_args()
     repo, root = args.repo.resolve(), args.root.resolve()
     cache = Path(tempfile.mkdtemp(prefix="bench-browse-"))
@@ -88,7 +100,7 @@ def main() -> int:
     lj = [*wb, "list", "--json", "--root", str(root)]
     res["list --json"] = summary([timed(lj, env, repo) for _ in range(args.repeats)])
     shows = {}
-    for n in names:
+    for n in args.shows.split(",") if args.shows else names:
         cmd = [*wb, "show", n, "--root", str(root)]
         shows[n] = summary([timed(cmd, env, repo) for _ in range(args.repeats)])
         print(f"show {n}: {shows[n]['median_s']:.3f} s", file=sys.stderr)
@@ -107,7 +119,10 @@ def main() -> int:
     for k in ("list", "list cold", "list --json", "show", "pool"):
         r = res[k]
         extra = f" (slowest: {r['slowest']})" if k == "show" else ""
-        print(f"{k:12s} median {r['median_s']:.3f} s  [{r['min_s']:.3f}..{r['max_s']:.3f}]{extra}")
+        print(
+            f"{k:12s} median {r['median_s']:.3f} s  [{r['min_s']:.3f}..{r['max_s']:.3f}]"
+            f"  cpu {r['cpu_median_s']:.3f} s{extra}"
+        )
     res["loadavg_end"] = os.getloadavg()
     print(
         f"load average: {res['loadavg_start'][0]:.1f} at the start, {res['loadavg_end'][0]:.1f} at the end"

@@ -71,7 +71,8 @@ def _fit(label: str, width: int) -> str:
             short = "/".join([parts[0], *(x[:keep] for x in parts[1:-1]), parts[-1]])
             if len(short) <= width:
                 return short
-    return "…" + label[-(width - 1) :] if width > 1 else "…"
+        return "…" + label[-(width - 1) :] if width > 1 else "…"  # "…/triton-moe"
+    return label[: width - 1] + "…"  # "w13/rotating": its start says the most
 
 
 def _value_text(p: RatioPoint, form: int) -> str:

@@ -35,7 +35,7 @@ class VariantMatrix(DataTable):
         ("layout", "layout"),
         ("reader", "reader"),
         ("state", "state"),
-        ("time", "build s"),
+        ("time", "secs"),  # of the build; a short label leaves 80 columns room for the name
         ("regs", "regs"),
         ("spills", "spills"),
         ("smem", "smem B"),
