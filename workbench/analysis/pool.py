@@ -104,8 +104,9 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
     """Pooled verdicts and recommendations of `sessions` (two or more, same comparisons)."""
     if len(sessions) < 2:
         raise BadArgument(f"pool needs at least 2 sessions, got {len(sessions)}")
-    warnings = _grouped_warnings(sessions, m)
-    per = [{r.id: r for r in comparison_results(s, m)} for s in sessions]
+    results = [comparison_results(s, m) for s in sessions]
+    warnings = _grouped_warnings(sessions, m, results)
+    per = [{r.id: r for r in rs} for rs in results]
     rows = []
     for cid, first in per[0].items():
         if not all(cid in p for p in per):
@@ -129,7 +130,9 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
     return Pool(sessions, rows, _recommend(rows, per[0]), warnings)
 
 
-def _grouped_warnings(sessions: list[Session], m: float | None) -> list[str]:
+def _grouped_warnings(
+    sessions: list[Session], m: float | None, results: list[list[ComparisonResult]]
+) -> list[str]:
     """What makes the sessions not like for like (the checks of `compare`, each session against
     the first): one line per kind of difference and group of sessions that share it, naming them,
     instead of one line per file per session."""
@@ -137,7 +140,8 @@ def _grouped_warnings(sessions: list[Session], m: float | None) -> list[str]:
     by_kind: dict[tuple[str, str], list[int]] = {}
     for i, other in enumerate(sessions[1:], 2):
         kinds: dict[str, list[str]] = {}
-        for w in compare_sessions(first, other, m).warnings:
+        pair = (results[0], results[i - 1])
+        for w in compare_sessions(first, other, m, results=pair, shifts=False).warnings:
             kind, _, detail = w.partition(": ")
             kinds.setdefault(kind, []).append(detail)
         for kind, details in kinds.items():
