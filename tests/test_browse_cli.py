@@ -222,3 +222,19 @@ def test_report_numerics_gives_each_checked_comparison_once(capsys):
     peers = [ln for ln in out.splitlines() if "(not bit-identical by design)" in ln]
     assert len(peers) == len(set(peers)) == 8, peers
     assert all("(6 checks, 6 within)" in ln for ln in peers)
+
+
+def test_checkpoint_show_json_into_a_closed_pipe(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    assert main(["checkpoint", "make", str(ckpt), "--layers", "1", "--experts", "16"]) == 0
+    r, w = os.pipe()
+    os.close(r)
+    p = subprocess.run(
+        [sys.executable, "-m", "workbench", "checkpoint", "show", "--json", str(ckpt)],
+        stdout=w,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    os.close(w)
+    err = p.stderr.decode()
+    assert "Traceback" not in err and err == "" and p.returncode == 141, err
