@@ -75,7 +75,10 @@ CASES: list[tuple[list[str], str]] = [
     (["checkpoint", "show", "/nonexistent/ckpt"], "checkpoint '/nonexistent/ckpt' does not exist"),
     (["checkpoint", "make", "{tmp}/c", "--group-size", "48"], "--group-size 48"),
     (["checkpoint", "make", "{tmp}/c"], "would take 58.4 GiB"),
-    (["checkpoint", "make", "{file}", "--layers", "1", "--experts", "16"], "is a file, not a folder"),
+    (
+        ["checkpoint", "make", "{file}", "--layers", "1", "--experts", "16"],
+        "is a file, not a folder",
+    ),
     (["checkpoint"], "ACTION"),
     # tune (docs/DESIGN.md §11; tests/test_tune.py has the rest of its bad arguments)
     (["tune", "--kernel", "w5"], "--kernel 'w5'"),
