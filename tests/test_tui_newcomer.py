@@ -146,3 +146,25 @@ def test_engine_lists_calibration_builds_and_user_specs():
     from workbench.kernels.variants import all_variants
 
     assert names == [v.name for v in all_variants(calib=True, user=True)]
+
+
+@drive
+async def test_variant_matrix_with_the_longest_builtin_name_fits_80_columns():
+    from textual.app import App
+
+    from workbench.kernels.variants import all_variants
+    from workbench.tui.backend import VariantRow
+
+    class One(App):
+        def compose(self):
+            yield VariantMatrix()
+
+    app = One()
+    async with app.run_test(size=SMALL) as pilot:
+        matrix = app.query_one(VariantMatrix)
+        matrix.set_rows(
+            [VariantRow(v.name, v.kernel, v.layout, v.reader) for v in all_variants(calib=True)]
+        )
+        await pilot.pause()
+        assert any(n.endswith("+calib") for n in matrix.rows_by_name)
+        assert matrix.virtual_size.width <= SMALL[0], matrix.virtual_size

@@ -28,10 +28,10 @@ class VariantMatrix(DataTable):
     """
 
     # the name first: a user's spec or a +calib build has the kernel, layout and reader of a
-    # built-in, and only its name tells them apart
+    # built-in, and only its name tells them apart; it starts with the kernel ("w13:..."), so
+    # no kernel column (80 columns then hold every column of "w13:b3-scalar+calib")
     COLUMNS = (
         ("name", "variant"),
-        ("kernel", "kernel"),
         ("layout", "layout"),
         ("reader", "reader"),
         ("state", "state"),
@@ -54,7 +54,6 @@ class VariantMatrix(DataTable):
         spill_cell = Text(spills, style="bold red" if row.spills else "")
         return [
             row.name,
-            row.kernel,
             row.layout,
             row.reader,
             Text(row.state, style=_STATE_STYLE.get(row.state, "")),
