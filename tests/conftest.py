@@ -41,6 +41,14 @@ def pytest_runtest_makereport(item, call):
         rep.longrepr = f"compile tier skipped in CI (CI=true), which must run it: {reason}"
 
 
+@pytest.fixture(autouse=True)
+def _session_index(tmp_path_factory, monkeypatch) -> Path:
+    """Each test its own session index (workbench/store/index.py), never the user's cache."""
+    path = tmp_path_factory.mktemp("index") / "sessions-index.json"
+    monkeypatch.setenv("WORKBENCH_SESSION_INDEX", str(path))
+    return path
+
+
 @pytest.fixture
 def roots(tmp_path: Path) -> tuple[Path, Path, Path]:
     """(source session, sessions root, plots root) of a synthetic session for the TUI tests."""

@@ -367,8 +367,9 @@ add(
 )
 
 # --- journal as a file
-add("file-journal-empty", write(JL, ""), None)
-add("file-journal-blank", write(JL, "\n\n  \n"), None)
+# a session marked complete that journalled nothing contradicts itself (issue 25)
+add("file-journal-empty", write(JL, ""), (JL, "holds no records"))
+add("file-journal-blank", write(JL, "\n\n  \n"), (JL, "holds no records"))
 add("file-journal-truncated-last", lambda d: write(JL, (d / JL).read_text()[:-40])(d), None)
 add(
     "file-journal-bad-middle",
@@ -450,7 +451,6 @@ SAME_FIGURES: dict[str, str] = {
     **dict.fromkeys(ONE_READING - {"nvml-sm_mhz-nan"}, "nvml-sm_mhz-nan"),
     # no NVML readings at all
     **dict.fromkeys(("nvml-empty", "nvml-dir", "nvml-all-bad"), "nvml-missing"),
-    "file-journal-blank": "file-journal-empty",  # no records
     "sample-replay-empty": "sample-replay-null",  # both fall back to the sample's ms
     "prov-files-empty": "prov-files-missing",  # no source hashes either way
 }

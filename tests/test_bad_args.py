@@ -75,7 +75,10 @@ CASES: list[tuple[list[str], str]] = [
     (["checkpoint", "show", "/nonexistent/ckpt"], "checkpoint '/nonexistent/ckpt' does not exist"),
     (["checkpoint", "make", "{tmp}/c", "--group-size", "48"], "--group-size 48"),
     (["checkpoint", "make", "{tmp}/c"], "would take 58.4 GiB"),
-    (["checkpoint", "make", "{file}", "--layers", "1", "--experts", "16"], "not an empty folder"),
+    (
+        ["checkpoint", "make", "{file}", "--layers", "1", "--experts", "16"],
+        "is a file, not a folder",
+    ),
     (["checkpoint"], "ACTION"),
     # tune (docs/DESIGN.md §11; tests/test_tune.py has the rest of its bad arguments)
     (["tune", "--kernel", "w5"], "--kernel 'w5'"),
@@ -101,11 +104,9 @@ CASES: list[tuple[list[str], str]] = [
     (["sessions", "list", "--root", "/nonexistent/sessions"], "--root '/nonexistent/sessions'"),
     (["sessions", "list", "--root", "{file}"], "--root"),
     (["sessions", "show", "no-such-session"], "SESSION 'no-such-session'"),
-    (["sessions", "show", SESSION, "--m", "-1"], "m (minimum effect) must be in [0, 0.5), got -1"),
-    (
-        ["sessions", "show", SESSION, "--m", "nan"],
-        "m (minimum effect) must be in [0, 0.5), got nan",
-    ),
+    (["sessions", "show", SESSION, "--m", "-1"], "--m -1.0 must be a fraction in (0, 0.5)"),
+    (["sessions", "show", SESSION, "--m", "nan"], "--m nan must be a fraction in (0, 0.5)"),
+    (["sessions", "show", SESSION, "--m", "0"], "--m 0.0 must be a fraction in (0, 0.5)"),
     (["sessions", "compare", SESSION, "nope-nope"], "SESSION 'nope-nope'"),
     (["sessions", "pool", SESSION, SESSION], "its own replicate"),
     (["sessions", "pool", SESSION, OTHER + "/session.json", OTHER], "its own replicate"),

@@ -170,8 +170,31 @@ def test_make_refuses_a_folder_with_files(capsys, tmp_path):
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "keep.txt").write_text("mine\n")
     code, _, err = run(capsys, ["checkpoint", "make", tmp_path / "c", "--layers", "1", "--experts", "16"])  # fmt: skip
-    assert code == 2 and "exists and is not an empty folder" in err
+    assert code == 2 and "is a folder that is not empty" in err
     assert [p.name for p in (tmp_path / "c").iterdir()] == ["keep.txt"]
+
+
+def test_make_given_a_file_says_it_is_a_file(capsys, tmp_path):
+    (tmp_path / "c").write_text("mine\n")
+    code, _, err = run(capsys, ["checkpoint", "make", tmp_path / "c", "--layers", "1", "--experts", "16"])  # fmt: skip
+    assert code == 2 and "is a file, not a folder" in err and "empty" not in err.split("folder:")[0]
+    assert (tmp_path / "c").read_text() == "mine\n"
+
+
+def test_checkpoint_files_are_written_with_the_umask_mode(capsys, tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        code, _, err = run(capsys, ["checkpoint", "make", tmp_path / "c", "--layers", "2", "--experts", "16", "--shards", "2"])  # fmt: skip
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    files = sorted((tmp_path / "c").iterdir())
+    assert any(f.suffix == ".safetensors" for f in files)
+    for f in files:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o644, f
 
 
 # ------------------------------------------------------------------ ab --checkpoint, simulated

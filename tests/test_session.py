@@ -104,7 +104,8 @@ def test_record_validation(tmp_path):
         w.record("note", text="late")
     with pytest.raises(SessionError, match="already finished"):
         w.finish()
-    assert load_session(w.path).notes == []
+    with pytest.raises(SessionError, match="holds no records"):  # complete, yet nothing kept
+        load_session(w.path)
 
 
 def test_threads_append_whole_lines(tmp_path):
@@ -137,6 +138,7 @@ def test_context_manager_statuses(tmp_path):
         raise KeyboardInterrupt
     assert load_session(w2.path).status == "interrupted"
     with SessionWriter(tmp_path, "early") as w3:
+        w3.record("note", text="one record: a complete session journals something")
         w3.finish("complete", summary={"done": True})
     assert load_session(w3.path).summary == {"done": True}
 

@@ -144,11 +144,13 @@ def test_tui_browser_shows_commit_sources_stale_and_recommendation(root, tmp_pat
             cells = {k: [str(c) for c in browser.get_row(k)] for k in keys}
             fresh, stale = cells[str(root["fresh"])], cells[str(root["stale"])]
             unhashed = cells[str(root["unhashed"])]
-            assert fresh[2] == "fresh" and fresh[5] == "abcdef1234"
-            assert fresh[6] == source_digest(source_hashes())
-            assert fresh[7] == "w13 cooperative, w2 scalar"
-            assert stale[5] == "abcdef1234+" and stale[6].endswith(" STALE")
-            assert unhashed[6] == "?"
+            # mark, session, status, sources, recommendation, when, GPU, commit (issue 25: what
+            # decides first, so that 80 columns show it)
+            assert fresh[1] == "fresh" and fresh[7] == "abcdef1234"
+            assert fresh[3] == source_digest(source_hashes())
+            assert fresh[4] == "w13 cooperative, w2 scalar"
+            assert stale[7] == "abcdef1234+" and stale[3].endswith(" STALE")
+            assert unhashed[3] == "?"
             bad = browser.infos[keys[3]]
             assert bad.status == "unreadable" and "unknown status" in bad.error
             assert "1 unreadable session folder(s) skipped" in str(app.query_one("#status").content)

@@ -189,7 +189,7 @@ def test_compare_text_and_json(root, capsys):
         (["sessions", "compare", "h200", "missing"], "SESSION 'missing' not found"),
         (
             ["sessions", "show", "h200", "--m", "-1"],
-            "m (minimum effect) must be in [0, 0.5), got -1.0",
+            "--m -1.0 must be a fraction in (0, 0.5)",
         ),
     ],
 )

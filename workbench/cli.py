@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from workbench import __version__
 from workbench.core.errors import (
     EXIT_BAD_ARGS,
+    EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
     EXIT_NO_GPU,
     MissingGPUStack,
@@ -71,7 +73,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             args = parser.parse_args(["tui", *(argv or [])])
         command = f"workbench {args.command}"
-        return int(args._run(args) or 0)
+        rc = int(args._run(args) or 0)
+        sys.stdout.flush()  # here, so that a reader that left shows up as BrokenPipeError below
+        return rc
+    except BrokenPipeError:
+        # `workbench ... | head`: the reader has what it wanted. Say nothing, and point stdout at
+        # /dev/null so that the interpreter's own flush at exit cannot raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except WorkbenchError as e:
         print(f"{command}: {e}", file=sys.stderr)
         return e.exit_code

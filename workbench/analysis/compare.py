@@ -47,7 +47,12 @@ class Shift:
 
     @property
     def changed(self) -> bool:
+        """The ratio moved: the shift's interval excludes 0."""
         return self.low > 0 or self.high < 0
+
+    @property
+    def verdict_changed(self) -> bool:
+        return self.a.verdict.verdict != self.b.verdict.verdict
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +64,7 @@ class Shift:
             "shift_high": finite_or_none(self.high),
             "conf": self.conf,
             "changed": self.changed,
+            "verdict_changed": self.verdict_changed,
         }
 
 
@@ -107,12 +113,24 @@ def _source_warnings(a: Session, b: Session) -> list[str]:
 
 
 def compare_sessions(
-    a: Session, b: Session, m: float | None = None, conf: float = DEFAULT_CONF
+    a: Session,
+    b: Session,
+    m: float | None = None,
+    conf: float = DEFAULT_CONF,
+    results: tuple[list[ComparisonResult], list[ComparisonResult]] | None = None,
+    shifts: bool = True,
 ) -> SessionDiff:
-    """Per comparison id present in both sessions, the shift of the median ratio (B - A)."""
+    """Per comparison id present in both sessions, the shift of the median ratio (B - A).
+
+    ``results``: both sessions' ``comparison_results`` when the caller has them already (pool
+    compares every replicate with the first); ``shifts=False``: only the warnings and notes.
+    """
     each = math.sqrt(conf)
-    ra = {r.id: r for r in comparison_results(a, m, conf)}
-    rb = {r.id: r for r in comparison_results(b, m, conf)}
+    if results is None:
+        results = (comparison_results(a, m, conf), comparison_results(b, m, conf))
+    ra = {r.id: r for r in results[0]}
+    rb = {r.id: r for r in results[1]}
+    want_shifts = shifts
     warnings = [
         f"SESSION {n} IS {s.status.upper()}: {s.path.name}"
         for n, s in (("A", a), ("B", b))
@@ -134,7 +152,7 @@ def compare_sessions(
     ca, cb = (s.provenance.get("git", {}).get("commit") for s in (a, b))
     if ca != cb:
         notes.append(f"different commits: {str(ca)[:10]} vs {str(cb)[:10]}")
-    shifts = []
+    shifts: list[Shift] = []
     for cid in [i for i in ra if i in rb]:
         x, y = ra[cid], rb[cid]
         diffs = _diff_keys(x.cmp, y.cmp, ("kernel", "set", "a", "b"))
@@ -148,6 +166,8 @@ def compare_sessions(
         la, lb = (_l2_ratio(r.cmp) for r in (x, y))
         if la and lb and abs(la - lb) > 0.05 * max(la, lb):
             notes.append(f"{cid}: working set / L2 {la:.1f}x vs {lb:.1f}x")
+        if not want_shifts:
+            continue
         # each session's own interval at sqrt(conf): block-level where it has blocks (§7.3)
         va, vb = (compare(r.ratios, m=session_m(s, m), conf=each) for r, s in ((x, a), (y, b)))
         shifts.append(

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from workbench.analysis.compare import compare_sessions
 from workbench.analysis.model import ComparisonResult, comparison_results
@@ -127,12 +126,9 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
     """Pooled verdicts and recommendations of `sessions` (two or more, same comparisons)."""
     if len(sessions) < 2:
         raise BadArgument(f"pool needs at least 2 sessions, got {len(sessions)}")
-    warnings: list[str] = []
-    for other in sessions[1:]:  # sources, shapes, protocol: the same checks as `compare`
-        for w in compare_sessions(sessions[0], other, m).warnings:
-            if w not in warnings:
-                warnings.append(w)
-    per = [{r.id: r for r in comparison_results(s, m)} for s in sessions]
+    results = [comparison_results(s, m) for s in sessions]
+    warnings = _grouped_warnings(sessions, m, results)
+    per = [{r.id: r for r in rs} for rs in results]
     rows = []
     for cid, first in per[0].items():
         if not all(cid in p for p in per):
@@ -157,6 +153,37 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
             )  # fmt: skip
         )
     return Pool(sessions, rows, _recommend(rows, per[0]), warnings)
+
+
+def _grouped_warnings(
+    sessions: list[Session], m: float | None, results: list[list[ComparisonResult]]
+) -> list[str]:
+    """What makes the sessions not like for like (the checks of `compare`, each session against
+    the first): one line per kind of difference and group of sessions that share it, naming them,
+    instead of one line per file per session."""
+    first = sessions[0]
+    by_kind: dict[tuple[str, str], list[int]] = {}
+    for i, other in enumerate(sessions[1:], 2):
+        kinds: dict[str, list[str]] = {}
+        pair = (results[0], results[i - 1])
+        for w in compare_sessions(first, other, m, results=pair, shifts=False).warnings:
+            kind, _, detail = w.partition(": ")
+            kinds.setdefault(kind, []).append(detail)
+        for kind, details in kinds.items():
+            if kind == "KERNEL SOURCES DIFFER":  # the files; `sessions compare` gives hashes
+                details = [
+                    f"{len(details)} file(s): " + ", ".join(d.split(" (")[0] for d in details)
+                ]
+            by_kind.setdefault((kind, "; ".join(details)), []).append(i)
+    out = []
+    for (kind, details), idx in by_kind.items():
+        kind = kind.replace("SESSION B IS", "SESSION IS")  # pool has no A and B
+        names = ", ".join(f"{i} {sessions[i - 1].path.name}" for i in idx)
+        out.append(
+            f"{kind}: {details} (session{'s' if len(idx) > 1 else ''} {names}; "
+            f"against session 1 {first.path.name})"
+        )
+    return out
 
 
 def _recommend(

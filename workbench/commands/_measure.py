@@ -144,7 +144,6 @@ _UPPER = (
     ("--budget", "budget", limits.MAX_BUDGET_S, "MAX_BUDGET_S"),
     ("--seed", "seed", limits.MAX_SEED, "MAX_SEED"),
     ("--target", "target", 1.0, "a fraction"),
-    ("--min-effect", "min_effect", 1.0, "a fraction"),
 )
 
 
@@ -157,6 +156,7 @@ def check_limits(args: argparse.Namespace) -> None:
         not_a_file(args.plots_dir, "--plots-dir")
     for option, attr, maximum, name in _UPPER:
         limits.check_max(option, getattr(args, attr), maximum, name)
+    limits.check_min_effect(args.min_effect, "--min-effect")
 
 
 def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:

@@ -129,6 +129,19 @@ def run(args: argparse.Namespace) -> int:
                 print(path)
                 written += 1
         if len(sessions) > 1:
+            from workbench.plots.replicates import source_groups
+
+            groups = source_groups(sessions)
+            if len(groups) > 1:
+                print(
+                    "workbench plot: WARNING: the replicates were measured on different kernel "
+                    "sources: "
+                    + "; ".join(
+                        f"{d}: {', '.join(sessions[i - 1].path.name for i in ix)}"
+                        for d, ix in groups.items()
+                    ),
+                    file=sys.stderr,
+                )
             for path in iter_replicates(sessions, out, formats):
                 print(path)
                 written += 1

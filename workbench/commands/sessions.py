@@ -62,27 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def resolve(arg: str, root: str | Path) -> Path:
     """Find a session folder from a path, a name under ``root``, a unique part of one, or "latest"."""
-    from workbench.store.session import list_sessions
+    from workbench.store.session import find_session
 
-    p = Path(arg)
-    if p.exists():
-        return p
-    root = Path(root)
-    if (root / arg).exists():
-        return root / arg
-    infos = list_sessions(root)
-    if arg == "latest":
-        if not infos:
-            raise BadArgument(f"SESSION 'latest': no sessions under {str(root)!r}")
-        return infos[0].path  # newest first
-    hits = [i.path for i in infos if arg in i.path.name]
-    if len(hits) == 1:
-        return hits[0]
-    if not hits:
-        raise BadArgument(
-            f"SESSION {arg!r} not found (not a path, nor a session under {str(root)!r})"
-        )
-    raise BadArgument(f"SESSION {arg!r} is ambiguous: {', '.join(h.name for h in hits[:6])}")
+    return find_session(arg, root)
 
 
 def _clean(x: Any) -> Any:
@@ -273,6 +255,13 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _changed(s: Any) -> str:
+    """What moved from A to B: never "no" beside two different verdicts."""
+    if s.changed:
+        return "yes"
+    return "verdict only" if s.verdict_changed else "no"
+
+
 def _compare(args: argparse.Namespace) -> int:
     from workbench.analysis import compare_sessions
     from workbench.store.session import load_session
@@ -280,6 +269,11 @@ def _compare(args: argparse.Namespace) -> int:
     a = load_session(resolve(args.a, args.root))
     b = load_session(resolve(args.b, args.root))
     d = compare_sessions(a, b, args.m)
+    if not d.shifts:
+        raise BadArgument(
+            f"{a.path.name} and {b.path.name} have no comparison in common, nothing to compare "
+            f"(A: {', '.join(d.only_a) or 'none'}; B: {', '.join(d.only_b) or 'none'})"
+        )
     if args.json:
         _dump(d.to_dict())
     else:
@@ -315,7 +309,7 @@ def _compare(args: argparse.Namespace) -> int:
                         f"{s.a.verdict_words}/{s.b.verdict_words}",
                         _f(s.shift, "+.4f"),
                         _ci(s.low, s.high),
-                        "yes" if s.changed else "no",
+                        _changed(s),
                     ]
                 )
             print(_table(rows))
@@ -324,6 +318,10 @@ def _compare(args: argparse.Namespace) -> int:
                     g = r.diagnostic
                     if g is not None and (g.rests_on or g.flagged):
                         print(f"  {name} {s.id}: blocks: {g.summary()}")
+            print(
+                "changed: yes when the shift's interval excludes 0; 'verdict only' when the "
+                "verdicts differ but the shift is within the noise"
+            )
             print(f"method: {d.method}")
         else:
             print("no comparison id is present in both sessions")
@@ -355,7 +353,7 @@ def _pool(args: argparse.Namespace) -> int:
     sessions = []
     for p in paths:
         try:
-            sessions.append(load_session(p))
+            sessions.append(load_session(p, nvml=False))  # pooling reads no NVML readings
         except SessionError as e:  # one bad replicate must not hide what the others say
             print(f"workbench sessions pool: skipped: {e}", file=sys.stderr)
     if len(sessions) < 2:
@@ -363,6 +361,15 @@ def _pool(args: argparse.Namespace) -> int:
             f"pool needs at least 2 loadable sessions, got {len(sessions)} of {len(paths)}"
         )
     p = pool_sessions(sessions, args.m)
+    if not p.rows:
+        raise BadArgument(
+            f"the {len(sessions)} sessions have no comparison in common, nothing to pool "
+            f"({'; '.join(f'{s.path.name}: {len(s.comparisons)} comparison(s)' for s in sessions)})"
+        )
+    # before the table, so that a reader meets them first; one line per difference, naming
+    # the sessions it concerns (workbench.analysis.pool)
+    for w in p.warnings:
+        print(f"!! WARNING: {w}", file=sys.stderr)
     if args.json:
         _dump(
             {
@@ -405,17 +412,18 @@ def _pool(args: argparse.Namespace) -> int:
             for e in rec.evidence:
                 print(f"    {e}")
         print(f"method: {p.method}")
-    for w in p.warnings:
-        print(f"!! WARNING: {w}", file=sys.stderr)
     return 0
 
 
 def _check_args(args: argparse.Namespace) -> None:
     """Bad options exit 2 before any session is read (--m is checked by workbench.core.stats)."""
     from workbench.commands._paths import existing_dir
+    from workbench.core.limits import check_min_effect
 
     if args.action == "list":
         existing_dir(args.root, "--root")
+    elif args.m is not None:
+        check_min_effect(args.m, "--m")  # the rule of ab --min-effect (workbench.core.limits)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 from workbench.commands._measure import add_protocol_arguments
 from workbench.core.errors import EXIT_INTERRUPTED, BadArgument, BuildError, NumericsError
+from workbench.core.limits import check_min_effect
 
 HELP = "sweep a kernel's compile-time parameters: screen every candidate, confirm the best"
 DEFAULT_REPLAYS = 50  # as `workbench ab`
@@ -82,8 +83,7 @@ def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         from workbench.plots.floor import read_floor_file
 
         floor = read_floor_file(args.floor_file)
-    if isinstance(args.min_effect, bool) or not 0 < args.min_effect < 0.5:
-        raise BadArgument(f"--min-effect {args.min_effect!r} must be a fraction in (0, 0.5)")
+    check_min_effect(args.min_effect, "--min-effect")
     from workbench.tune import ray_pool
 
     ray = ray_pool.address(args.ray)

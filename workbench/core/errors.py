@@ -8,6 +8,7 @@ EXIT_NO_GPU = 3
 EXIT_BUILD_FAILED = 4
 EXIT_NUMERICS_DIFFER = 5
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout left (`| head`), as for cat
 
 
 class WorkbenchError(Exception):

@@ -52,6 +52,17 @@ MAX_SLUG_LEN = 64
 SLUG_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
+def check_min_effect(value: Any, option: str = "--min-effect") -> float:
+    """The minimum effect m as every command takes it: a fraction in (0, 0.5), open at both
+    ends (m = 0 would call any difference an effect; 0.5 would call a 2x slowdown "the same").
+    The one rule of ab, calibrate, tune, sessions show/compare/pool, the report and the stored
+    config (workbench/store/session_schema.py M_RANGE)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (ok and math.isfinite(value) and 0 < value < 0.5):
+        raise BadArgument(f"{option} {value!r} must be a fraction in (0, 0.5), e.g. 0.01")
+    return float(value)
+
+
 def check_max(option: str, value: Any, maximum: float, name: str) -> None:
     """BadArgument when ``value`` (a number, or None for "not given") exceeds ``maximum``.
 

@@ -31,16 +31,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from statistics import NormalDist
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import stats as sps
-from scipy.optimize import brentq
 
 from workbench.core import defaults
+from workbench.core.distributions import binom_half_cdf, t_quantile, wilcoxon_p
 from workbench.core.errors import BadArgument
 
 DEFAULT_M = defaults.M
@@ -184,7 +183,7 @@ def _order_index(n: int, conf: float) -> tuple[int, float]:
     """(k, coverage) of the CI [x_(k), x_(n+1-k)], 1-based; (0, 1.0) when none reaches conf."""
     # coverage(k) = P(k <= Bin(n, 1/2) <= n-k) = 1 - 2 P(Bin <= k-1), decreasing in k
     ks = np.arange(1, n // 2 + 1)
-    cov = 1.0 - 2.0 * sps.binom.cdf(ks - 1, n, 0.5)
+    cov = np.array([1.0 - 2.0 * binom_half_cdf(int(k) - 1, n) for k in ks])
     ok = ks[cov >= conf]
     if ok.size == 0:
         return 0, 1.0
@@ -303,8 +302,11 @@ def detectable_effect(
     without a spread."""
     if between_sd is None or not math.isfinite(between_sd) or blocks < 2 or between_sd <= 0:
         return None
+    from scipy import stats as sps  # noncentral t: only where a detectable effect is asked for
+    from scipy.optimize import brentq
+
     dof = blocks - 1
-    crit = float(sps.t.ppf(0.5 + conf / 2, dof))
+    crit = t_quantile(0.5 + conf / 2, dof)
     nc = float(brentq(lambda d: float(sps.nct.sf(crit, dof, d)) - power, 0.0, 1e3))
     return math.expm1(nc * between_sd / math.sqrt(blocks))
 
@@ -316,11 +318,7 @@ def _wilcoxon_p(logs: np.ndarray, conf: float) -> float | None:
         return None
     if not np.any(logs != 0.0):
         return 1.0  # all pairs exactly equal: no evidence either way
-    with warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore"
-        )  # scipy warns about ties/zeros and switches to normal approx
-        return float(sps.wilcoxon(logs).pvalue)
+    return wilcoxon_p(logs)  # scipy.stats.wilcoxon's number, without importing scipy.stats
 
 
 def _more(n: int, med: float, lo_side: float, hi_side: float, m: float, floor: int) -> int | None:
@@ -355,7 +353,7 @@ def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None
         if n < 2:
             return nmin - n
         sigma = 1.4826 * float(np.median(np.abs(x - med)))
-        z = float(sps.norm.ppf(0.5 + conf / 2))
+        z = NormalDist().inv_cdf(0.5 + conf / 2)
         lo_side = hi_side = z * _Z_SE_MEDIAN * sigma / math.sqrt(n)
     else:
         lo_side, hi_side = med - c.low, c.high - med
@@ -363,6 +361,8 @@ def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None
 
 
 def _check_m(m: Any) -> float:
+    # the library also takes m = 0 (the bare CI test, which the A/A tests use); the commands
+    # take only (0, 0.5) (workbench.core.limits.check_min_effect)
     try:
         m = float(m)
     except (TypeError, ValueError):
@@ -393,7 +393,7 @@ def t_interval(y: Sequence[float], conf: float = DEFAULT_CONF) -> tuple[float, f
     y = np.asarray(y, dtype=np.float64)
     if y.size < 2:
         return (float(np.mean(y)) if y.size else math.nan), math.inf
-    t = float(sps.t.ppf(0.5 + conf / 2, y.size - 1))
+    t = t_quantile(0.5 + conf / 2, y.size - 1)
     return float(np.mean(y)), t * float(np.std(y, ddof=1)) / math.sqrt(y.size)
 
 

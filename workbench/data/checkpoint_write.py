@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from workbench.core.errors import BadArgument
+from workbench.core.files import share
 from workbench.data.checkpoint import CONFIG_FILE, EXPERT_KEY
 from workbench.data.shapes import GROUP
 from workbench.data.synthetic import SCALE_RANGE
@@ -93,8 +94,14 @@ def write_checkpoint(
             "GiB): give fewer --layers or --experts"
         )
     folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise BadArgument(f"DIR {str(folder)!r} exists and is not an empty folder")
+    if folder.exists() and not folder.is_dir():
+        raise BadArgument(
+            f"DIR {str(folder)!r} is a file, not a folder: give a new or empty folder"
+        )
+    if folder.exists() and any(folder.iterdir()):
+        raise BadArgument(
+            f"DIR {str(folder)!r} is a folder that is not empty: give a new or empty one"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     cfg = {
         "architectures": ["Qwen3MoeForCausalLM"],
@@ -127,6 +134,7 @@ def write_checkpoint(
         for layer in range(bounds[s], bounds[s + 1]):
             tensors.update(_layer_tensors(cfg, layer, seed))
         save_file(tensors, str(folder / name), metadata={"format": "pt"})
+        share(folder / name)  # safetensors writes 0600; a checkpoint is to be shared
         weight_map.update(dict.fromkeys(tensors, name))
         total += sum(t.numel() * t.element_size() for t in tensors.values())
         written.append(folder / name)

@@ -38,7 +38,8 @@ from filelock import FileLock, Timeout
 from workbench.core.errors import BuildError
 from workbench.kernels.compiler_log import error_excerpt, kernel_ptxas, parse_ptxas
 from workbench.kernels.native import ABI_VERSION, NativeModule
-from workbench.kernels.specs import SOURCE_SUFFIXES, csrc_dir
+from workbench.kernels.sources import all_source_files, source_hashes  # noqa: F401 (API)
+from workbench.kernels.specs import csrc_dir
 from workbench.kernels.variants import Variant
 
 CSRC = csrc_dir()  # the built-ins' sources at import (csrc_dir() asks again, for $WORKBENCH_CSRC)
@@ -83,18 +84,6 @@ class BuildResult:
 
 def kernel_sources(v: Variant) -> list[Path]:
     return list(v.kernel_spec.sources)
-
-
-def all_source_files() -> list[Path]:
-    """Every source file of the built-ins' tree (what their build names hash)."""
-    d = csrc_dir()
-    return sorted(p for p in d.rglob("*") if p.suffix in SOURCE_SUFFIXES and p.is_file())
-
-
-def source_hashes() -> dict[str, str]:
-    """Relative path -> SHA-256 of every kernel source (for provenance)."""
-    d = csrc_dir()
-    return {f"csrc/{p.relative_to(d)}": _sha256(p.read_bytes()) for p in all_source_files()}
 
 
 def _sha256(data: bytes) -> str:

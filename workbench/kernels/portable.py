@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.errors import BuildError
-from workbench.kernels.build import csrc_dir
 from workbench.kernels.compiler_log import parse_ptxas
+from workbench.kernels.sources import csrc_dir
 from workbench.kernels.variants import Variant
 
 

@@ -15,7 +15,6 @@ Torch-free, so a bad spec fails before anything is imported or built.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,12 +23,11 @@ from typing import Any
 
 from workbench.core.errors import BadArgument
 from workbench.data.layouts import LAYOUTS, READERS, layout_info
+from workbench.kernels.sources import REPO, SOURCE_SUFFIXES, csrc_dir  # noqa: F401 (API)
 
 KERNELS = ("w13", "w2")
 # The built-in arms; b4-coop does not exist: 4-byte records are already one aligned word per lane.
 ARMS = ("b4-scalar", "b3-scalar", "b3-coop")
-REPO = Path(__file__).resolve().parents[2]
-SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp", ".inc")
 MAX_TREE_FILES = 2000  # an include folder that large is a mistake (e.g. "/"), not a kernel
 DEFAULT_TOLERANCE = 2e-3  # = check.REL_L2_MAX: what the built-ins are held to against float64
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,47}$")
@@ -37,17 +35,6 @@ _MACRO = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DEFINE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(=[^\s]*)?$")
 _TOP_KEYS = {"name", "kernel", "layout", "reader", "root", "sources", "include_dirs", "defines",
              "cuda_flags", "promise", "params", "description"}  # fmt: skip
-
-
-def csrc_dir() -> Path:
-    """Kernel sources: $WORKBENCH_CSRC (tests build a broken copy), else csrc/ of this checkout
-    or of the installed package (workbench/core/paths.py)."""
-    env = os.environ.get("WORKBENCH_CSRC")
-    if env:
-        return Path(env)
-    from workbench.core.paths import data_folder
-
-    return data_folder("csrc")
 
 
 @dataclass(frozen=True)

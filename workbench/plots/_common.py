@@ -40,13 +40,28 @@ def file_slug(cmp_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", cmp_id).strip("-")
 
 
+def fit_lines(parts: list[str], fig: Any, fontsize: float = 10) -> list[str]:
+    """``parts`` joined by " · " into lines that fit the figure's width (a part too long for
+    one line is wrapped at its spaces): a centred title wider than the figure loses both ends."""
+    import textwrap
+
+    # DejaVu Sans averages about 0.55 em a character; 0.62 leaves a margin
+    width = max(int(fig.get_figwidth() * 72 / (0.62 * fontsize)), 20)
+    lines: list[str] = []
+    for part in parts:
+        for piece in textwrap.wrap(part, width) or [""]:
+            if lines and len(lines[-1]) + 3 + len(piece) <= width:
+                lines[-1] += " · " + piece
+            else:
+                lines.append(piece)
+    return lines
+
+
 def suptitle(fig: Any, an: Analysis, what: str) -> None:
     s = an.session
     state = "" if s.status == "complete" else f"  [{s.status.upper()}]"
-    fig.suptitle(
-        f"{what}: {s.path.name}{state}\n{gpu_text(s)} · {shape_text(s)} · {protocol_text(an)}",
-        fontsize=10,
-    )
+    facts = fit_lines([gpu_text(s), shape_text(s), protocol_text(an)], fig)
+    fig.suptitle("\n".join([f"{what}: {s.path.name}{state}", *facts]), fontsize=10)
 
 
 def session_start(s: Session) -> float:

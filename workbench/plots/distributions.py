@@ -8,6 +8,21 @@ from workbench.analysis import TIMING_ROLES, Analysis
 from workbench.plots._common import OFF_SCALE, no_data, short_arm, suptitle, variant_color
 from workbench.report.markdown import variant_order
 
+NEAR = 0.10  # a reference arm within 10 % of the readers' range is drawn beside them
+
+
+def _on_scale(meds: dict[str, float], readers: set[str]) -> list[str]:
+    """The variants drawn to scale: the readers the cell compares (its main, confirm, ...
+    arms) and any reference arm within NEAR of their range; a peer 1.5x or 25x slower gets a
+    note instead, so that a 1 % gap between the readers stays visible. Without readers (a
+    reference-only cell): every variant up to OFF_SCALE times the fastest."""
+    own = [v for v in meds if v in readers]
+    if not own:
+        fastest = min(meds.values())
+        return [v for v in meds if meds[v] <= OFF_SCALE * fastest]
+    lo, hi = min(meds[v] for v in own), max(meds[v] for v in own)
+    return [v for v in meds if v in readers or lo * (1 - NEAR) <= meds[v] <= hi * (1 + NEAR)]
+
 
 def fig_distributions(an: Analysis) -> Any:
     import matplotlib.pyplot as plt
@@ -15,10 +30,13 @@ def fig_distributions(an: Analysis) -> Any:
 
     s = an.session
     cells: dict[tuple[str, str], dict[str, list[float]]] = {}
+    readers: dict[tuple[str, str], set[str]] = {}  # arms of the cell's own comparisons
     calls: dict[str, int] = {}
     # a tune session's screened and confirmed candidates are timed arms too (docs/DESIGN.md §11)
     for r in an.by_role(*TIMING_ROLES, "calibration", "screen", "tune"):
         calls.setdefault(r.kernel, r.calls)
+        if r.cmp["role"] != "reference":
+            readers.setdefault((r.kernel, r.set), set()).update((r.cmp["a"], r.cmp["b"]))
         for x in s.samples_for(r.id):
             if x.get("excluded"):
                 continue
@@ -45,8 +63,8 @@ def fig_distributions(an: Analysis) -> Any:
         data = cells[k, st]
         names = variant_order(data)
         meds = {v: float(np.median(data[v])) for v in names}
-        fastest = min(meds.values())
-        shown = [v for v in names if meds[v] <= OFF_SCALE * fastest]
+        shown = _on_scale(meds, readers.get((k, st), set()))
+        fastest = min(meds[v] for v in shown)
         off = [v for v in names if v not in shown]
         bp = ax.boxplot(
             [data[v] for v in shown],
@@ -75,7 +93,8 @@ def fig_distributions(an: Analysis) -> Any:
         ax.grid(axis="y", alpha=0.3)
         if off:
             note = "\n".join(
-                f"{v}: median {meds[v]:.3f} ms = {meds[v] / fastest:.1f}× fastest (off scale)"
+                f"{v}: median {meds[v]:.3f} ms = {meds[v] / fastest:.2f}× the fastest shown "
+                "(off scale)"
                 for v in off
             )
             ax.text(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from workbench.analysis import Analysis, ComparisonResult
+from workbench.analysis import Analysis, ComparisonResult, estimate_words
 from workbench.plots._common import (
     COLOR_FLAG,
     RATIO_ROLES,
@@ -67,12 +67,13 @@ def draw_ratios(ax: Any, an: Analysis, rows: list[ComparisonResult]) -> None:
     ax.grid(axis="x", alpha=0.3)
     from matplotlib.lines import Line2D
 
+    marker, interval = estimate_words(rows)
     handles, _ = ax.get_legend_handles_labels()
     handles += [
         Line2D([], [], ls="", marker="o", color="#444", ms=4, label="one ABBA pair"),
         Line2D([], [], ls="", marker="o", mfc="none", mec=COLOR_FLAG, ms=6, label="flagged pair"),
-        Line2D([], [], ls="", marker="D", color="#888", mec="black", ms=6, label="median"),
-        Line2D([], [], color="#888", lw=6, alpha=0.5, label="95 % CI of the median"),
+        Line2D([], [], ls="", marker="D", color="#888", mec="black", ms=6, label=marker),
+        Line2D([], [], color="#888", lw=6, alpha=0.5, label=interval),
     ]
     from matplotlib.transforms import offset_copy
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from workbench.analysis import Analysis
-from workbench.plots._common import RATIO_ROLES, no_data
+from workbench.analysis import Analysis, estimate_words
+from workbench.plots._common import COLOR_FLAG, RATIO_ROLES, fit_lines, no_data
+from workbench.store.provenance import source_digest
+from workbench.store.session import Session
 
 # One colour per session (matplotlib's tab10): sessions are peers, none is "A" or "B".
 SESSION_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -17,6 +19,16 @@ SESSION_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564
 
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def source_groups(sessions: list[Session]) -> dict[str, list[int]]:
+    """Sessions (numbered from 1, in legend order) by the digest of their kernel sources
+    ("unknown" when a session recorded none)."""
+    out: dict[str, list[int]] = {}
+    for i, s in enumerate(sessions, 1):
+        d = source_digest(s.provenance.get("files")) or "unknown"
+        out.setdefault(d, []).append(i)
+    return out
 
 
 def replicate_rows(analyses: list[Analysis]) -> list[str]:
@@ -39,10 +51,14 @@ def fig_replicates(analyses: list[Analysis]) -> Any:
     )
     names = [an.session.path.name for an in analyses]
     gpus = sorted({an.session.gpu_name or "GPU not recorded" for an in analyses})
-    fig.suptitle(
-        f"Replicates: ratio B/A and 95 % CI per session ({n} sessions)\n{', '.join(gpus)}",
-        fontsize=10,
-    )
+    lines = [f"Replicates: ratio B/A and its interval per session ({n} sessions)", ", ".join(gpus)]
+    groups = source_groups([an.session for an in analyses])
+    if len(groups) > 1:  # replicates of different kernels are no replicates: say it on the figure
+        each = "; ".join(f"{d}: session(s) {', '.join(map(str, ix))}" for d, ix in groups.items())
+        lines += fit_lines([f"WARNING: measured on different kernel sources: {each}"], fig)
+    title = fig.suptitle("\n".join(lines), fontsize=10)
+    if len(groups) > 1:
+        title.set_color(COLOR_FLAG)
     ax = fig.add_subplot()
     if not ids:
         no_data(ax, "no comparisons with pair ratios in these sessions")
@@ -77,10 +93,11 @@ def fig_replicates(analyses: list[Analysis]) -> Any:
     ax.set_xlim(lo - pad, hi + pad)
     ax.set_ylim(-0.5, len(ids) - 0.5)
     ax.set_yticks(range(len(ids) - 1, -1, -1), ids, fontsize=8)
-    ax.set_xlabel("ratio B/A (< 1: B faster); diamond: median, bar: 95 % CI")
+    marker, interval = estimate_words([r for an in analyses for r in an.results])
+    ax.set_xlabel(f"ratio B/A (< 1: B faster); diamond: {marker}, bar: {interval}")
     ax.grid(axis="x", alpha=0.3)
-    handles = [Line2D([], [], color=SESSION_COLORS[i % len(SESSION_COLORS)], lw=5, alpha=0.7, label=name)
-               for i, name in enumerate(names)]  # fmt: skip
+    handles = [Line2D([], [], color=SESSION_COLORS[i % len(SESSION_COLORS)], lw=5, alpha=0.7,
+                      label=f"{i + 1} {name}") for i, name in enumerate(names)]  # fmt: skip
     handles.append(Line2D([], [], color="#bbbbbb", lw=8, alpha=0.6, label=f"±m band (m = {m:.0%})"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, fontsize=8)
     return fig

@@ -112,6 +112,24 @@ def fig_samples(an: Analysis, r: ComparisonResult) -> Any:
     return fig
 
 
+def spread(xs: list[float], gap: float) -> list[float]:
+    """Positions near ``xs`` (in their order of size) at least ``gap`` apart, each moved as
+    little as a forward then a backward sweep allows: labels of interleaved comparisons (the
+    blocks run every comparison in turn) would otherwise print on top of each other."""
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    out = [xs[i] for i in order]
+    for k in range(1, len(out)):
+        out[k] = max(out[k], out[k - 1] + gap)
+    shift = (out[-1] - max(xs)) / 2 if out else 0.0  # centre the pushed group on the data
+    out = [x - max(shift, 0.0) for x in out]
+    for k in range(len(out) - 2, -1, -1):
+        out[k] = min(out[k], out[k + 1] - gap)
+    res = [0.0] * len(xs)
+    for k, i in enumerate(order):
+        res[i] = out[k]
+    return res
+
+
 def fig_nvml(an: Analysis) -> Any:
     import matplotlib.pyplot as plt
 
@@ -171,14 +189,24 @@ def fig_nvml(an: Analysis) -> Any:
         axes[0].set_title(f"device memory total {tot[-1] * gib:.1f} GiB", fontsize=9, loc="right")
     # comparisons as shaded spans, labelled on the memory axis
     label_style = {"rotation": 90, "fontsize": 6, "ha": "center", "va": "bottom", "color": "#333"}
+    mids: list[tuple[float, str]] = []
     for i, r in enumerate(an.results):
         ts = [x["t"] - t0 for x in s.samples_for(r.id)]
         if not ts:
             continue
         for ax in axes:
             ax.axvspan(min(ts), max(ts), color="#2ca02c" if i % 2 else "#17becf", alpha=0.08, lw=0)
-        mid = (min(ts) + max(ts)) / 2
-        axes[0].text(mid, 0.04, r.id, transform=axes[0].get_xaxis_transform(), **label_style)
+        mids.append(((min(ts) + max(ts)) / 2, r.id))
+    if mids:
+        # a rotated 6 pt label is ~8 pt wide: in data units, that share of the axis' width
+        span = max(t[-1], max(m for m, _ in mids)) - min(0.0, t[0])
+        width_pt = axes[0].get_position().width * fig.get_figwidth() * 72
+        xs = spread([m for m, _ in mids], span * 8.0 / max(width_pt, 1.0))
+        xform = axes[0].get_xaxis_transform()
+        for (mid, rid), x in zip(mids, xs, strict=True):
+            axes[0].text(x, 0.04, rid, transform=xform, **label_style)
+            if abs(x - mid) > 1e-9:  # moved aside: a tick from the label to its comparison
+                axes[0].plot([mid, x], [0.0, 0.035], transform=xform, color="#999", lw=0.5)
     for m in s.memory:
         axes[0].axvline(m["t"] - t0, color="#1f77b4", ls=":", lw=0.8)
     flagged = [sample_mid(x) - t0 for x in s.samples if x.get("flagged")]

@@ -18,10 +18,9 @@ from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
 from workbench.core import stats
-from workbench.core.errors import SessionError, WorkbenchError
 from workbench.report.plot_files import existing_plots
 from workbench.store.provenance import stale_sources, staleness_text
-from workbench.store.session import Session, list_sessions, load_session
+from workbench.store.session import Session, find_session, load_session
 
 KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
 PEERS = {
@@ -417,11 +416,19 @@ def _numerics(an: Analysis) -> list[str]:
     bad = sorted({r.id for r, g in exact if not g.get("ok")})
     line = f"Numerics gate: {len(ids) - len(bad)} of {len(ids)} comparisons bit-identical"
     lines = [line + ("; **DIFFER**: " + ", ".join(f"`{i}`" for i in bad) if bad else "") + "."]
+    # one line per comparison and kind of check: a session with blocks checks each block
+    by: dict[tuple[str, str], list[dict]] = {}
     for r, g in loose:
-        err = g.get("rel_l2")
-        val = "n/a" if err is None else f"{err:.2g}"
-        state = "within tolerance" if g.get("ok") else "**outside tolerance**"
-        lines.append(f"`{r.id}` (not bit-identical by design): {g.get('kind')}: {val}, {state}.")
+        by.setdefault((r.id, str(g.get("kind"))), []).append(g)
+    for (cid, kind), gs in by.items():
+        errs = sorted(g["rel_l2"] for g in gs if g.get("rel_l2") is not None)
+        val = "n/a" if not errs else f"{errs[0]:.2g}"
+        if errs and f"{errs[-1]:.2g}" != val:
+            val += f"..{errs[-1]:.2g}"
+        ok = sum(bool(g.get("ok")) for g in gs)
+        state = "within tolerance" if ok == len(gs) else "**outside tolerance**"
+        checks = f" ({len(gs)} checks, {ok} within)" if len(gs) > 1 else ""
+        lines.append(f"`{cid}` (not bit-identical by design): {kind}: {val}, {state}{checks}.")
     ungated = [f"`{r.id}`" for r in an.results if not r.gates]
     if ungated:
         lines.append(f"No numerics check recorded for {', '.join(ungated)}.")
@@ -558,14 +565,6 @@ def render_report(
 
 
 def resolve_session(arg: str, root: str | os.PathLike = "sessions") -> Path:
-    """SESSION argument of `workbench report`/`plot`: a folder, a session.json, or "latest"
-    (the newest session under ``root``). Raises SessionError when there is none."""
-    if arg == "latest":
-        try:
-            found = list_sessions(root)
-        except WorkbenchError as e:
-            raise SessionError(f"SESSION 'latest': {e}") from None
-        if not found:
-            raise SessionError(f"SESSION 'latest': no loadable session under {root}/")
-        return found[0].path  # newest first
-    return Path(arg)
+    """SESSION argument of `workbench report`/`plot`, read like every command reads it
+    (`workbench.store.session.find_session`: a path, a name or part of one, or "latest")."""
+    return find_session(arg, root)

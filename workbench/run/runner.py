@@ -33,6 +33,7 @@ from workbench.core.errors import (
     gpu_stack_hint,
     gpu_stack_module,
 )
+from workbench.core.limits import check_min_effect
 from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
 from workbench.measure.plan import (
@@ -315,8 +316,7 @@ def make_config(
     _positive_int(calls, "--calls")
     _positive_int(replays, "--replays")
     _positive_int(seed, "--seed", low=0)
-    if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0 < m < 0.5:
-        raise BadArgument(f"--min-effect {m!r} must be a fraction in (0, 0.5), e.g. 0.01")
+    check_min_effect(m, "--min-effect")
     protocol = (protocol or ProtocolConfig()).validate()
     comparisons = plan_ab(tuple(kernels), tuple(sets), a, b, reference=reference)
     if slug is None:

@@ -135,7 +135,7 @@ def kernel_files(files: Mapping[str, str] | None) -> dict[str, str]:
 
 def current_sources() -> dict[str, str]:
     """SHA-256 of the working tree's kernel sources, keyed like provenance ``files``."""
-    from workbench.kernels.build import source_hashes  # torch-free; build imports torch lazily
+    from workbench.kernels.sources import source_hashes  # no NumPy, no torch
 
     return source_hashes()
 

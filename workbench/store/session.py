@@ -29,7 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from workbench.core.errors import BadArgument, SessionError
+from workbench.core.errors import BadArgument, SessionError, WorkbenchError
+from workbench.core.files import share
 from workbench.store import session_schema as schema
 from workbench.store.session_schema import SCHEMA, STATUSES  # noqa: F401 (part of this module's API)
 
@@ -74,6 +75,7 @@ def _dumps(obj: Any) -> str:
 def _atomic_write_json(path: Path, obj: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".session.", suffix=".tmp", dir=path.parent)
     try:
+        share(fd)  # mkstemp makes it 0600; session.json is for everyone who may read the folder
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=2, default=_jsonable)
             f.write("\n")
@@ -360,9 +362,11 @@ def _load_meta(meta_path: Path) -> dict[str, Any]:
 
 
 def _read_jsonl(path: Path, warnings: list[str], kind: str) -> list[tuple[int, Any]]:
-    """(line number, parsed value) per non-blank line. A bad last line is a warning (the writer
-    was killed mid-line); a bad line elsewhere raises SessionError unless ``kind`` is "NVML",
-    whose bad lines are skipped with one warning (readings only annotate the plots)."""
+    """(line number, parsed value) per non-blank line. A bad last line WITHOUT its newline is a
+    warning (the writer, which writes a record and its newline at once, was killed mid-line);
+    any other bad line, the last one included when it ends in a newline, raises SessionError
+    unless ``kind`` is "NVML", whose bad lines are skipped with one warning (readings only
+    annotate the plots)."""
     try:
         raw = path.read_bytes()
     except OSError as e:
@@ -376,7 +380,7 @@ def _read_jsonl(path: Path, warnings: list[str], kind: str) -> list[tuple[int, A
         try:
             out.append((i + 1, json.loads(ln.decode("utf-8"))))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-            if i == last:
+            if i == last and i == len(lines) - 1:  # cut short: no newline after it
                 warnings.append(
                     f"{path.name} line {i + 1}: truncated last {kind} record ignored "
                     "(the writer was killed while writing it)"
@@ -479,6 +483,12 @@ def load_session(path: str | os.PathLike, nvml: bool = True) -> Session:
     if not journal.is_file():
         raise SessionError(f"{folder} has {META_FILE} but no {JOURNAL_FILE} (incomplete copy?)")
     _load_journal(s, journal)
+    records = (s.comparisons, s.samples, s.gates, s.memory, s.notes, s.blocks, s.candidates)
+    if status == "complete" and not any(records) and not s.other:
+        raise SessionError(
+            f"{journal} holds no records, yet {META_FILE} says 'status': 'complete' "
+            "(a finished run journals at least its comparisons)"
+        )
     if nvml:
         nv = folder / NVML_FILE
         if nv.is_file():
@@ -573,15 +583,85 @@ def list_sessions(root: str | os.PathLike, current: Mapping[str, str] | None = N
         raise BadArgument(f"--root {str(root)!r} does not exist")
     if not root.is_dir():
         raise BadArgument(f"--root {str(root)!r} is not a folder")
+    from workbench.store.index import SessionIndex, signature
+
     if current is None:
         current = provenance.current_sources()
-    infos, skipped = [], []
+    index = SessionIndex()
+    infos, skipped, seen = [], [], set()
     for d in sorted(root.iterdir()):
         if not d.is_dir() or not (d / META_FILE).exists():
             continue
-        try:
-            infos.append(session_info(load_session(d, nvml=False), current))
-        except SessionError as e:
-            skipped.append((d, str(e)))
+        seen.add(str(d.resolve()))
+        sig = signature(d)
+        entry = index.get(d, sig)
+        if entry is None:  # new or changed since it was indexed: validate it in full
+            try:
+                s = load_session(d, nvml=False)
+                entry = {"info": _info_facts(session_info(s, current)), "files": _files(s)}
+            except SessionError as e:
+                entry = {"error": str(e)}
+            index.put(d, sig, entry)
+        if "error" in entry:
+            skipped.append((d, entry["error"]))
+        else:
+            files = entry["files"]
+            infos.append(
+                SessionInfo(
+                    path=d,
+                    **entry["info"],
+                    sources=provenance.source_digest(files),
+                    stale=provenance.stale_sources(files, current),
+                )
+            )
+    index.forget_missing(root, seen)
+    index.save()
     infos.sort(key=lambda i: (i.created, i.path.name), reverse=True)
     return SessionList(infos, skipped)
+
+
+def _files(s: Session) -> dict[str, str]:
+    return dict(s.provenance.get("files") or {})
+
+
+def _info_facts(info: SessionInfo) -> dict[str, Any]:
+    """What the index keeps of a listing: all but the path and what depends on the working tree."""
+    d = {f.name: getattr(info, f.name) for f in dataclasses.fields(info)}
+    for k in ("path", "sources", "stale"):
+        del d[k]
+    return d
+
+
+def find_session(arg: str, root: str | os.PathLike) -> Path:
+    """The session a SESSION argument names, as every command reads it: a path (folder or its
+    session.json), a folder name under ``root``, a unique part of one (the slug, the time), or
+    "latest" (the newest loadable session). A path that does not exist is returned as it is, so
+    that the loader names it; a name that matches nothing or several is a BadArgument.
+    """
+    p = Path(arg)
+    if p.exists():
+        return p
+    root = Path(root)
+    if arg == "latest":
+        try:
+            found = list_sessions(root)
+        except WorkbenchError as e:
+            raise SessionError(f"SESSION 'latest': {e}") from None
+        if not found:
+            raise SessionError(f"SESSION 'latest': no loadable session under {root}/")
+        return found[0].path  # newest first
+    if os.sep in arg or (os.altsep and os.altsep in arg) or arg.endswith(META_FILE):
+        return p  # a path: "no such session" from the loader says it best
+    if (root / arg / META_FILE).exists():
+        return root / arg
+    names = (
+        sorted(d.name for d in root.iterdir() if (d / META_FILE).is_file()) if root.is_dir() else []
+    )
+    hits = [n for n in names if arg in n]
+    if len(hits) == 1:
+        return root / hits[0]
+    if not hits:
+        raise BadArgument(
+            f"SESSION {arg!r} not found (not a path, nor a session under {str(root)!r})"
+        )
+    raise BadArgument(f"SESSION {arg!r} is ambiguous: {', '.join(hits[:6])}")

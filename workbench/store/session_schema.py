@@ -66,6 +66,20 @@ def real(lo: float, hi: float, open_lo: bool = False, open_hi: bool = False) -> 
             return None
         return f"must be a finite number in {interval}"
 
+    def all_ok(v: list[Any]) -> bool:
+        """True when every item of ``v`` is a float that passes ``check``; False means "look at
+        each item". A sample carries 20-50 replay times: this runs in C (type set, fsum for
+        NaN/inf, min and max) instead of one call per item."""
+        if not v or set(map(type, v)) != {float}:
+            return False
+        try:
+            if not math.isfinite(math.fsum(v)):
+                return False
+        except (ValueError, OverflowError):  # inf - inf
+            return False
+        return above(min(v)) and below(max(v))
+
+    check.all_ok = all_ok  # type: ignore[attr-defined]
     return check
 
 
@@ -90,9 +104,13 @@ def nullable(check: Check) -> Check:
 
 
 def list_of(check: Check, max_len: int = MAX_COUNT) -> Check:
+    all_ok = getattr(check, "all_ok", None)
+
     def run(v: Any) -> str | None:
         if not isinstance(v, list) or len(v) > max_len:
             return "must be a list"
+        if all_ok is not None and all_ok(v):
+            return None
         for x in v:
             problem = check(x)
             if problem:
@@ -119,8 +137,7 @@ def iso_time(v: Any) -> str | None:
     return "must be an ISO-8601 time like 2026-11-29T14:03:59.123Z"
 
 
-def _t(v: Any) -> str | None:
-    return real(*T_RANGE, open_lo=True)(v)
+_t = real(*T_RANGE, open_lo=True)  # unix seconds
 
 
 def fields(

@@ -79,6 +79,10 @@ class WorkbenchApp(App[None]):
     SUB_TITLE = "AWQ int4 MoE metadata readers"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
     BINDINGS = [
+        # help and quit first: on an 80-column terminal the footer shows only its first keys
+        Binding("question_mark", "help", "Help"),
+        Binding("f1", "help", "Help", show=False),
+        Binding("q", "quit", "Quit"),
         Binding("b", "build", "Build"),
         Binding("r", "run", "Run"),
         Binding("escape", "cancel", "Cancel"),
@@ -91,8 +95,6 @@ class WorkbenchApp(App[None]):
         Binding("1", "tab('run')", "Build & run", show=False),
         Binding("2", "tab('results')", "Results", show=False),
         Binding("3", "tab('sessions')", "Sessions", show=False),
-        Binding("f1,question_mark", "help", "Help"),
-        Binding("q", "quit", "Quit"),
         # Ctrl-C stops, as in any terminal program (a focused field keeps it for copying)
         Binding("ctrl+c", "interrupt", "Interrupt", show=False),
     ]

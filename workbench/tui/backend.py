@@ -255,6 +255,7 @@ class RatioPoint:
     m: float
     verdict: str = ""
     note: str = ""  # e.g. "8/12 pairs" during a run
+    method: str = ""  # the verdict's estimate: "blocks" or "pairs" ("" while measuring)
 
     @classmethod
     def from_verdict(cls, label: str, verdict: Mapping[str, Any], note: str = "") -> RatioPoint:
@@ -274,6 +275,7 @@ class RatioPoint:
             m if m is not None and m > 0 else 0.0,
             verdict_words(label_v, lo, hi) if label_v else "",
             note,
+            str(verdict.get("method") or ""),
         )
 
 

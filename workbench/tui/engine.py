@@ -112,7 +112,8 @@ class EngineBackend:
     def variants(self) -> list[VariantRow]:
         variants, build = _engine("kernels.variants"), _engine("kernels.build")
         rows = []
-        for v in variants.all_variants(user=True):
+        # what `workbench build` builds: every built-in, its calibration build, the users' specs
+        for v in variants.all_variants(calib=True, user=True):
             try:
                 cached = build.cached_build(v)
             except Exception:  # no torch here: the cache key needs its version

@@ -26,7 +26,8 @@ then times them as ABBA pairs of CUDA-Graph replays on a hot and a rotating expe
    far are kept as an *interrupted* session.
 3. **Results** tab: per (kernel, set) the median ms of A and B, µs per call, the ratio, its CI,
    the Wilcoxon p, how many pairs favour B, and the verdict (FASTER, SLOWER, SAME, AMBIGUOUS).
-   The recommendation panel names the reader per kernel, the rule and the evidence.
+   The recommendation panel below names the reader per kernel, the rule and the evidence:
+   `pagedown` or `end` scrolls down to it (`tab` moves the focus out of the table).
 4. **Sessions** tab: `enter` opens a saved session, `m` marks one, `x` compares the marked one
    with the highlighted one, `e` exports plots and the Markdown report of the open session.
 
@@ -51,6 +52,9 @@ terminal, the GPU panel is one line at the bottom.
 | `x` | compare the marked session with the highlighted one |
 | `e` | export plots and report of the open session |
 | `s` | rescan the sessions folder |
+| `t` | tune: screen a kernel's parameter values, confirm the best (`workbench tune`) |
+| `pagedown` `pageup` `home` `end` | scroll the Results tab (the recommendation is at its end) |
+| `tab`, `shift+tab` | move the focus between the tables, the form and the panels |
 | `1` `2` `3` | Build & run, Results, Sessions tabs |
 | `ctrl+p` | command palette (every action above) |
 | `f1` `?` | this help |

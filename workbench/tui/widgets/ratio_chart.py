@@ -19,6 +19,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from workbench.analysis.model import method_words
 from workbench.tui.backend import RatioPoint
 from workbench.tui.widgets.results_table import verdict_style
 
@@ -57,10 +58,21 @@ def _tick_step(half: float, width: int) -> float:
 
 
 def _fit(label: str, width: int) -> str:
-    """``label`` in ``width`` cells: a parenthesised role ("(confirm)") goes first, then letters."""
+    """``label`` in ``width`` cells: a parenthesised role ("(confirm)") goes first, then the
+    middle of the id (its set), then its start: the last part ("tinygemm", "triton-moe") is
+    what tells two references of one kernel and set apart, so it stays."""
     if len(label) > width:
         label = label.split(" (")[0]
-    return label if len(label) <= width else label[: width - 1] + "…"
+    if len(label) <= width:
+        return label
+    parts = label.split("/")
+    if len(parts) > 2:
+        for keep in (3, 1):
+            short = "/".join([parts[0], *(x[:keep] for x in parts[1:-1]), parts[-1]])
+            if len(short) <= width:
+                return short
+        return "…" + label[-(width - 1) :] if width > 1 else "…"  # "…/triton-moe"
+    return label[: width - 1] + "…"  # "w13/rotating": its start says the most
 
 
 def _value_text(p: RatioPoint, form: int) -> str:
@@ -126,7 +138,7 @@ class RatioChart(Widget):
             line += self._bar(p, half, axis_w)
             line += Text(" " + _value_text(p, form), style=self._style(p))
             lines.append(line)
-        lines.append(self._legend(points, width))
+        lines += self._legend(points, width)
         return lines
 
     def _two_line_rows(self, points: Sequence[RatioPoint], width: int) -> list[Text]:
@@ -137,7 +149,7 @@ class RatioChart(Widget):
             lines.append(Text(_fit(p.label, width - len(figures) - 1), style="bold"))
             lines[-1] += Text(" " + figures, style=self._style(p))
             lines.append(self._bar(p, half, width))
-        lines.append(self._legend(points, width))
+        lines += self._legend(points, width)
         return lines
 
     @staticmethod
@@ -194,15 +206,25 @@ class RatioChart(Widget):
         return text
 
     @staticmethod
-    def _legend(points: Sequence[RatioPoint], width: int) -> Text:
+    def _legend(points: Sequence[RatioPoint], width: int) -> list[Text]:
+        """What the band, the bar and the dot are, in as many lines as ``width`` needs: the dot
+        is the verdict's estimate (the geometric mean of the block medians for a session with
+        blocks), the bar its interval (workbench.analysis.model.method_words)."""
         m = max(p.m for p in points)
+        methods = {p.method for p in points if p.method}
+        if methods:
+            marker, interval = method_words(methods)
+        else:  # a run still measuring: its figures are the pairs' so far
+            marker, interval = "estimate so far", "95 % CI"
         parts = [
             (f"  ±{m * 100:g} % band ", BAND),
-            ("  ━ 95 % CI  ● median  ", "dim"),
-            ("ratio < 1: B faster", "dim"),
+            (f"  ━ {interval}", "dim"),
+            (f"  ● {marker}", "dim"),
+            ("  ratio < 1: B faster", "dim"),
         ]
-        text = Text()
+        lines = [Text()]
         for words, style in parts:
-            if len(text) + len(words) <= width:
-                text.append(words, style)
-        return text
+            if lines[-1].cell_len and lines[-1].cell_len + len(words) > width:
+                lines.append(Text())
+            lines[-1].append(words[: max(width - lines[-1].cell_len, 0)], style)
+        return lines

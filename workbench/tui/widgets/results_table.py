@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 from workbench.tui.backend import ResultRow
@@ -43,7 +44,25 @@ def _arm(arm: str) -> str:
 
 
 class ResultsTable(DataTable):
-    """One row per comparison of the open session, in journal order."""
+    """One row per comparison of the open session, in journal order.
+
+    The table sits in the results view's scrolling column, above the recommendation: the
+    paging keys scroll that column (a table of a dozen rows needs no paging of its own), so
+    that PageDown and End reach the recommendation while the table keeps the focus."""
+
+    BINDINGS = [
+        Binding("pagedown", "view('page_down')", "Page down", show=False),
+        Binding("pageup", "view('page_up')", "Page up", show=False),
+        Binding("end", "view('end')", "End", show=False),
+        Binding("home", "view('home')", "Home", show=False),
+    ]
+
+    def action_view(self, where: str) -> None:
+        view = self.parent
+        if view is None:
+            return
+        {"page_down": view.scroll_page_down, "page_up": view.scroll_page_up,
+         "end": view.scroll_end, "home": view.scroll_home}[where]()  # fmt: skip
 
     # The decision first (verdict, ratio, CI), the evidence after, the arms last: on a narrow
     # terminal the table scrolls sideways and what matters most stays in view.

@@ -25,7 +25,7 @@ class SessionBrowser(DataTable):
     """One row per session folder, newest first."""
 
     BINDINGS = [
-        Binding("m", "mark", "Mark for compare"),
+        Binding("m", "mark", "Mark"),
     ]
 
     @dataclass
@@ -39,14 +39,16 @@ class SessionBrowser(DataTable):
 
     def on_mount(self) -> None:
         for key, label in (
+            # what decides first (STALE sources, the recommendation): at 80 columns the
+            # table shows about 75 cells before it scrolls sideways
             ("mark", " "),
-            ("created", "when (UTC)"),
             ("slug", "session"),
             ("status", "status"),
-            ("gpu", "GPU"),
-            ("commit", "commit"),
             ("sources", "sources"),
             ("recommendation", "recommendation"),
+            ("created", "when (UTC)"),
+            ("gpu", "GPU"),
+            ("commit", "commit"),
             ("shape", "shape"),
             ("kernels", "comparisons"),
             ("samples", "samples"),
@@ -73,13 +75,13 @@ class SessionBrowser(DataTable):
             slug = info.name.partition("_")[2] if info.created else info.name
             self.add_row(
                 "*" if info.path == self.marked else " ",
-                info.created or "–",
                 slug or info.name,
                 status,
-                info.gpu or "–",
-                info.commit or "–",
                 self._sources(info),
                 info.recommendation or "–",
+                info.created or "–",
+                info.gpu or "–",
+                info.commit or "–",
                 info.shape or "–",
                 info.error or info.kernels,
                 str(info.samples),

@@ -27,12 +27,15 @@ class VariantMatrix(DataTable):
     VariantMatrix { height: auto; max-height: 14; }
     """
 
+    # the name first: a user's spec or a +calib build has the kernel, layout and reader of a
+    # built-in, and only its name tells them apart; it starts with the kernel ("w13:..."), so
+    # no kernel column (80 columns then hold every column of "w13:b3-scalar+calib")
     COLUMNS = (
-        ("kernel", "kernel"),
+        ("name", "variant"),
         ("layout", "layout"),
         ("reader", "reader"),
         ("state", "state"),
-        ("time", "build s"),
+        ("time", "secs"),  # of the build; a short label leaves 80 columns room for the name
         ("regs", "regs"),
         ("spills", "spills"),
         ("smem", "smem B"),
@@ -50,7 +53,7 @@ class VariantMatrix(DataTable):
         spills = _num(row.spills)
         spill_cell = Text(spills, style="bold red" if row.spills else "")
         return [
-            row.kernel,
+            row.name,
             row.layout,
             row.reader,
             Text(row.state, style=_STATE_STYLE.get(row.state, "")),

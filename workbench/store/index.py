@@ -1,0 +1,125 @@
+"""A small index of session listings, so that `sessions list` validates only what changed.
+
+Listing 48 sessions means validating some 32,000 journal records (1.5-2 s on a 2-core machine);
+their listing facts change only when their files do. The index keeps, per session folder, the
+facts ``list_sessions`` shows (or the one-line error that made it skip the folder) with the
+size, mtime and inode of its session.json and journal.jsonl. A folder whose files still match
+is listed from the index; any other is loaded and validated in full, as without an index.
+
+It lives in the user cache folder, never beside the sessions (they are evidence):
+``$WORKBENCH_CACHE/sessions-index.json``, else the platform's user cache folder
+(``~/.cache/workbench`` on Linux). ``WORKBENCH_SESSION_INDEX`` names another file, or "off".
+The entry also holds a hash of the loader's own source, so editing the validator re-validates
+everything. An unreadable or malformed index is ignored (and rewritten); an unwritable one is
+not written: the index only ever saves time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+INDEX_NAME = "sessions-index.json"
+FORMAT = 1
+WATCHED = ("session.json", "journal.jsonl")  # what a listing reads (not nvml.jsonl)
+
+
+def index_path() -> Path | None:
+    """Where the index lives (None when turned off)."""
+    override = os.environ.get("WORKBENCH_SESSION_INDEX")
+    if override:
+        return None if override == "off" else Path(override)
+    base = os.environ.get("WORKBENCH_CACHE")
+    if base:
+        return Path(base) / INDEX_NAME
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("workbench")) / INDEX_NAME
+
+
+@lru_cache(maxsize=1)
+def loader_hash() -> str:
+    """Hash of the modules whose code decides what a listing says."""
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for name in ("session.py", "session_schema.py", "provenance.py", "index.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def signature(folder: Path) -> list[list[int]] | None:
+    """(size, mtime_ns, inode) of each watched file; None when one cannot be read."""
+    out = []
+    for name in WATCHED:
+        try:
+            st = os.stat(folder / name)
+        except OSError:
+            return None
+        out.append([st.st_size, st.st_mtime_ns, st.st_ino])
+    return out
+
+
+class SessionIndex:
+    """The index as a dict {folder path: entry}; ``get``/``put`` an entry, ``save`` once."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = index_path() if path is None else path
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.changed = False
+        if self.path is None:
+            return
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            return
+        if (
+            isinstance(data, dict)
+            and data.get("format") == FORMAT
+            and data.get("loader") == loader_hash()
+            and isinstance(data.get("entries"), dict)
+        ):
+            self.entries = {
+                k: v for k, v in data["entries"].items() if isinstance(v, dict) and "sig" in v
+            }
+
+    def get(self, folder: Path, sig: list[list[int]] | None) -> dict[str, Any] | None:
+        """The stored entry of ``folder`` when its files still have signature ``sig``."""
+        if sig is None:
+            return None
+        e = self.entries.get(str(folder.resolve()))
+        return e if e is not None and e.get("sig") == sig else None
+
+    def put(self, folder: Path, sig: list[list[int]] | None, entry: dict[str, Any]) -> None:
+        if sig is None:
+            return
+        self.entries[str(folder.resolve())] = {"sig": sig, **entry}
+        self.changed = True
+
+    def forget_missing(self, root: Path, seen: set[str]) -> None:
+        """Drop entries of folders directly under ``root`` that are no longer there."""
+        parent = str(root.resolve())
+        gone = [k for k in self.entries if str(Path(k).parent) == parent and k not in seen]
+        for k in gone:
+            del self.entries[k]
+        self.changed |= bool(gone)
+
+    def save(self) -> None:
+        if self.path is None or not self.changed:
+            return
+        data = {"format": FORMAT, "loader": loader_hash(), "entries": self.entries}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".index.", suffix=".tmp", dir=self.path.parent)
+        except OSError:
+            return  # a read-only cache folder costs time, never a listing
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f)
+            os.replace(tmp, self.path)  # atomic: a concurrent reader sees the old or the new
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
