@@ -60,6 +60,8 @@ class PooledComparison:
         runs = [b for b in self.block_ratios if len(b) >= 3]
         if len(runs) < 2 or len({len(b) for b in runs}) != 1:
             return None
+        from scipy import stats as sps  # the binomial tail, only where there is a count to weigh
+
         nb, n = len(runs[0]), len(runs)
         best = None
         for end, pick in (("highest", np.argmax), ("lowest", np.argmin)):
