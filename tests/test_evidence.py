@@ -130,7 +130,7 @@ def test_history_section_ends_at_a_heading_of_the_same_or_higher_level():
 
 def _session(root: Path, slug: str, files: dict[str, str] | None) -> str:
     with SessionWriter(root, slug, {"m": 0.01}, {"files": files} if files is not None else {}) as w:
-        pass
+        w.record("note", text="a finished run journals at least one record")
     return w.path.name
 
 
@@ -225,6 +225,7 @@ def test_a_stale_session_counts_as_current_only_with_a_matching_record(tmp_path)
     root = tmp_path / "sessions"
     env = {"gpu": {"name": "NVIDIA H200", "sm": "9.0"}}
     with SessionWriter(root, "old", {"m": 0.01}, {"files": OLD}, env) as w:
+        w.record("note", text="a finished run journals at least one record")
         name = w.path.name
     doc = tmp_path / "README.md"
     doc.write_text(f"Measured: sessions/{name}.\n")
