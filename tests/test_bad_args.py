@@ -91,6 +91,9 @@ CASES: list[tuple[list[str], str]] = [
     (["build", "--jobs", HUGE], "--jobs"),
     (["build", "--log", "w13:nope"], "--log 'w13:nope'"),
     # capacity: every dimension has an upper bound
+    (["doctor", "--bogus"], "--bogus"),
+    (["export", "--format", "yaml", "x"], "'yaml'"),
+    (["export", "no-such-session"], "no-such-session"),
     (["capacity", "--hidden", HUGE], f"hidden={HUGE}"),
     (["capacity", "--inter", HUGE], "inter="),
     (["capacity", "--experts", HUGE], "experts="),
