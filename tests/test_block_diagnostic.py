@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats as sps
 
 from workbench.core import stats
 from workbench.core.block_diagnostic import diagnose
@@ -186,7 +187,7 @@ def test_detectable_effect_is_the_95_percent_power_point():
         hits = 0
         for _ in range(n):
             y = np.log1p(effect) + sd * rng.standard_normal(BLOCKS)
-            half = stats.sps.t.ppf(0.975, BLOCKS - 1) * np.std(y, ddof=1) / math.sqrt(BLOCKS)
+            half = sps.t.ppf(0.975, BLOCKS - 1) * np.std(y, ddof=1) / math.sqrt(BLOCKS)
             hits += y.mean() - half > 0
         return hits / n
 
