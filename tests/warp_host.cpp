@@ -14,6 +14,7 @@
 #include <vector_types.h>
 
 #include <barrier>
+#include <math.h>  // ::fmaf, which the kernels call as device code does
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
