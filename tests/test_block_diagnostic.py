@@ -289,3 +289,19 @@ def test_calibration_reports_detectable_and_resolved_beside_the_resolution():
     assert g["resolved"]["spin_cycles"] == 40 and g["resolved"]["words"] == "SLOWER<m"
     assert g["detectable_pct"] == pytest.approx(stats.detectable_effect(0.001, 6) * 100)
     assert g["detectable_pct"] < 0.45 < 1.0  # below the resolved spin's effect, and below m
+
+
+def test_drift_and_anova_p_are_scipys():
+    """The diagnostic's own least squares and ANOVA (no scipy.stats at import) equal scipy's."""
+    from workbench.core.block_diagnostic import drift_test, heterogeneity
+
+    rng = np.random.default_rng(11)
+    for nb in (3, 6, 10):
+        y = rng.normal(0, 0.003, nb) + np.linspace(0, 0.004 * rng.uniform(), nb)
+        slope, p = drift_test(y)
+        fit = sps.linregress(np.arange(nb, dtype=float), y)
+        assert slope == pytest.approx(fit.slope, rel=1e-9)
+        assert p == pytest.approx(fit.pvalue, rel=1e-7, abs=1e-12)
+        by = {b: rng.normal(0.001 * b, 0.004, int(rng.integers(2, 5))) for b in range(nb)}
+        p_f, _ = heterogeneity(by)
+        assert p_f == pytest.approx(sps.f_oneway(*by.values()).pvalue, rel=1e-7, abs=1e-12)

@@ -73,3 +73,36 @@ def test_wilcoxon_p_is_not_the_uncorrected_normal() -> None:
     normal = float(sps.wilcoxon(d, method="asymptotic").pvalue)
     assert exact == pytest.approx(_scipy_p(d), rel=1e-12)
     assert abs(exact - normal) > 1e-3
+
+
+# the block diagnostic's tails and the detectable effect's noncentral t (docs/DESIGN.md §7.8)
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 9, 30])
+def test_t_sf_matches_scipy(df):
+    for t in (-7.5, -1.2, 0.0, 0.4, 1.9, 3.3, 12.0):
+        assert dist.t_sf(t, df) == pytest.approx(sps.t.sf(t, df), rel=1e-9, abs=1e-14)
+
+
+@pytest.mark.parametrize(("d1", "d2"), [(1, 1), (1, 5), (2, 2), (5, 6), (5, 66), (11, 120)])
+def test_f_sf_matches_scipy(d1, d2):
+    for f in (0.0, 0.05, 0.7, 1.0, 2.4, 9.0, 80.0):
+        assert dist.f_sf(f, d1, d2) == pytest.approx(sps.f.sf(f, d1, d2), rel=1e-9, abs=1e-14)
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 5, 8, 20])
+def test_nct_sf_matches_scipy(df):
+    rng = np.random.default_rng(df)
+    for t, nc in zip(rng.uniform(0, 8, 12), rng.uniform(-2, 12, 12), strict=True):
+        assert dist.nct_sf(float(t), df, float(nc)) == pytest.approx(
+            sps.nct.sf(t, df, nc), abs=1e-7
+        )
+
+
+def test_tails_refuse_bad_degrees_of_freedom():
+    with pytest.raises(ValueError, match="df"):
+        dist.t_sf(1.0, 0)
+    with pytest.raises(ValueError, match="degrees"):
+        dist.f_sf(1.0, 0, 3)
+    with pytest.raises(ValueError, match="df"):
+        dist.nct_sf(1.0, 2.5, 0.0)

@@ -5,14 +5,14 @@ module tests that assumption on the block summaries themselves (the log of each 
 pair ratio, ``y_b``), and asks how much the verdict depends on any one block:
 
 * **heterogeneity**: is the between-block spread larger than the within-block (pair) noise
-  predicts? A one-way ANOVA F test of the pair log-ratios by block (``scipy.stats.f_oneway``).
+  predicts? A one-way ANOVA F test of the pair log-ratios by block (as ``scipy.stats.f_oneway``; the F tail of core/distributions).
   Placement is expected to add spread (that is why the block is the unit), so this is reported,
   not flagged: it says how much of the interval is placement.
 * **outlier block**: does one block stand apart from the others? Each block's externally
   studentised residual, ``(y_j - mean_{-j}) / (s_{-j} sqrt(1 + 1/(B-1)))``, is Student t with
   B-2 degrees of freedom when the blocks are i.i.d. normal; two-sided p, Bonferroni over the B
   blocks, tested at ``alpha / 2``.
-* **drift**: a linear trend of ``y_b`` over the block index (``scipy.stats.linregress``; its
+* **drift**: a linear trend of ``y_b`` over the block index (least squares, as ``scipy.stats.linregress``; its
   slope's t test has B-2 degrees of freedom), tested at ``alpha / 2``.
 * **leave one block out**: the verdict recomputed without each block in turn. If the decision
   (FASTER, SLOWER, SAME, AMBIGUOUS: what the recommendation reads) differs without any one block,
@@ -28,15 +28,14 @@ sessions.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
 from workbench.core import stats
+from workbench.core.distributions import f_sf, t_sf
 
 # The flag's false-alarm rate for exchangeable normal blocks, both tests together (each at 2 %):
 # at most 4 %, under the 5 % the flag may cost an honest run (simulated: 4.1 %, §7.8).
@@ -169,7 +168,7 @@ def outlier_test(y: np.ndarray) -> tuple[int, float] | None:
             t = 0.0 if y[j] == rest[0] else math.inf
         else:
             t = abs(float(y[j] - rest.mean())) / (sd * math.sqrt(1.0 + 1.0 / rest.size))
-        p = min(1.0, nb * 2.0 * float(sps.t.sf(t, nb - 2)))
+        p = min(1.0, nb * 2.0 * t_sf(t, nb - 2))
         if best is None or p < best[1]:
             best = (j, p)
     return best
@@ -181,8 +180,17 @@ def drift_test(y: np.ndarray) -> tuple[float, float] | None:
         return None
     if float(np.ptp(y)) == 0.0:
         return 0.0, 1.0
-    fit = sps.linregress(np.arange(y.size, dtype=np.float64), y)
-    return float(fit.slope), float(fit.pvalue)
+    # least squares of y on the block index, and the t test of its slope (n - 2 dof)
+    x = np.arange(y.size, dtype=np.float64)
+    xc, yc = x - x.mean(), y - y.mean()
+    sxx = float(np.sum(xc * xc))
+    slope = float(np.sum(xc * yc)) / sxx
+    resid = yc - slope * xc
+    dof = y.size - 2
+    se = math.sqrt(float(np.sum(resid * resid)) / dof / sxx)
+    if se == 0.0:
+        return slope, 0.0
+    return slope, min(1.0, 2.0 * t_sf(abs(slope) / se, dof))
 
 
 def heterogeneity(by: dict[int, np.ndarray]) -> tuple[float | None, float | None]:
@@ -200,9 +208,15 @@ def heterogeneity(by: dict[int, np.ndarray]) -> tuple[float | None, float | None
     predicted = within * math.sqrt(float(np.mean([1.0 / g.size for g in groups])))
     observed = float(np.std(means, ddof=1))
     ratio = math.inf if predicted == 0.0 else observed / predicted
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # scipy warns on constant input; the p is then NaN
-        p = float(sps.f_oneway(*groups).pvalue) if all(g.size for g in groups) else math.nan
+    # one-way ANOVA F of the pair log-ratios by block
+    k, n = len(groups), sum(g.size for g in groups)
+    grand = float(np.mean(np.concatenate(groups)))
+    ss_between = sum(g.size * (float(g.mean()) - grand) ** 2 for g in groups)
+    ss_within = within * within * dof
+    if not all(g.size for g in groups) or n - k <= 0 or ss_within == 0.0:
+        p = math.nan  # constant blocks: no F to speak of (scipy reads NaN there too)
+    else:
+        p = f_sf((ss_between / (k - 1)) / (ss_within / (n - k)), k - 1, n - k)
     return (None if not math.isfinite(p) else p), ratio
 
 

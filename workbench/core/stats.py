@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from workbench.core import defaults
-from workbench.core.distributions import binom_half_cdf, t_quantile, wilcoxon_p
+from workbench.core.distributions import binom_half_cdf, nct_sf, t_quantile, wilcoxon_p
 from workbench.core.errors import BadArgument
 
 DEFAULT_M = defaults.M
@@ -297,17 +297,41 @@ def detectable_effect(
 
     The interval excludes 1 on the effect's side when ``ȳ / (s/√B) > t_{B-1}``; with a true
     effect δ that statistic is noncentral t with B-1 degrees of freedom and noncentrality
-    δ√B/σ, so δ is where its survival at the critical value reaches ``power`` (scipy's nct;
+    δ√B/σ, so δ is where its survival at the critical value reaches ``power`` (nct_sf;
     the far tail is ignored). σ is taken to be the observed SD. None below two blocks or
     without a spread."""
     if between_sd is None or not math.isfinite(between_sd) or blocks < 2 or between_sd <= 0:
         return None
-    from scipy import stats as sps  # noncentral t: only where a detectable effect is asked for
-    from scipy.optimize import brentq
-
     dof = blocks - 1
     crit = t_quantile(0.5 + conf / 2, dof)
-    nc = float(brentq(lambda d: float(sps.nct.sf(crit, dof, d)) - power, 0.0, 1e3))
+
+    def short(d: float) -> float:  # power missing at noncentrality d (falls as d grows)
+        return power - nct_sf(crit, dof, d)
+
+    # bracket around the normal approximation crit + z_power, then Illinois regula falsi
+    guess = crit + NormalDist().inv_cdf(power)
+    lo, hi = max(0.0, guess - 2.0), guess + 2.0
+    f_lo, f_hi = short(lo), short(hi)
+    while f_hi > 0 and hi < 1e3:
+        lo, f_lo, hi = hi, f_hi, hi * 2.0
+        f_hi = short(hi)
+    side = 0
+    nc = hi
+    for _ in range(100):
+        nc = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        f = short(nc)
+        if abs(f) < 1e-12 or hi - lo < 1e-12:
+            break
+        if f > 0:
+            lo, f_lo = nc, f
+            if side == -1:
+                f_hi /= 2.0
+            side = -1
+        else:
+            hi, f_hi = nc, f
+            if side == 1:
+                f_lo /= 2.0
+            side = 1
     return math.expm1(nc * between_sd / math.sqrt(blocks))
 
 
