@@ -1,6 +1,6 @@
 """Compile tier (marker compile): users' kernel specs build through the public CLI, from a folder
 outside the package without editing any file of it, and the examples/ variant builds
-(docs/DESIGN.md §4.1). Needs nvcc and a CUDA build of torch, no GPU."""
+(docs/DESIGN.md §4.1). Needs nvcc (and torch for the tensors), no GPU."""
 
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ performs the default run headless and saves an SVG of the finished screen.
 
 The GPU panel on the right shows NVML readings (memory, clocks, temperature, power, throttle
 reasons and their recent history) while idle and during runs.
-Without a GPU the workbench opens in browse mode: saved sessions, and builds (they need nvcc and
-a CUDA build of torch, not a GPU); `r` says why it cannot run. Without NVML, or on a narrow
+Without a GPU the workbench opens in browse mode: saved sessions, and builds (they need nvcc
+alone, not a GPU); `r` says why it cannot run. Without NVML, or on a narrow
 terminal, the GPU panel is one line at the bottom.
 
 ## Keys
