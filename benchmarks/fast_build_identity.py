@@ -20,6 +20,9 @@ Usage (from the repository root; the GPU run is owed to a GPU session)::
 
     python3 benchmarks/fast_build_identity.py --out benchmarks/results/fast_build_identity.json
     python3 benchmarks/fast_build_identity.py --cpu-only --variants w13:b3-coop,w2:b3-scalar+calib
+    # a copy without .git (the GPU machine): extract the old csrc/ beforehand and carry it
+    git archive 35df7ad csrc | tar -x -C build/old35
+    python3 benchmarks/fast_build_identity.py --old-csrc build/old35/csrc --out ...
 
 Needs nvcc, a CUDA build of torch (for the old builds), and cuobjdump + nvdisasm on the PATH (or
 ``--cuobjdump``) for the SASS step.
@@ -168,6 +171,12 @@ def gpu_outputs(old, new, v: Variant) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old-commit", default="35df7ad", help="the torch-extension tree")
+    ap.add_argument(
+        "--old-csrc",
+        type=Path,
+        help="csrc/ of --old-commit already extracted (`git archive 35df7ad csrc | tar -x -C D`,"
+        " then D/csrc), for a machine whose copy has no .git",
+    )
     ap.add_argument("--variants", help="comma list of variant names (default: every built-in)")
     ap.add_argument("--cpu-only", action="store_true", help="SASS and refusals only, no GPU")
     ap.add_argument("--cuobjdump", default=shutil.which("cuobjdump"), help="path of cuobjdump")
@@ -193,7 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="wb-identity-") as tmp:
         work = Path(tmp)
         os.environ["WORKBENCH_CACHE"] = str(work / "cache")
-        csrc = old_sources(a.old_commit, work / "old")
+        if a.old_csrc:
+            if not (a.old_csrc / "kernels").is_dir():
+                ap.error(f"--old-csrc {a.old_csrc}: no kernels/ folder there (give D/csrc)")
+            csrc = a.old_csrc.resolve()
+        else:
+            csrc = old_sources(a.old_commit, work / "old")
         for v in variants:
             old, old_lib, old_s = build_old(v, csrc, work / "old-builds", arch)
             t0 = time.perf_counter()
