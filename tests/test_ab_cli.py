@@ -198,8 +198,9 @@ def test_tinygemm_peers_repack_each_routing_once(device, capsys, tmp_path):
     g = by_id(s)["w13/rotating"]["graphs"]
     assert len(FakePeer.made) == len(set(FakePeer.made)) == 4 * g  # calls x graphs routings
     # the peers are made before the group's first placement (docs/DESIGN.md §5.5), so every
-    # placement moves them: the priming placements and the 3 blocks
-    places = ProtocolConfig().prime_placements + 3
+    # placement moves them: the priming placements, the warm-up blocks and the 3 blocks
+    d = ProtocolConfig()
+    places = d.prime_placements + d.warmup_blocks + 3
     assert FakePeer.relocated == places * 4 * g
     assert "step/rotating/confirm" not in by_id(s)  # one kernel: no confirmation
     # the fused peer reads the routed ids on the device: one peer per bank, not per routing
@@ -319,20 +320,14 @@ def test_cancel_keeps_the_session_as_interrupted(device, tmp_path):
 
 
 def test_keyboard_interrupt_keeps_the_session(device, monkeypatch, capsys, tmp_path):
-    calls = {"n": 0}
-    real = FakeKernelOp.__call__
-
-    def interrupting(self, *a, **k):
-        calls["n"] += 1
-        if calls["n"] == 400:
-            raise KeyboardInterrupt
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(FakeKernelOp, "__call__", interrupting)
-    code = cli.main(["ab", *SMALL, *FAST, "--sessions-dir", str(tmp_path), "--no-plots"])
+    argv = ["ab", *SMALL, *FAST, "--no-plots"]
+    whole = tmp_path / "whole"
+    sim_device.interrupt_late(monkeypatch, lambda: cli.main([*argv, "--sessions-dir", str(whole)]))
+    capsys.readouterr()
+    code = cli.main([*argv, "--sessions-dir", str(tmp_path / "cut")])
     assert code == 130
     assert "interrupted" in capsys.readouterr().err
-    (path,) = list(tmp_path.iterdir())
+    (path,) = list((tmp_path / "cut").iterdir())
     sess = load_session(path)
     assert sess.status == "interrupted" and len(sess.samples) > 0
 

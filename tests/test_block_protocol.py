@@ -70,15 +70,24 @@ def _block0_shift(capsys, tmp_path, seed: int, *extra) -> float:
     return r[0] - statistics.fmean(r[1:])
 
 
-# mechanism, the switch that reproduces the old protocol for it, the switch that removes it
+# mechanism, the switches that reproduce a protocol it shows in, the switches that remove it
+# (the default warm-up block removes each; priming and neighbours-first remove their own)
+NO_WARMUP = ["--warmup-blocks", "0"]
+BOTH_SETS = ["--set", "hot,rotating"]
 MECHANISMS = [
-    ("fresh-copy", ["--prime-placements", "0"], []),
-    ("no-neighbours", ["--no-neighbours-first"], []),
-    ("cold-op", [], ["--warmup-blocks", "1"]),
+    ("fresh-copy", NO_WARMUP, []),
+    ("fresh-copy", NO_WARMUP, [*NO_WARMUP, "--prime-placements", "2"]),
+    ("no-neighbours", [*NO_WARMUP, "--no-neighbours-first"], []),
+    ("no-neighbours", [*NO_WARMUP, "--no-neighbours-first"], NO_WARMUP),
+    ("cold-op", NO_WARMUP, []),
+    ("before-rotating", [*BOTH_SETS, *NO_WARMUP], BOTH_SETS),
+    ("before-rotating", [*BOTH_SETS, *NO_WARMUP], NO_WARMUP),  # a hot-only group: no offset
 ]
+IDS = ["fresh-copy", "fresh-copy-primed", "no-neighbours", "no-neighbours-first", "cold-op",
+       "before-rotating", "before-rotating-hot-only"]  # fmt: skip
 
 
-@pytest.mark.parametrize(("mechanism", "old", "new"), MECHANISMS, ids=[m[0] for m in MECHANISMS])
+@pytest.mark.parametrize(("mechanism", "old", "new"), MECHANISMS, ids=IDS)
 def test_each_first_block_mechanism_is_removed_by_its_switch(
     device, monkeypatch, capsys, tmp_path, mechanism, old, new
 ):
@@ -119,12 +128,12 @@ def test_fresh_placements_make_every_block_the_kind_block_0_was(device, capsys, 
 
 def test_primed_and_warmup_placements_are_journaled_not_counted(device, capsys, tmp_path):
     s = _ab(capsys, tmp_path, "--blocks", "3", "--no-reference", "--warmup-blocks", "1",
-            "--placement-seed", "7")  # fmt: skip
+            "--prime-placements", "2", "--placement-seed", "7")  # fmt: skip
     sess = load_session(s["session"])
     by = defaultdict(list)
     for b in sess.blocks:
         by[b["status"]].append(b)
-    assert [b["block"] for b in by["primed"]] == list(range(ProtocolConfig().prime_placements))
+    assert [b["block"] for b in by["primed"]] == [0, 1]
     assert [b["block"] for b in by["placed"]] == [0, 1, 2]
     (warm,) = by["warmup"]
     assert warm["cmp"] == "w13/hot" and len(warm["ratios"]) == 2
@@ -143,9 +152,10 @@ def test_primed_and_warmup_placements_are_journaled_not_counted(device, capsys, 
 
 def test_old_protocol_switches_reach_the_engine(device, capsys, tmp_path):
     s = _ab(capsys, tmp_path, "--blocks", "2", "--no-reference", "--prime-placements", "0",
-            "--no-neighbours-first")  # fmt: skip
+            "--no-neighbours-first", "--warmup-blocks", "0")  # fmt: skip
     sess = load_session(s["session"])
     assert sess.config["protocol"]["prime_placements"] == 0
+    assert sess.config["protocol"]["warmup_blocks"] == 0
     assert sess.config["protocol"]["neighbours_first"] is False
     assert not [b for b in sess.blocks if b["status"] != "placed"]
     assert sim_device.RELOCATED.count(("w13", "b3")) == 2

@@ -145,10 +145,12 @@ def test_engine_places_every_block_anew_and_journals_the_seed(device, capsys, tm
     assert [b["block"] for b in placed] == [0, 1, 2, 3]
     assert [b["padding_bytes"] for b in placed] == [placement_padding(99, 0, b) for b in range(4)]
     # each block moved the b3 banks the comparison reads (hot set: one bank), and so did each
-    # priming placement before block 0 (§5.5)
+    # priming placement and warm-up block before block 0 (§5.5)
     primed = [b for b in sess.blocks if b["status"] == "primed"]
-    assert len(primed) == ProtocolConfig().prime_placements
-    assert sim_device.RELOCATED.count(("w13", "b3")) == 4 + len(primed)
+    warm = {b["block"] for b in sess.blocks if b["status"] == "warmup"}
+    d = ProtocolConfig()
+    assert len(primed) == d.prime_placements and len(warm) == d.warmup_blocks
+    assert sim_device.RELOCATED.count(("w13", "b3")) == 4 + len(primed) + len(warm)
     v = s["comparisons"][0]["verdict"]
     assert v["method"] == "blocks" and v["blocks"] == 4 and v["n"] == 8
     # a block's gate is journaled per block

@@ -18,7 +18,6 @@ import matplotlib.figure
 import pytest
 import sim_device
 from fixtures_sessions import REPO
-from sim_device import FakeKernelOp
 
 from workbench import cli
 from workbench.core.errors import BuildError
@@ -35,20 +34,6 @@ def device(monkeypatch):
     return sim_device.install(monkeypatch)
 
 
-def _interrupt_kernel_call(monkeypatch, at: int) -> None:
-    """The `at`-th simulated kernel call raises KeyboardInterrupt (Ctrl-C mid-measurement)."""
-    n = {"calls": 0}
-    real = FakeKernelOp.__call__
-
-    def call(self, *a, **k):
-        n["calls"] += 1
-        if n["calls"] == at:
-            raise KeyboardInterrupt
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(FakeKernelOp, "__call__", call)
-
-
 def _one_interrupt_line(err: str) -> str:
     assert "Traceback" not in err, err
     hits = [ln for ln in err.splitlines() if re.search(r"(^|: )interrupted\b", ln)]
@@ -58,12 +43,15 @@ def _one_interrupt_line(err: str) -> str:
 
 @pytest.mark.parametrize("command", ["ab", "calibrate"])
 def test_measuring_commands_keep_the_session(device, monkeypatch, capsys, tmp_path, command):
-    _interrupt_kernel_call(monkeypatch, at=300)
     extra = ["--spins", "0,40,400"] if command == "calibrate" else []
-    code = cli.main([command, *SMALL, *FAST, *extra, "--sessions-dir", str(tmp_path)])
+    argv = [command, *SMALL, *FAST, *extra, "--sessions-dir"]
+    whole = str(tmp_path / "whole")
+    sim_device.interrupt_late(monkeypatch, lambda: cli.main([*argv, whole]))
+    capsys.readouterr()
+    code = cli.main([*argv, str(tmp_path / "cut")])
     err = capsys.readouterr().err
     assert code == 130
-    (path,) = list(tmp_path.iterdir())
+    (path,) = list((tmp_path / "cut").iterdir())
     line = _one_interrupt_line(err)
     assert line.endswith(f"session kept as interrupted at {path}")
     sess = load_session(path)

@@ -164,19 +164,13 @@ def test_interrupt_keeps_what_was_screened_and_a_rerun_resumes(device, tmp_path)
 def test_cli_keyboard_interrupt_exits_130_and_keeps_the_session(
     device, monkeypatch, capsys, tmp_path
 ):
-    calls = {"n": 0}
-    real = FakeKernelOp.__call__
-
-    def interrupting(self, *a, **k):
-        calls["n"] += 1
-        if calls["n"] == 1000:  # within the second candidate's screen
-            raise KeyboardInterrupt
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(FakeKernelOp, "__call__", interrupting)
+    argv = ["tune", "--kernel", "w13", "--param", "unroll=3,4,6", "--param", "max_warps=16",
+            *SMALL, *FAST, "--no-plots", "--sessions-dir"]  # fmt: skip
+    whole = str(tmp_path / "whole")
+    sim_device.interrupt_late(monkeypatch, lambda: cli.main([*argv, whole]))  # into the screen
+    capsys.readouterr()
     sessions = tmp_path / "sessions"
-    code = cli.main(["tune", "--kernel", "w13", "--param", "unroll=3,4,6", "--param",
-                     "max_warps=16", *SMALL, *FAST, "--sessions-dir", str(sessions), "--no-plots"])  # fmt: skip
+    code = cli.main([*argv, str(sessions)])
     assert code == 130
     assert "interrupted" in capsys.readouterr().err
     (path,) = list(sessions.iterdir())

@@ -61,8 +61,9 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
         type=int,
         default=d.prime_placements,
         metavar="N",
-        help="untimed placements of a group's banks before its first block, so every counted "
-        f"block's banks are copies of copies (docs/DESIGN.md §5.5; default {d.prime_placements})",
+        help="untimed placements of a group's banks before its first block, so that block 0's "
+        "banks are copies of copies like later blocks' (docs/DESIGN.md §5.5; default "
+        f"{d.prime_placements})",
     )
     g.add_argument(
         "--no-neighbours-first",
@@ -76,7 +77,9 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
         type=int,
         default=d.warmup_blocks,
         metavar="N",
-        help=f"whole blocks run and journaled but not counted ({d.warmup_blocks})",
+        help="whole blocks of every comparison of a group, run and journaled but not counted, so "
+        "that every counted block follows the same history (docs/DESIGN.md §5.5; default "
+        f"{d.warmup_blocks})",
     )
     g.add_argument(
         "--fresh-placements",
