@@ -6,13 +6,17 @@
 #   bash benchmarks/block_cause.sh STEP [STEP...]
 # STEP (N: runs, fresh processes, slugs <step>-r1..rN):
 #   old:N          the protocol of the sessions before §5.5's switches (--prime-placements 0
-#                  --no-neighbours-first): block 0 should differ again, as in 15 of 15 sessions
-#   new:N          today's defaults (2 priming placements, neighbours first, no warm-up block)
-#   noprime:N      defaults but --prime-placements 0     (candidate: first copy of fresh banks)
-#   noneighbours:N defaults but --no-neighbours-first    (candidate: peers made mid-block 0)
+#                  --no-neighbours-first --warmup-blocks 0): block 0 differs, as in 15 of 15
+#                  sessions and in benchmarks/results/h200_e414c6c
+#   new:N          today's defaults (one warm-up block, neighbours first, no priming): block 0
+#                  should read as blocks 1.. do
+#   prime2:N       e414c6c's defaults (--prime-placements 2 --warmup-blocks 0)
+#   noprime:N      --prime-placements 0 --warmup-blocks 0 (candidate: first copy of fresh banks)
+#   noneighbours:N --no-neighbours-first --warmup-blocks 0 (candidate: peers made mid-block 0)
 #   bare:N         old protocol with --no-reference      (no peers at all: neighbours ruled out
 #                  if block 0 still differs)
-#   warmup:N       old protocol plus --warmup-blocks 1   (candidate: clocks, first replays, loads)
+#   warmup:N       old protocol plus --warmup-blocks 1   (candidate: what the group ran before:
+#                  the hot set's block 0 is the only one timed before its rotating comparison)
 #   hotold:N, hot:N, fresh:N   --set hot with the old protocol, the defaults, and the defaults
 #                  plus --fresh-placements (every block's copies in memory not used before: if
 #                  the first copies were the cause, every block reads as block 0 did)
@@ -23,7 +27,7 @@
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-.}
 S=${SESSIONS:-sessions}
-OLD=(--prime-placements 0 --no-neighbours-first)
+OLD=(--prime-placements 0 --no-neighbours-first --warmup-blocks 0)
 wb() { python3 -m workbench "$@"; }
 timed() {
   local t0=$SECONDS
@@ -42,8 +46,9 @@ for step in "$@"; do
   case "$step" in
     old:*) runs old "${step#*:}" "${OLD[@]}" ;;
     new:*) runs new "${step#*:}" ;;
-    noprime:*) runs noprime "${step#*:}" --prime-placements 0 ;;
-    noneighbours:*) runs noneighbours "${step#*:}" --no-neighbours-first ;;
+    prime2:*) runs prime2 "${step#*:}" --prime-placements 2 --warmup-blocks 0 ;;
+    noprime:*) runs noprime "${step#*:}" --prime-placements 0 --warmup-blocks 0 ;;
+    noneighbours:*) runs noneighbours "${step#*:}" --no-neighbours-first --warmup-blocks 0 ;;
     bare:*) runs bare "${step#*:}" "${OLD[@]}" --no-reference ;;
     warmup:*) runs warmup "${step#*:}" "${OLD[@]}" --warmup-blocks 1 ;;
     hotold:*) runs hotold "${step#*:}" "${OLD[@]}" --set hot ;;
