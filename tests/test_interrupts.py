@@ -44,7 +44,7 @@ def _one_interrupt_line(err: str) -> str:
 @pytest.mark.parametrize("command", ["ab", "calibrate"])
 def test_measuring_commands_keep_the_session(device, monkeypatch, capsys, tmp_path, command):
     extra = ["--spins", "0,40,400"] if command == "calibrate" else []
-    argv = [command, *SMALL, *FAST, *extra, "--sessions-dir"]
+    argv = [command, *SMALL, *FAST, *extra, "--no-plots", "--sessions-dir"]
     whole = str(tmp_path / "whole")
     sim_device.interrupt_late(monkeypatch, lambda: cli.main([*argv, whole]))
     capsys.readouterr()
