@@ -10,6 +10,7 @@ block sizes are the ones measured in the committed sessions: the W13 hot block r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -174,6 +175,51 @@ def test_diagnostic_needs_three_blocks():
     rng = np.random.default_rng(6)
     assert diagnose(_samples(rng, [1.0, 1.01]), m=0.01) is None
     assert diagnose(stats.PairRatios(), m=0.01) is None
+
+
+def test_leave_one_block_out_decides_as_compare_does():
+    # the diagnostic re-decides each comparison without each block through stats.decide (no
+    # Wilcoxon p, no detectable effect): the same verdict and words as the full compare
+    rng = np.random.default_rng(12)
+    makes = (_exchangeable, _first_block_offset, _drift)
+    for i in range(60):
+        pr = _samples(rng, makes[i % 3](rng), pair_sd=float(rng.choice([0.0004, 0.001, 0.004])))
+        m = float(rng.choice([0.0, 0.005, 0.01, 0.02]))
+        v = stats.compare(pr, m=m)
+        assert stats.decide(pr, m=m) == (v.verdict, v.words)
+        d = diagnose(pr, m=m)
+        assert diagnose(pr, m=m, verdict=v) == d  # the caller's verdict, not computed again
+        for b in d.blocks:
+            w = stats.compare(stats.PairRatios(r for r in pr if r.block != b), m=m)
+            assert (d.without[b], d.without_words[b]) == (w.verdict, w.words)
+    # no blocks, one block, too few pairs, none: the pairs' interval, as compare
+    for vals in ([0.98] * 3, list(np.exp(rng.normal(-0.02, 0.01, 9))), []):
+        v = stats.compare(vals, m=0.01)
+        assert stats.decide(vals, m=0.01) == (v.verdict, v.words)
+    one = _samples(rng, [0.97], pairs=8)
+    assert stats.decide(one, m=0.01) == (stats.compare(one, m=0.01).verdict,
+                                         stats.compare(one, m=0.01).words)  # fmt: skip
+
+
+def test_compare_without_the_detectable_effect_is_the_same_verdict():
+    rng = np.random.default_rng(13)
+    pr = _samples(rng, _exchangeable(rng))
+    full, lean = stats.compare(pr, m=0.01), stats.compare(pr, m=0.01, detectable=False)
+    assert full.detectable is not None and lean.detectable is None
+    assert dataclasses.replace(lean, detectable=full.detectable) == full
+
+
+def test_median_of_is_numpys_median():
+    rng = np.random.default_rng(14)
+    for n in [*range(1, 12), 17, 40]:
+        for _ in range(50):
+            v = list(rng.normal(0.0, float(rng.choice([1e-4, 1e-2, 1.0])), n))
+            if n > 2:
+                v[: n // 2] = [round(x, 3) for x in v[: n // 2]]  # ties
+            got, want = stats.median_of(v), float(np.median(v))
+            assert got == want and math.copysign(1, got) == math.copysign(1, want)
+    assert math.copysign(1, stats.median_of([-0.0])) == 1.0  # NumPy's mean starts from +0.0
+    assert math.isnan(stats.median_of([]))
 
 
 def test_detectable_effect_is_the_95_percent_power_point():

@@ -106,3 +106,15 @@ def test_tails_refuse_bad_degrees_of_freedom():
         dist.f_sf(1.0, 0, 3)
     with pytest.raises(ValueError, match="df"):
         dist.nct_sf(1.0, 2.5, 0.0)
+
+
+@pytest.mark.parametrize("b", [1, 2, 3, 5, 6, 7, 12])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 6, 15, 40, 120])
+def test_binom_tail_matches_scipy(n, b):
+    # P(Bin(n, 1/b) >= k) is scipy's binom.sf(k - 1, n, 1/b) (the pooled same-block check)
+    for k in range(-1, n + 3):
+        want = float(sps.binom.sf(k - 1, n, 1.0 / b))
+        assert dist.binom_tail(k, n, b) == pytest.approx(want, rel=1e-12, abs=1e-300)
+    assert dist.binom_tail(n, n, 6) == 6.0**-n  # exact: every session in the same block
+    with pytest.raises(ValueError, match="binom_tail"):
+        dist.binom_tail(1, 3, 0)

@@ -127,10 +127,15 @@ def session_m(session: Session, m: float | None = None) -> float:
 
 
 def comparison_results(
-    session: Session, m: float | None = None, conf: float = stats.DEFAULT_CONF
+    session: Session,
+    m: float | None = None,
+    conf: float = stats.DEFAULT_CONF,
+    *,
+    detectable: bool = True,
 ) -> list[ComparisonResult]:
     """Every comparison of ``session`` recomputed, in journal order of first declaration; a
-    re-declared id counts once, with its last declaration."""
+    re-declared id counts once, with its last declaration. ``detectable=False``: the verdicts
+    carry no detectable effect (``stats.compare``), for readers that show none (pool)."""
     m = session_m(session, m)
     out, seen = [], set()
     for first in session.comparisons:
@@ -140,7 +145,7 @@ def comparison_results(
         c = session.comparison(first["id"])
         samples = session.samples_for(c["id"])
         pr = stats.pair_ratios(samples)
-        verdict = stats.compare(pr, m=m, conf=conf)
+        verdict = stats.compare(pr, m=m, conf=conf, detectable=detectable)
         clocks = [s["sm_mhz_max"] for s in samples if s.get("sm_mhz_max")]
         out.append(
             ComparisonResult(
@@ -154,7 +159,7 @@ def comparison_results(
                 excluded=sum(bool(s.get("excluded")) for s in samples),
                 gates=session.gates_for(c["id"]),
                 sm_mhz=statistics.median(clocks) if clocks else None,
-                diagnostic=diagnose(pr, m, conf) if verdict.n else None,
+                diagnostic=diagnose(pr, m, conf, verdict=verdict) if verdict.n else None,
             )
         )
     return out

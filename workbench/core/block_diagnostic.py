@@ -225,22 +225,26 @@ def diagnose(
     m: float = stats.DEFAULT_M,
     conf: float = stats.DEFAULT_CONF,
     alpha: float = ALPHA,
+    verdict: stats.Verdict | None = None,
 ) -> BlockDiagnostic | None:
     """The block diagnostic of one comparison's pair ratios; None with fewer than MIN_BLOCKS
-    blocks (a legacy session, or a run too short to say which block is unusual)."""
+    blocks (a legacy session, or a run too short to say which block is unusual).
+
+    ``verdict``: ``stats.compare(ratios, m, conf)`` where the caller has it already (it is not
+    computed again); the verdicts without each block come from ``stats.decide``, the same rule
+    without the Verdict's other fields."""
     by = _by_block(ratios)
     if len(by) < MIN_BLOCKS:
         return None
     ids = list(by)
-    y = np.array([float(np.median(v)) for v in by.values()])
+    y = np.array([stats.median_of(v.tolist()) for v in by.values()])  # np.median's floats
     out = outlier_test(y)
     dr = drift_test(y)
     het_p, spread = heterogeneity(by)
-    v = stats.compare(ratios, m, conf)
+    v = stats.compare(ratios, m, conf) if verdict is None else verdict
     without, without_words = {}, {}
     for b in ids:
-        w = stats.compare(stats.PairRatios(r for r in ratios if r.block != b), m, conf)
-        without[b], without_words[b] = w.verdict, w.words
+        without[b], without_words[b] = stats.decide([r for r in ratios if r.block != b], m, conf)
     return BlockDiagnostic(
         blocks=ids,
         block_ratios=[math.exp(v) for v in y],

@@ -152,6 +152,17 @@ def min_pairs(conf: float = DEFAULT_CONF) -> int:
     return n
 
 
+def median_of(v: Sequence[float]) -> float:
+    """``float(np.median(v))`` of a short list, the same float (signed zeros included: NumPy's
+    median is a mean, which starts from +0.0), without NumPy's per-call cost: a block's median
+    is taken once per block and comparison, and again per block left out (block_diagnostic)."""
+    s = sorted(v)
+    n, h = len(s), len(s) // 2
+    if n == 0:
+        return math.nan
+    return s[h] + 0.0 if n % 2 else (0.0 + s[h - 1] + s[h]) / 2
+
+
 class MedianCI(NamedTuple):
     median: float
     low: float
@@ -429,6 +440,11 @@ def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI
     and a t-interval on their mean covers both sources of variance (one-way random effects, the
     block as the unit). The within-block spread enters through the block summaries' own scatter.
     """
+    return _block_ci(ratios, conf)
+
+
+def _block_ci(ratios: Sequence[PairRatio], conf: float, within: bool = True) -> BlockCI | None:
+    """block_ci; ``within=False`` leaves out the within-block SD (None), which no verdict reads."""
     _check_conf(conf)
     by: dict[int, list[float]] = {}
     for r in ratios:
@@ -436,17 +452,17 @@ def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI
             by.setdefault(r.block, []).append(math.log(r.ratio))
     if len(by) < 2:
         return None
-    y = np.array([float(np.median(v)) for v in by.values()])
+    y = np.array([median_of(v) for v in by.values()])
     nb = int(y.size)
     sd = float(np.std(y, ddof=1))
     center, half = t_interval(y, conf)
-    resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
-    dof = sum(len(v) - 1 for v in by.values())
-    within = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
+    w = None
+    if within:
+        resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
+        dof = sum(len(v) - 1 for v in by.values())
+        w = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
     k = int(np.sum(y < 0.0))
-    return BlockCI(
-        math.exp(center), math.exp(center - half), math.exp(center + half), nb, sd, within, k
-    )
+    return BlockCI(math.exp(center), math.exp(center - half), math.exp(center + half), nb, sd, w, k)
 
 
 def _decide(med: float, low: float, high: float, m: float, est: str) -> tuple[str, str]:
@@ -476,14 +492,46 @@ def _decide(med: float, low: float, high: float, m: float, est: str) -> tuple[st
     return "AMBIGUOUS", f"the CI contains 1 and is not inside [{lo_m:.4f}, {hi_m:.4f}]"
 
 
-def compare(
+def decide(
     ratios: Sequence[float] | Sequence[PairRatio], m: float = DEFAULT_M, conf: float = DEFAULT_CONF
+) -> tuple[str, str]:
+    """``(verdict, words)`` of ``compare(ratios, m, conf)``: the same rule on the same interval,
+    without what only the Verdict's other fields and its reason need (the Wilcoxon p, the
+    detectable effect, the within-block SD, the text). The leave-one-block-out of
+    workbench.core.block_diagnostic re-decides each comparison once per block and reads these
+    two alone (tests/test_block_diagnostic.py checks them against ``compare``)."""
+    m = _check_m(m)
+    vals = _as_values(ratios)
+    prs = [r for r in ratios if isinstance(r, PairRatio)]
+    bc = _block_ci(prs, conf, within=False) if len(prs) == len(vals) else None
+    if bc is not None:  # two or more blocks of complete pairs: n > 0
+        low, high = bc.low, bc.high
+        verdict = _decide(bc.center, low, high, m, "estimate")[0]
+    else:
+        c = median_ci(vals, conf)
+        low, high = c.low, c.high
+        if c.n == 0 or c.n < min_pairs(conf):
+            verdict = "AMBIGUOUS"
+        else:
+            verdict = _decide(c.median, low, high, m, "median")[0]
+    return verdict, verdict_words(verdict, low, high)
+
+
+def compare(
+    ratios: Sequence[float] | Sequence[PairRatio],
+    m: float = DEFAULT_M,
+    conf: float = DEFAULT_CONF,
+    *,
+    detectable: bool = True,
 ) -> Verdict:
     """Verdict on pair ratios B/A (see the module docstring for the rules).
 
     PairRatios that carry blocks (two or more) get the block-level interval (``block_ci``);
     plain values, a legacy session, or a single block get the distribution-free interval over
     pairs, and the reason says that it does not cover memory placement.
+
+    ``detectable=False`` leaves ``Verdict.detectable`` None (the noncentral t root search of
+    ``detectable_effect`` is most of a verdict's cost; `sessions pool` shows none).
     """
     m = _check_m(m)
     vals = _as_values(ratios)
@@ -554,7 +602,11 @@ def compare(
         within_sd=None if bc is None else bc.within_sd,
         half_width=hw,
         resolution=None if hw is None else max(m, hw),
-        detectable=None if bc is None else detectable_effect(bc.between_sd, bc.blocks, conf),
+        detectable=(
+            detectable_effect(bc.between_sd, bc.blocks, conf)
+            if bc is not None and detectable
+            else None
+        ),
     )  # fmt: skip
 
 
