@@ -101,6 +101,11 @@ class BlockDiagnostic:
         if self.rests_on:
             alt = ", ".join(f"without block {b}: {self.without_words[b]}" for b in self.rests_on)
             parts.append(f"the verdict {self.words} rests on one block ({alt})")
+            if not self.flagged:  # the note a remaining flag needs (docs/DESIGN.md §7.8)
+                parts.append(
+                    "no block stands out or drifts: the interval lies at a verdict boundary "
+                    "(1 or 1 ± m), so one block less moves its word"
+                )
         else:
             parts.append(f"no single block changes the verdict {self.words}")
         if self.outlier is not None:
