@@ -516,6 +516,34 @@ async def test_worker_messages_arriving_after_shutdown_are_dropped(roots):
     assert app.open_path is None  # nothing was applied
 
 
+@drive
+async def test_a_table_painted_before_it_measures_new_rows_is_redrawn_at_their_widths(roots):
+    """The browse-mode snapshot at 80x24 failed in the full suite ("synthet", "comple", "NVI",
+    the columns after "GPU" in view): textual measures new rows on the table's next idle, and a
+    paint before that idle stayed cached at the old widths (workbench/tui/widgets/table.py).
+    Here the paint is made to fall in that window, every time."""
+    from dataclasses import replace
+
+    from textual.geometry import Region
+
+    app, _ = make_app(roots, gpu=False, nvml=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        browser = app.query_one(SessionBrowser)
+        (info,) = browser.infos.values()
+        longer = replace(info, name=info.name + "-and-a-longer-slug", path=info.path.with_name("x"))
+        browser.show([longer, info])  # the slug column must widen: measured on the next idle
+        lines = Region(0, 0, browser.size.width, 3)
+        painted = [strip.text for strip in browser.render_lines(lines)]  # a paint before it
+        # still at the old widths: the window (were textual to measure in add_row, this and
+        # workbench/tui/widgets/table.py could go)
+        assert "synthetic-h200-and" not in painted[1]
+        await settle(pilot)
+        shown_now = [strip.text for strip in browser.render_lines(lines)]
+        assert "synthetic-h200-and-a-longer-slug  complete" in shown_now[1], shown_now
+        assert "synthetic-h200  " in shown_now[2] and "commit" not in shown_now[0], shown_now
+
+
 # ------------------------------------------------------------------------------ snapshots
 
 

@@ -6,9 +6,9 @@ import math
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import DataTable
 
 from workbench.tui.backend import ResultRow
+from workbench.tui.widgets.table import Table
 
 VERDICT_STYLE = {
     "FASTER": "bold green",
@@ -43,7 +43,7 @@ def _arm(arm: str) -> str:
     return ",".join(part.split("=", 1)[-1] for part in arm.split(","))
 
 
-class ResultsTable(DataTable):
+class ResultsTable(Table):
     """One row per comparison of the open session, in journal order.
 
     The table sits in the results view's scrolling column, above the recommendation: the

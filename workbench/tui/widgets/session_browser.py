@@ -11,6 +11,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from workbench.tui.backend import SessionInfo
+from workbench.tui.widgets.table import Table
 
 _STATUS_STYLE = {
     "complete": "green",
@@ -21,7 +22,7 @@ _STATUS_STYLE = {
 }
 
 
-class SessionBrowser(DataTable):
+class SessionBrowser(Table):
     """One row per session folder, newest first."""
 
     BINDINGS = [

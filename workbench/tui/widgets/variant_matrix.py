@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from workbench.tui.backend import VariantRow
+from workbench.tui.widgets.table import Table
 
 _STATE_STYLE = {
     "built": "green",
@@ -20,7 +20,7 @@ def _num(value: int | float | None, fmt: str = "{}") -> str:
     return "–" if value is None else fmt.format(value)
 
 
-class VariantMatrix(DataTable):
+class VariantMatrix(Table):
     """One row per variant, keyed by the variant name; rows update in place as builds finish."""
 
     DEFAULT_CSS = """
