@@ -99,3 +99,10 @@ def test_no_reference_points_outside_the_repository():
             if not (REPO / "docs" / name).is_file():
                 found.append(f"{where}: docs/{name} does not exist: {line.strip()}")
     assert not found, "references outside the repository:\n" + "\n".join(found)
+
+
+def test_readme_is_a_page_a_newcomer_reads_in_five_minutes():
+    """The README stays the short page of issue 22 (about 12 KB): the lab's notes and the history
+    live in docs/KERNELS.md and docs/HISTORY.md."""
+    size = len((REPO / "README.md").read_bytes())
+    assert size <= 12_500, f"README.md is {size} bytes; move detail into docs/ (limit 12,500)"

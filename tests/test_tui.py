@@ -228,8 +228,10 @@ async def test_quit_during_a_run_closes_its_session_first(roots):
 
 @drive
 async def test_ctrl_c_during_a_run_closes_its_session_and_exits_130(roots):
+    """The run takes half a second to close its session once cancelled: the app must wait for
+    it (a worker reads as complete only once its thread has returned), then exit."""
     _, sessions, _ = roots
-    app, backend = make_app(roots, hold_at=2)
+    app, backend = make_app(roots, hold_at=2, closing_s=0.5)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         app.query_one("#pairs", Input).focus()

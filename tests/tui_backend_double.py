@@ -17,6 +17,7 @@ The Pilot helpers at the end (`drive`, `make_app`, `settle`, `shown`, ...) are w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import io
 import json
@@ -335,9 +336,14 @@ def make_app(roots, **kwargs) -> tuple[WorkbenchApp, ReplayBackend]:
 
 
 async def settle(pilot, rounds: int = 4) -> None:
-    """Let workers finish and their messages (which may start more workers) be handled."""
+    """Let workers finish and their messages (which may start more workers) be handled. A
+    worker's end may close the app (q or Ctrl-C during a run), which cancels the workers still
+    listed, the one that just returned among them: that is an end too."""
+    from textual.worker import WorkerCancelled
+
     for _ in range(rounds):
-        await pilot.app.workers.wait_for_complete()
+        with contextlib.suppress(WorkerCancelled):
+            await pilot.app.workers.wait_for_complete()
         await pilot.pause()
 
 

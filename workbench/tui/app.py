@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -64,6 +65,13 @@ def while_running(handler: Callable[[WorkbenchApp, M], None]) -> Callable[[Workb
             handler(self, message)
 
     return guarded
+
+
+def _cancelled(stop: threading.Event) -> Callable[[], bool]:
+    """The predicate a build or run polls, from its worker's thread: the user cancelled (``stop``)
+    or textual cancelled the worker (the app is closing)."""
+    worker = get_current_worker()
+    return lambda: stop.is_set() or worker.is_cancelled
 
 
 def describe(error: BaseException) -> str:
@@ -122,6 +130,7 @@ class WorkbenchApp(App[None]):
         self.run_path: Path | None = None  # the session of the last run
         self.quit_when_idle = False
         self.interrupted = False  # Ctrl-C or SIGINT: the exit code will say so
+        self.stop_work = threading.Event()  # set to cancel the build or run in flight
 
     # ---- layout -------------------------------------------------------------------------
 
@@ -226,7 +235,8 @@ class WorkbenchApp(App[None]):
             return
         self.busy = "build"
         self.set_status("Building variants…")
-        self.build_variants([])
+        self.stop_work = threading.Event()
+        self.build_variants([], self.stop_work)
 
     def action_run(self) -> None:
         if self.check_action("run", ()) is not True:
@@ -254,19 +264,23 @@ class WorkbenchApp(App[None]):
             steps, None if config.adaptive else config.pairs, DEFAULT_M
         )
         self.set_status(f"Running {config.a} (A) against {config.b} (B)…")
-        self.run_ab(config)
+        self.stop_work = threading.Event()
+        self.run_ab(config, self.stop_work)
 
     @on(Button.Pressed, "#run-button")
     def _run_pressed(self) -> None:
         self.action_run()
 
     def action_cancel(self) -> None:
+        # A flag the worker's thread polls, not Worker.cancel: that cancels the asyncio task
+        # waiting on the thread, so the worker would read as finished (wait_for_complete
+        # returns) while its thread is still closing the session.
         if self.busy == "run":
-            self.workers.cancel_group(self, "run")
+            self.stop_work.set()
             self.query_one(RunProgress).state = "cancelling"
             self.set_status("Cancelling the run…")
         elif self.busy == "build":
-            self.workers.cancel_group(self, "build")
+            self.stop_work.set()
             self.set_status("Cancelling the build…")
 
     async def action_quit(self) -> None:
@@ -384,32 +398,26 @@ class WorkbenchApp(App[None]):
         self.post_message(MonitorRead(reading, note))
 
     @work(thread=True, group="build", exit_on_error=False)
-    def build_variants(self, names: list[str]) -> None:
-        worker = get_current_worker()
+    def build_variants(self, names: list[str], stop: threading.Event) -> None:
+        cancelled = _cancelled(stop)
         try:
-            self.backend.build(
-                names,
-                lambda row: self.post_message(BuildProgressed(row)),
-                lambda: worker.is_cancelled,
-            )
+            self.backend.build(names, lambda row: self.post_message(BuildProgressed(row)), cancelled)
         except Exception as e:
-            self.post_message(BuildEnded(worker.is_cancelled, describe(e)))
+            self.post_message(BuildEnded(cancelled(), describe(e)))
             return
-        self.post_message(BuildEnded(worker.is_cancelled))
+        self.post_message(BuildEnded(cancelled()))
 
     @work(thread=True, group="run", exit_on_error=False)
-    def run_ab(self, config: RunConfig) -> None:
-        worker = get_current_worker()
+    def run_ab(self, config: RunConfig, stop: threading.Event) -> None:
+        cancelled = _cancelled(stop)
         try:
             path = self.backend.run(
-                config,
-                lambda event: self.post_message(RunProgressed(event)),
-                lambda: worker.is_cancelled,
+                config, lambda event: self.post_message(RunProgressed(event)), cancelled
             )
         except Exception as e:
-            self.post_message(RunEnded(None, worker.is_cancelled, describe(e)))
+            self.post_message(RunEnded(None, cancelled(), describe(e)))
             return
-        self.post_message(RunEnded(path, worker.is_cancelled))
+        self.post_message(RunEnded(path, cancelled()))
 
     @work(thread=True, group="open", exclusive=True, exit_on_error=False)
     def open_session(self, path: Path) -> None:
