@@ -21,6 +21,7 @@ from scipy import stats as sps
 
 from workbench.core import stats
 from workbench.core.block_diagnostic import diagnose
+from workbench.core.power import detectable_effect
 
 REPO = Path(__file__).resolve().parent.parent
 BLOCKS, PAIRS = 6, 2
@@ -242,7 +243,7 @@ def test_detectable_effect_is_the_95_percent_power_point():
     # simulate runs with the true effect at the detectable size: the interval excludes 1 in
     # 95 % of them (within 3 SE); at half that size, far fewer
     sd, n = 0.002, 1000
-    d = stats.detectable_effect(sd, BLOCKS)
+    d = detectable_effect(sd, BLOCKS)
     rng = np.random.default_rng(7)
 
     def power(effect):
@@ -255,7 +256,7 @@ def test_detectable_effect_is_the_95_percent_power_point():
 
     assert abs(power(d) - 0.95) <= 3 * math.sqrt(0.05 * 0.95 / n)
     assert power(d / 2) < 0.6
-    assert stats.detectable_effect(None, 6) is None and stats.detectable_effect(0.01, 1) is None
+    assert detectable_effect(None, 6) is None and detectable_effect(0.01, 1) is None
 
 
 @pytest.mark.parametrize(
@@ -349,7 +350,7 @@ def test_calibration_reports_detectable_and_resolved_beside_the_resolution():
     g = calibration_summary(comps, 0.01)["groups"]["w13/hot"]
     assert g["resolution"]["spin_cycles"] == 80  # the smallest that clears m
     assert g["resolved"]["spin_cycles"] == 40 and g["resolved"]["words"] == "SLOWER<m"
-    assert g["detectable_pct"] == pytest.approx(stats.detectable_effect(0.001, 6) * 100)
+    assert g["detectable_pct"] == pytest.approx(detectable_effect(0.001, 6) * 100)
     assert g["detectable_pct"] < 0.45 < 1.0  # below the resolved spin's effect, and below m
 
 

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from workbench.core.errors import BadArgument, SessionError
-from workbench.store.session import SCHEMA, SessionWriter, list_sessions, load_session
+from workbench.store.listing import list_sessions
+from workbench.store.session import SCHEMA, SessionWriter, load_session
 
 CMP = dict(kernel="w13", set="hot", role="main", a="b3-scalar", b="b3-coop", calls=48, replays=20)
 

@@ -12,8 +12,8 @@ from test_session_list import RECS, write
 
 from workbench.cli import main
 from workbench.kernels.build import source_hashes
-from workbench.store import session as session_mod
-from workbench.store.session import list_sessions
+from workbench.store import listing as session_mod
+from workbench.store.listing import list_sessions
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from workbench.core.stats import DEFAULT_CONF, detectable_effect, verdict_words
+from workbench.core.power import detectable_effect
+from workbench.core.stats import DEFAULT_CONF, verdict_words
 
 RULE = (
     "resolution = the smallest injected spin whose comparison is SLOWER and every larger "
@@ -85,7 +86,7 @@ def _smallest(rungs: list[dict[str, Any]], ok) -> dict[str, Any] | None:
 
 
 def _detectable_pct(rungs: list[dict[str, Any]]) -> float | None:
-    """The detectable effect (%) of a group: stats.detectable_effect on the RMS between-block
+    """The detectable effect (%) of a group: power.detectable_effect on the RMS between-block
     SD of its comparisons over their typical block count; None without blocks."""
     sds = [r["between_sd"] for r in rungs if r["between_sd"] is not None and r["blocks"] >= 2]
     if not sds:

@@ -62,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def resolve(arg: str, root: str | Path) -> Path:
     """Find a session folder from a path, a name under ``root``, a unique part of one, or "latest"."""
-    from workbench.store.session import find_session
+    from workbench.store.listing import find_session
 
     return find_session(arg, root)
 
@@ -111,7 +111,7 @@ def _sources(i: Any) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from workbench.store.session import list_sessions
+    from workbench.store.listing import list_sessions
 
     infos = list_sessions(args.root)
     if args.json:

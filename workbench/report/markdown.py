@@ -19,8 +19,9 @@ from typing import Any
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
 from workbench.core import stats
 from workbench.report.plot_files import existing_plots
+from workbench.store.listing import find_session
 from workbench.store.provenance import stale_sources, staleness_text
-from workbench.store.session import Session, find_session, load_session
+from workbench.store.session import Session, load_session
 
 KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
 PEERS = {
@@ -566,5 +567,5 @@ def render_report(
 
 def resolve_session(arg: str, root: str | os.PathLike = "sessions") -> Path:
     """SESSION argument of `workbench report`/`plot`, read like every command reads it
-    (`workbench.store.session.find_session`: a path, a name or part of one, or "latest")."""
+    (`workbench.store.listing.find_session`: a path, a name or part of one, or "latest")."""
     return find_session(arg, root)

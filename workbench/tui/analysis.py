@@ -43,7 +43,7 @@ def _short_time(iso: str) -> str:
 
 
 def info_from_listing(i: Any) -> SessionInfo:
-    """SessionInfo of a `workbench.store.session.SessionInfo` (what `list_sessions` returns)."""
+    """SessionInfo of a `workbench.store.listing.SessionInfo` (what `list_sessions` returns)."""
     return SessionInfo(
         path=Path(i.path),
         name=i.path.name,
@@ -63,7 +63,7 @@ def info_from_listing(i: Any) -> SessionInfo:
 
 def info_from_session(s: Any) -> SessionInfo:
     """SessionInfo of a loaded `workbench.store.session.Session`."""
-    from workbench.store.session import session_info
+    from workbench.store.listing import session_info
 
     return info_from_listing(session_info(s))
 

@@ -401,7 +401,9 @@ class WorkbenchApp(App[None]):
     def build_variants(self, names: list[str], stop: threading.Event) -> None:
         cancelled = _cancelled(stop)
         try:
-            self.backend.build(names, lambda row: self.post_message(BuildProgressed(row)), cancelled)
+            self.backend.build(
+                names, lambda row: self.post_message(BuildProgressed(row)), cancelled
+            )
         except Exception as e:
             self.post_message(BuildEnded(cancelled(), describe(e)))
             return

@@ -208,11 +208,11 @@ class EngineBackend:
     def sessions(self) -> list[SessionInfo]:
         """Newest first; an unreadable folder becomes an "unreadable" row with its one-line
         error, after the good ones, so that one bad folder never hides the others."""
-        session = _engine("store.session")
+        listed = _engine("store.listing")
         analysis = _engine("tui.analysis")
         if not self.sessions_root.exists():
             return []  # no run saved yet
-        listing = session.list_sessions(self.sessions_root)
+        listing = listed.list_sessions(self.sessions_root)
         out = [analysis.info_from_listing(info) for info in listing]
         for path, error in listing.skipped:
             out.append(SessionInfo(Path(path), Path(path).name, "unreadable", error=error))
