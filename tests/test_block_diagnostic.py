@@ -302,6 +302,50 @@ def test_same_block_extreme_across_sessions():
     assert pc([list(_exchangeable(rng))]).same_block_extreme() is None  # one session
 
 
+def _pool_of_runs(rng, sessions: int, process_sd_in_se: float):
+    """A pooled comparison of ``sessions`` runs of 6 blocks each, block log-ratios with SD 0.1 %,
+    every run shifted by its own process effect of SD ``process_sd_in_se`` times a run's
+    standard error (0: the runs' intervals are honest about the spread between runs)."""
+    from scipy import stats as sps
+
+    from workbench.analysis.pool import PooledComparison
+
+    sd, t = 0.001, sps.t.ppf(0.975, BLOCKS - 1)
+    shift = rng.normal(0.0, process_sd_in_se * sd / math.sqrt(BLOCKS), sessions)
+    y = rng.normal(0.0, sd, (sessions, BLOCKS)) + shift[:, None]
+    mean, half = y.mean(axis=1), t * y.std(axis=1, ddof=1) / math.sqrt(BLOCKS)
+    cis = [(math.exp(m - h), math.exp(m + h)) for m, h in zip(mean, half, strict=True)]
+    return PooledComparison("x", "w2", "rotating", "main", list(np.exp(mean)), [], "", cis)
+
+
+def test_coverage_p_flags_runs_whose_intervals_miss_the_spread_between_processes():
+    """Seeded pools of 6 runs: honest run intervals rarely (< 2 %) give p < 0.01; runs that
+    scatter by 5 times their own standard error (W2 rotating on the H200: medians
+    1.0100..1.0128 with intervals of about +-0.05 %) give it in most pools (> 60 %)."""
+    rng = np.random.default_rng(23)
+    honest = [_pool_of_runs(rng, 6, 0.0).coverage_p() for _ in range(1500)]
+    spread = [_pool_of_runs(rng, 6, 5.0).coverage_p() for _ in range(1500)]
+    assert sum(p < 0.01 for p in honest) / len(honest) < 0.02
+    assert sum(p < 0.01 for p in spread) / len(spread) > 0.6
+    assert _pool_of_runs(rng, 2, 5.0).coverage_p() is None  # too few sessions to say
+    pc = _pool_of_runs(rng, 6, 0.0)
+    pc.cis = [(0.0, 10.0)] * 3 + [(2.0, 3.0)] * 3  # 3 of 6 cover
+    assert pc.coverage_p() == pytest.approx(sps.binom.cdf(3, 6, 0.95))
+
+
+def test_pool_of_the_fresh_default_runs_names_w2_rotating(capsys):
+    """The six default runs at e414c6c: W2 rotating's run intervals hold the pooled value in 3 of
+    6 (p = 0.0022), the one reader row where one run's interval is too narrow."""
+    from workbench import cli
+
+    runs = sorted(str(d) for d in (REPO / "sessions").glob("20261202T00*_default-r*"))
+    assert len(runs) == 6
+    assert cli.main(["sessions", "pool", *runs, "--root", str(REPO / "sessions")]) == 0
+    flagged = [ln for ln in capsys.readouterr().out.splitlines() if "too narrow" in ln]
+    assert len(flagged) == 1 and flagged[0].startswith("  w2/rotating: only 3 of 6"), flagged
+    assert "p = 0.0022" in flagged[0]
+
+
 SESSION = "sessions/20261130T201628Z_default-r1"
 
 

@@ -180,6 +180,18 @@ def binom_half_cdf(k: int, n: int) -> float:
     return _binom_half_cum(n)[k] / (1 << n)
 
 
+def binom_cdf(k: int, n: int, q: float) -> float:
+    """P(Bin(n, q) <= k) (scipy.stats.binom.cdf(k, n, q)), summed term by term: for the small n
+    of a pool of sessions."""
+    if n < 0 or not 0.0 <= q <= 1.0:
+        raise ValueError(f"binom_cdf needs n >= 0 and q in [0, 1], got n={n}, q={q}")
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return min(1.0, sum(math.comb(n, i) * q**i * (1.0 - q) ** (n - i) for i in range(k + 1)))
+
+
 def binom_tail(k: int, n: int, b: int) -> float:
     """P(Bin(n, 1/b) >= k) (scipy.stats.binom.sf(k - 1, n, 1 / b)), from exact integers
     (sum of C(n, i) (b-1)^(n-i) over i >= k, over b^n) rounded once to float."""
