@@ -94,7 +94,7 @@ def _pooled(
                 "blocks": [
                     next(r.verdict.blocks for r in a.results if r.id == row.id) for a in analyses
                 ],
-                "covered": row.covered,
+                "covered": row.covered, "coverage_p": row.coverage_p(),
             }  # fmt: skip
     return rec, {"pooled": len(analyses), "warnings": pool.warnings, "sets": sets}
 
