@@ -168,3 +168,59 @@ async def test_variant_matrix_with_the_longest_builtin_name_fits_80_columns():
         await pilot.pause()
         assert any(n.endswith("+calib") for n in matrix.rows_by_name)
         assert matrix.virtual_size.width <= SMALL[0], matrix.virtual_size
+
+
+@drive
+async def test_the_run_form_takes_a_spec_file_for_either_arm(roots):
+    """A user's kernel spec or Python arm (examples/) can be an arm from the TUI, as with
+    `workbench ab --b FILE`: the spec field overrides its side's built-in arm, names a missing
+    or non-spec file, and the run is given the file."""
+    from pathlib import Path
+
+    from textual.widgets import Input, Static
+    from tui_backend_double import session_dirs, shown
+
+    from workbench.store.session import load_session
+    from workbench.tui.widgets.run_form import RunForm
+
+    spec = Path(__file__).resolve().parent.parent / "examples" / "torch_arm" / "arm.toml"
+    app, _ = make_app(roots)
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        form = app.query_one(RunForm)
+        assert (form.config().a, form.config().b) == ("b3-scalar", "b3-coop")
+        field = app.query_one("#b-spec", Input)
+        error = app.query_one("#form-error", Static)
+        field.value = "nope.toml"
+        await pilot.pause()
+        assert "b-spec='nope.toml': no such file" in shown(error)
+        field.value = str(spec.with_suffix(".py"))
+        await pilot.pause()
+        assert "must be a kernel or Python arm spec (.toml)" in shown(error)
+        field.value = str(spec)
+        await pilot.pause()
+        assert shown(error).strip() == ""
+        assert (form.config().a, form.config().b) == ("b3-scalar", str(spec))
+        app.query_one("#pairs", Input).value = "1"
+        app.query_one("#blocks", Input).value = "1"
+        await pilot.press("r")
+        await settle(pilot)
+    (saved,) = session_dirs(roots[1])
+    assert load_session(saved).config["b"] == str(spec)
+
+
+@drive
+async def test_a_spec_given_to_the_tui_shows_in_its_field(roots):
+    from textual.widgets import Input, Select
+    from tui_backend_double import ReplayBackend
+
+    from workbench.tui.app import WorkbenchApp
+    from workbench.tui.backend import RunConfig
+
+    spec = "examples/w13_unroll4/variant.toml"
+    app = WorkbenchApp(ReplayBackend(*roots), monitor_interval=None, config=RunConfig(b=spec))
+    async with app.run_test(size=SMALL) as pilot:
+        await settle(pilot)
+        assert app.query_one("#b", Select).value == "b3-coop"
+        assert app.query_one("#b-spec", Input).value == spec
+        assert app.query_one("#a-spec", Input).value == ""

@@ -19,7 +19,8 @@ then times them as ABBA pairs of CUDA-Graph replays on a hot and a rotating expe
 1. **Build & run** tab: press `b` to build the variants (the matrix shows build time, registers
    and spills; `l` shows a variant's compiler log).
 2. Set the run (preset or shape, or a checkpoint folder and its rank; tp, kernels, sets, A and B,
-   pairs, calls, replays) and press `r`.
+   pairs, calls, replays) and press `r`. A or B may be a spec file instead of a built-in arm
+   (its *spec* field): a user's CUDA kernel or Python arm, as `workbench ab --b FILE` takes.
    Numeric fields take digits only; a bad value is named under the form. `escape` leaves the
    form, so that the keys below act again. The progress panel shows pair *k* of *n* and the
    current ratio B/A with its 95 % CI, and charts it. `escape` cancels: the samples measured so

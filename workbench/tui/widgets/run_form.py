@@ -1,5 +1,5 @@
-"""The run configuration form: shape (or a checkpoint), kernels, sets, A and B arms and the
-timing protocol.
+"""The run configuration form: shape (or a checkpoint), kernels, sets, A and B arms (a built-in
+arm, or a spec file: a user's CUDA kernel or Python arm) and the timing protocol.
 
 Numeric fields take digits only (Textual's integer/number inputs refuse other keys, so a key
 meant for the app cannot slip into a field), and every change is checked at once: the first
@@ -8,6 +8,8 @@ work again.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -107,10 +109,21 @@ class RunForm(Vertical):
                     placeholder=f"preset ({getattr(PRESETS[c.preset], name)})",
                     valid_empty=True,  # blank: the preset's value
                 )
-            yield Label("A")
-            yield Select([(a, a) for a in ARMS], value=c.a, allow_blank=False, compact=True, id="a")
-            yield Label("B")
-            yield Select([(a, a) for a in ARMS], value=c.b, allow_blank=False, compact=True, id="b")
+            for side in ("a", "b"):
+                arm = getattr(c, side)
+                builtin = arm if arm in ARMS else getattr(RunConfig, side)
+                yield Label(side.upper())
+                yield Select(
+                    [(a, a) for a in ARMS], value=builtin, allow_blank=False, compact=True, id=side
+                )
+                # a user's kernel spec or Python arm (docs/DESIGN.md §4.1, §4.8) instead
+                yield Label(f"{side.upper()} spec")
+                yield Input(
+                    "" if arm in ARMS else arm,
+                    placeholder="(blank: the arm above) spec.toml",
+                    compact=True,
+                    id=f"{side}-spec",
+                )
             yield Label("blocks")
             yield _integer("blocks", str(c.blocks))
             yield Label("pairs/block")
@@ -171,6 +184,17 @@ class RunForm(Vertical):
     def _text(self, widget_id: str) -> str:
         return self.query_one(f"#{widget_id}", Input).value
 
+    def _arm(self, side: str) -> str:
+        """The side's spec file if one is given (it must exist), else its built-in arm."""
+        spec = self._text(f"{side}-spec").strip()
+        if not spec:
+            return self.query_one(f"#{side}", Select).value
+        if not spec.endswith(".toml"):
+            raise BadArgument(f"{side}-spec={spec!r} must be a kernel or Python arm spec (.toml)")
+        if not Path(spec).expanduser().is_file():
+            raise BadArgument(f"{side}-spec={spec!r}: no such file")
+        return str(Path(spec).expanduser())
+
     def config(self) -> RunConfig:
         """The validated configuration; shows and raises BadArgument on bad input."""
         try:
@@ -191,8 +215,8 @@ class RunForm(Vertical):
                 **{name: _int(self._text(name), name) for name in _SHAPE_FIELDS},
                 kernels=tuple(k for k in KERNELS if self.query_one(f"#kernel-{k}", Checkbox).value),
                 sets=tuple(s for s in SETS if self.query_one(f"#set-{s}", Checkbox).value),
-                a=self.query_one("#a", Select).value,
-                b=self.query_one("#b", Select).value,
+                a=self._arm("a"),
+                b=self._arm("b"),
                 pairs=_int(self._text("pairs"), "pairs", RunConfig.pairs),
                 blocks=_int(self._text("blocks"), "blocks", RunConfig.blocks),
                 adaptive=self.query_one("#adaptive", Checkbox).value,
