@@ -118,3 +118,14 @@ def test_binom_tail_matches_scipy(n, b):
     assert dist.binom_tail(n, n, 6) == 6.0**-n  # exact: every session in the same block
     with pytest.raises(ValueError, match="binom_tail"):
         dist.binom_tail(1, 3, 0)
+
+
+@pytest.mark.parametrize("q", [0.0, 0.05, 0.5, 0.95, 1.0])
+@pytest.mark.parametrize("n", [0, 1, 3, 6, 10, 39])
+def test_binom_cdf_matches_scipy(n, q):
+    # P(Bin(n, q) <= k) is scipy's binom.cdf(k, n, q) (the pooled coverage test, q = 0.95)
+    for k in range(-1, n + 2):
+        want = float(sps.binom.cdf(k, n, q))
+        assert dist.binom_cdf(k, n, q) == pytest.approx(want, rel=1e-12, abs=1e-15)
+    with pytest.raises(ValueError, match="binom_cdf"):
+        dist.binom_cdf(1, 3, 1.5)

@@ -138,7 +138,8 @@ def test_sessions_of_two_gpus_merge_into_one_pooled_entry():
         assert hot["session_verdicts"] == rows[f"{rec.kernel}/hot"].verdicts
         assert hot["blocks"] == [6, 6, 6]
         assert hot["covered"] == rows[f"{rec.kernel}/hot"].covered
-        assert hot["coverage_p"] == rows[f"{rec.kernel}/hot"].coverage_p()
+        agreeing, n, p = rows[f"{rec.kernel}/hot"].coverage()
+        assert hot["coverage"] == {"agreeing": agreeing, "sessions": n, "p": p} and n == 3
     # a wider minimum effect reaches the pooled verdicts: 0.9606 is no longer 5 % faster
     wide, _ = decisions.build(ss, m=0.05)
     w13 = wide["devices"]["NVIDIA_H200"]["shapes"][QWEN]["layouts"]["b3"]["w13"]

@@ -114,3 +114,16 @@ def test_index_off_and_unwritable(root, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("WORKBENCH_SESSION_INDEX", str(blocker / "sub" / "index.json"))
     assert main(["sessions", "list", "--root", str(root)]) == 0
     assert "one" in capsys.readouterr().out
+
+
+def test_the_index_is_keyed_by_every_module_that_makes_a_listing():
+    """A change to the code that builds a listing's facts invalidates the index: the modules
+    defining the loader, the facts and their index are all hashed (store/listing.py was left out
+    when it was split from store/session.py)."""
+    import inspect
+
+    from workbench.store import index, listing, session
+
+    makers = (session.load_session, listing.session_info, listing.SessionInfo, index.SessionIndex)
+    for obj in makers:
+        assert Path(inspect.getfile(obj)).name in index.LOADER_MODULES, obj

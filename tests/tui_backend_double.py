@@ -17,7 +17,6 @@ The Pilot helpers at the end (`drive`, `make_app`, `settle`, `shown`, ...) are w
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import io
 import json
@@ -338,12 +337,11 @@ def make_app(roots, **kwargs) -> tuple[WorkbenchApp, ReplayBackend]:
 async def settle(pilot, rounds: int = 4) -> None:
     """Let workers finish and their messages (which may start more workers) be handled. A
     worker's end may close the app (q or Ctrl-C during a run), which cancels the workers still
-    listed, the one that just returned among them: that is an end too."""
-    from textual.worker import WorkerCancelled
-
+    listed, the one that just returned among them: that is an end too, and every other worker
+    is still waited for (return_exceptions), not only the first to end."""
     for _ in range(rounds):
-        with contextlib.suppress(WorkerCancelled):
-            await pilot.app.workers.wait_for_complete()
+        workers = list(pilot.app.workers)
+        await asyncio.gather(*(w.wait() for w in workers), return_exceptions=True)
         await pilot.pause()
 
 

@@ -92,20 +92,52 @@ class PooledComparison:
         e = self.estimate
         return sum(lo <= e <= hi for lo, hi in self.cis)
 
-    def coverage_p(self) -> float | None:
-        """How unlikely so few covering sessions are if each session's interval were a 95 %
-        interval of the spread between processes too: P(Bin(n, 0.95) <= covered) over the n
-        sessions with a finite interval (treated as independent). Simulated (tests/
-        test_block_diagnostic.py): honest intervals give p < 0.01 in well under 1 % of pools of
-        6; session estimates that scatter between processes by 5 times their own standard error
-        give it in most. A small p says: one run's interval is too narrow for a claim across
-        runs; quote the pooled interval. None below three such sessions."""
-        finite = [(lo, hi) for lo, hi in self.cis if math.isfinite(lo) and math.isfinite(hi)]
-        if len(finite) < 3:
+    def coverage(self) -> tuple[int, int, float] | None:
+        """(agreeing, n, p): is one run's interval honest about the spread between processes?
+
+        Over the n sessions with a finite interval, session i agrees when its log estimate lies
+        within sqrt(h_i^2 + h_o^2) of the mean log estimate of the other n-1, h_i being its own
+        interval's half-width (log scale, the wider side) and h_o = sqrt(sum of the others'
+        h_j^2) / (n-1) the half-width of their mean: each difference is judged by both
+        uncertainties, so a session of a wide interval neither fails nor makes the others fail.
+        If every interval were a 95 % interval of the spread between processes too, about 95 %
+        would agree; p = P(Bin(n, 0.95) <= agreeing), the sessions treated as independent.
+        Simulated (tests/test_block_diagnostic.py): honest pools of 6 give p < 0.01 in under
+        2 % (3 % with interval widths that differ tenfold); runs that scatter between processes
+        by 5 times their own standard error, in most. None below three such sessions."""
+        runs = [
+            (math.log(x), max(math.log(x) - math.log(lo), math.log(hi) - math.log(x)))
+            for x, (lo, hi) in zip(self.medians, self.cis, strict=False)
+            if x > 0 and lo > 0 and math.isfinite(x) and math.isfinite(lo) and math.isfinite(hi)
+        ]
+        n = len(runs)
+        if n < 3:
             return None
-        e = self.estimate
-        covered = sum(lo <= e <= hi for lo, hi in finite)
-        return binom_cdf(covered, len(finite), DEFAULT_CONF)
+        agreeing = 0
+        for i, (y, h) in enumerate(runs):
+            others = [r for j, r in enumerate(runs) if j != i]
+            mean = sum(r[0] for r in others) / (n - 1)
+            h_o = math.sqrt(sum(r[1] ** 2 for r in others)) / (n - 1)
+            agreeing += abs(y - mean) <= math.sqrt(h * h + h_o * h_o)
+        return agreeing, n, binom_cdf(agreeing, n, DEFAULT_CONF)
+
+    def coverage_p(self) -> float | None:
+        """p of ``coverage()``; None where it has none."""
+        c = self.coverage()
+        return None if c is None else c[2]
+
+    def coverage_note(self, alpha: float = 0.01) -> str | None:
+        """The line `sessions pool` prints where a main or confirm row's coverage p is below
+        ``alpha``: one run's interval is too narrow for a claim across runs."""
+        c = self.coverage()
+        if self.role not in ("main", "confirm") or c is None or c[2] >= alpha:
+            return None
+        agreeing, n, p = c
+        return (
+            f"{self.id}: only {agreeing} of {n} sessions agree with the others' pooled estimate "
+            f"within their combined intervals (p = {p:.2g} if each run's interval held the spread "
+            "between processes): one run's interval is too narrow here; quote the pooled interval"
+        )
 
     @property
     def low(self) -> float:
@@ -127,7 +159,7 @@ class PooledComparison:
             "estimate": self.estimate, "interval": list(self.interval),
             "session_cis": [list(c) for c in self.cis], "covered": self.covered,
             "words": self.words, "rests_on": self.rests_on, "block_ratios": self.block_ratios,
-            "same_block_extreme": self.same_block_extreme(), "coverage_p": self.coverage_p(),
+            "same_block_extreme": self.same_block_extreme(), "coverage": self.coverage(),
         }  # fmt: skip
 
 

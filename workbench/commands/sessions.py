@@ -408,13 +408,9 @@ def _pool(args: argparse.Namespace) -> int:
                     "exchangeable)"
                 )
         for r in p.rows:  # the rows a recommendation reads: is one run's interval enough?
-            cp = r.coverage_p()
-            if r.role in ("main", "confirm") and cp is not None and cp < 0.01:
-                print(
-                    f"  {r.id}: only {r.covered} of {len(r.cis)} sessions' intervals contain the "
-                    f"pooled estimate (p = {cp:.2g} if each held the spread between processes): "
-                    "one run's interval is too narrow here; quote the pooled interval"
-                )
+            note = r.coverage_note()
+            if note is not None:
+                print(f"  {note}")
         for rec in p.recommendations:
             print(f"recommendation {rec.kernel}: {rec.decision} ({rec.arm})")
             for e in rec.evidence:

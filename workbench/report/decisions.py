@@ -94,9 +94,15 @@ def _pooled(
                 "blocks": [
                     next(r.verdict.blocks for r in a.results if r.id == row.id) for a in analyses
                 ],
-                "covered": row.covered, "coverage_p": row.coverage_p(),
+                "covered": row.covered, "coverage": _coverage(row),
             }  # fmt: skip
     return rec, {"pooled": len(analyses), "warnings": pool.warnings, "sets": sets}
+
+
+def _coverage(row: Any) -> dict[str, Any] | None:
+    """`PooledComparison.coverage` as a record (None under three sessions with an interval)."""
+    c = row.coverage()
+    return None if c is None else {"agreeing": c[0], "sessions": c[1], "p": c[2]}
 
 
 def _entry(analyses: list[Analysis], m: float | None) -> dict[str, Any]:

@@ -42,12 +42,17 @@ def index_path() -> Path | None:
     return Path(platformdirs.user_cache_dir("workbench")) / INDEX_NAME
 
 
+# The modules of this package whose code decides what a listing says: the loader and its schema,
+# the provenance checks, the listing facts (SessionInfo, session_info) and this index.
+LOADER_MODULES = ("session.py", "session_schema.py", "provenance.py", "listing.py", "index.py")
+
+
 @lru_cache(maxsize=1)
 def loader_hash() -> str:
-    """Hash of the modules whose code decides what a listing says."""
+    """Hash of the modules whose code decides what a listing says (LOADER_MODULES)."""
     here = Path(__file__).parent
     h = hashlib.sha256()
-    for name in ("session.py", "session_schema.py", "provenance.py", "index.py"):
+    for name in LOADER_MODULES:
         h.update((here / name).read_bytes())
     return h.hexdigest()[:16]
 

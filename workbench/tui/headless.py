@@ -51,9 +51,9 @@ async def _settle(pilot) -> None:
     """Let one-off workers finish and their messages (which may start more) be handled.
 
     The NVML poll (group "monitor") is left alone: it repeats for as long as the app runs. A
-    worker cancelled meanwhile raises WorkerCancelled when waited on (an exclusive worker
-    replaced by a newer one; a cancelled run, whose thread still finishes the sample in
-    flight): its end arrives as a message, so it is not waited for.
+    worker cancelled meanwhile (an exclusive worker replaced by a newer one) raises
+    WorkerCancelled when waited on, so it is not waited for. A cancelled build or run is not a
+    cancelled worker: its thread sees the app's stop flag and returns, and is waited for.
     """
     app = pilot.app
     for _ in range(3):
