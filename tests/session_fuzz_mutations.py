@@ -12,11 +12,14 @@ journal record (`record`) or of one NVML reading (`nvml_line`), a line (`journal
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from workbench.store.session import stored
 
 REPO = Path(__file__).resolve().parent.parent
 NAN, INF = float("nan"), float("inf")
@@ -33,6 +36,13 @@ BASES = {
 }
 
 
+def _text(folder: Path, name: str) -> str:
+    """A committed session's journal or NVML file, packed (.gz) or not."""
+    path = stored(folder, name)
+    raw = path.read_bytes()
+    return (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode()
+
+
 def make_base(kind: str, dst: Path) -> Path:
     """A trimmed copy of the committed session behind ``BASES[kind]`` at ``dst``."""
     name, keep, pairs, nvml_lines = BASES[kind]
@@ -40,7 +50,7 @@ def make_base(kind: str, dst: Path) -> Path:
     dst.mkdir(parents=True)
     shutil.copy(src / "session.json", dst / "session.json")
     out = []
-    for line in (src / "journal.jsonl").read_text().splitlines():
+    for line in _text(src, "journal.jsonl").splitlines():
         rec = json.loads(line)
         t = rec["type"]
         if (
@@ -51,7 +61,7 @@ def make_base(kind: str, dst: Path) -> Path:
         ):
             out.append(line)
     (dst / "journal.jsonl").write_text("\n".join(out) + "\n")
-    nv = (src / "nvml.jsonl").read_text().splitlines()[:nvml_lines]
+    nv = _text(src, "nvml.jsonl").splitlines()[:nvml_lines]
     (dst / "nvml.jsonl").write_text("\n".join(nv) + "\n")
     return dst
 

@@ -9,6 +9,7 @@ session committed under sessions/.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -43,7 +44,12 @@ def synthetic(root) -> Path:
 
 def _journal(path: Path) -> list[dict]:
     out = []
-    for line in (path / "journal.jsonl").read_text().splitlines():
+    plain = path / "journal.jsonl"  # else the packed form (workbench sessions pack)
+    text = (
+        plain.read_text() if plain.exists()
+        else gzip.decompress((path / "journal.jsonl.gz").read_bytes()).decode()
+    )  # fmt: skip
+    for line in text.splitlines():
         with contextlib.suppress(json.JSONDecodeError):  # a killed writer's last line
             out.append(json.loads(line))
     return out

@@ -393,3 +393,38 @@ def test_workbench_commit_overrides_a_stale_checkout(tmp_path, monkeypatch):
     assert info["commit"] == "a" * 40 and info["checkout_commit"] == head
     monkeypatch.setenv("WORKBENCH_COMMIT", head)
     assert git_info(repo)["commit"] == head and "checkout_commit" not in git_info(repo)
+
+
+def test_a_packed_session_loads_as_it_did(tmp_path, capsys):
+    from workbench import cli
+    from workbench.store.session import pack_session
+
+    path = _session(tmp_path, pairs=6)
+    with open(path / "nvml.jsonl", "a") as f:
+        f.write(json.dumps({"t": 1.0, "sm_mhz": 1980}) + "\n")
+    before = load_session(path)
+    assert cli.main(["sessions", "pack", str(path)]) == 0
+    assert "packed" in capsys.readouterr().out
+    assert sorted(p.name for p in path.iterdir()) == [
+        "journal.jsonl.gz", "nvml.jsonl.gz", "session.json"
+    ]  # fmt: skip
+    after = load_session(path)
+    assert after.samples == before.samples and after.comparisons == before.comparisons
+    assert after.nvml == before.nvml and after.status == "complete"
+    assert pack_session(path) == 0  # packing twice changes nothing
+    # a damaged packed journal is one clear error, as a damaged plain one is
+    (path / "journal.jsonl.gz").write_bytes(b"\x1f\x8b not gzip")
+    with pytest.raises(SessionError, match="journal.jsonl.gz"):
+        load_session(path)
+
+
+def test_a_running_session_is_not_packed(tmp_path):
+    from workbench.store.session import pack_session
+
+    w = SessionWriter(tmp_path, "live")
+    try:
+        with pytest.raises(BadArgument, match="still running"):
+            pack_session(w.path)
+        assert (w.path / "journal.jsonl").is_file()
+    finally:
+        w.finish("complete", {})

@@ -58,6 +58,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="replicate runs of one configuration: a verdict only where every session agrees",
     )
     pool.add_argument("sessions", metavar="SESSION", nargs="+")
+    pack = sub.add_parser(
+        "pack",
+        parents=[common],
+        help="compress finished sessions' journal and NVML readings in place (.gz; every "
+        "command reads them alike): for sessions committed as evidence",
+    )
+    pack.add_argument("sessions", metavar="SESSION", nargs="+")
 
 
 def resolve(arg: str, root: str | Path) -> Path:
@@ -426,10 +433,21 @@ def _check_args(args: argparse.Namespace) -> None:
 
     if args.action == "list":
         existing_dir(args.root, "--root")
-    elif args.m is not None:
+    elif getattr(args, "m", None) is not None:
         check_min_effect(args.m, "--m")  # the rule of ab --min-effect (workbench.core.limits)
 
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
-    return {"list": _list, "show": _show, "compare": _compare, "pool": _pool}[args.action](args)
+    actions = {"list": _list, "show": _show, "compare": _compare, "pool": _pool, "pack": _pack}
+    return actions[args.action](args)
+
+
+def _pack(args: argparse.Namespace) -> int:
+    from workbench.store.session import pack_session
+
+    folders = [resolve(a, args.root) for a in args.sessions]  # every name checked first
+    for folder in folders:
+        saved = pack_session(folder)
+        print(f"{folder}: packed ({saved / 1e6:.1f} MB saved)" if saved else f"{folder}: packed")
+    return 0

@@ -60,9 +60,11 @@ def loader_hash() -> str:
 def signature(folder: Path) -> list[list[int]] | None:
     """(size, mtime_ns, inode) of each watched file; None when one cannot be read."""
     out = []
+    from workbench.store.session import stored
+
     for name in WATCHED:
         try:
-            st = os.stat(folder / name)
+            st = os.stat(stored(folder, name))
         except OSError:
             return None
         out.append([st.st_size, st.st_mtime_ns, st.st_ino])

@@ -212,6 +212,7 @@ RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
         "sm_mhz_max": (OPT, MHZ),
         "throttle": (OPT, THROTTLE),
         "block": (OPT, nullable(integer(0, MAX_COUNT))),
+        "worker": (OPT, nullable(integer(0, MAX_COUNT))),
         "gpu": (OPT, GPU),
         "host": (OPT, HOST),
     },
@@ -247,6 +248,18 @@ RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
         "cmp": (OPT, nullable(text)),
         "error": (OPT, nullable(any_text)),
     },
+}
+
+# One worker process of a run (docs/DESIGN.md §5.10): its GPU, its seconds per phase, its end.
+RECORDS["worker"] = {
+    "t": (REQ, _t),
+    "worker": (REQ, integer(0, MAX_COUNT)),
+    "status": (REQ, one_of("complete", "interrupted", "failed", "fault", "numerics", "running")),
+    "round": (OPT, one_of("main", "confirm")),
+    "uuid": (OPT, nullable(any_text)),
+    "name": (OPT, nullable(any_text)),
+    "phases": (OPT, nullable(mapping({}))),
+    "error": (OPT, nullable(any_text)),
 }
 
 # A screened candidate of `workbench tune` (docs/DESIGN.md §11): its result as the screen saw it.
