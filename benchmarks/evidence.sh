@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The H200 evidence the README cites, as it was run (on the GPU machine, from the repository root):
 #   bash benchmarks/evidence.sh STEP [STEP...]
-# STEP: build | gputests | default:FIRST-LAST (fresh default `workbench ab` processes, slugs
+# STEP: build | gputests | user-default (`workbench ab` with its plots, timed) | pack (compress
+# the sessions for committing) | default:FIRST-LAST (fresh default `workbench ab` processes, slugs
 # default-rFIRST..) | aa:FIRST-LAST (A/A runs, b3-scalar vs itself) | cal:KERNEL:SPIN:TRIALS
 # (calibration trials of one injected spin on the hot set) | calibrate (the default ladder, both
 # kernels) | bench (bench_kernels.py with the floor probe and the triton-moe peer, JSON to
@@ -32,6 +33,9 @@ for step in "$@"; do
       for i in $(seq "${r%-*}" "${r#*-}"); do
         timed wb ab --slug "default-r$i" --sessions-dir "$S" --no-plots
       done ;;
+    user-default)  # what a user types, plots included (the run-time goal, docs/DESIGN.md §5.10)
+      timed wb ab --slug default-plots --sessions-dir "$S" --plots-dir "$L/plots" ;;
+    pack) timed wb sessions pack --root "$S" "$S"/*/ ;;
     aa:*)
       r=${step#aa:}
       for i in $(seq "${r%-*}" "${r#*-}"); do

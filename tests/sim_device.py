@@ -60,6 +60,19 @@ PLACEMENT_SD = 0.003
 #                 one timed before its group's rotating comparison ran, and only it was faster;
 #                 groups without a rotating comparison showed no offset).
 FIRST_BLOCK: dict[str, float] = {}
+# Variance above the placement (docs/DESIGN.md §7.3): each process draws a speed factor per
+# reader at install (a fresh CUDA context, on the H200 an SD of 0.06-0.09 % on a reader ratio)
+# and each board one more, fixed by the board's name ($CUDA_VISIBLE_DEVICES in a worker). Off
+# unless a test sets them (install_in_worker's process_sd and board_sd).
+PROCESS_SD = 0.0
+BOARD_SD = 0.0
+PROCESS_EFFECT: dict[str, float] = {}  # reader -> this process's factor (board's included)
+# A sticky fault (docs/DESIGN.md §9): a variant named here raises CUDA's illegal-address error at
+# its first call, and from then on every call into the simulated CUDA fails the same way, as a
+# lost context does.
+FAULTY: set[str] = set()
+FAULTED = {"on": False}
+FAULT_TEXT = "CUDA error: an illegal memory access was encountered"
 ROUTINGS: dict[str, set] = {}  # kernel -> the expert-id routings its ops have read (this run)
 COLD_CALLS = 0
 LIVE_PEERS: weakref.WeakSet = weakref.WeakSet()  # peers not yet collected
@@ -249,6 +262,9 @@ class FakeKernelOp:
         ) / 1000
 
     def __call__(self, inp, bank, ids, out, rw=None) -> None:
+        if FAULTED["on"] or self.variant.name in FAULTY:
+            FAULTED["on"] = True
+            raise RuntimeError(FAULT_TEXT)
         assert bank.kernel == self.variant.kernel and bank.layout == self.variant.layout
         assert out.dtype == torch.float16 and ids.dtype == torch.int32
         key = (id(inp), id(bank.weights), tuple(ids.tolist()), "exact")
@@ -267,6 +283,7 @@ class FakeKernelOp:
             out.mul_(1 + self.perturbed[self.variant.name])
         FakeKernelOp.calls += 1
         place = bank.effect.get(self.variant.reader, 1.0)
+        place *= PROCESS_EFFECT.get(self.variant.reader, 1.0)
         self.made_calls += 1
         if "cold-op" in FIRST_BLOCK and self.variant.reader == "scalar":
             place *= FIRST_BLOCK["cold-op"] if self.made_calls <= COLD_CALLS else 1.0
@@ -396,15 +413,26 @@ def install(monkeypatch):
 
     monkeypatch.setattr(pyarm._Launcher, "__call__", timed_launch)
     monkeypatch.setattr(build, "build_many", build_many)
+    # runs on the simulated device measure in the test's own process (defaults.WORKERS = 1)
+    # unless a test asks for workers and installs this device in each (install_in_worker)
+    from workbench.core import defaults
+
+    monkeypatch.setattr(defaults, "WORKERS", 1)
     props = types.SimpleNamespace(
         name="Simulated H200", major=9, minor=0, multi_processor_count=132,
         total_memory=140 << 30, L2_cache_size=40_000, clock_rate=1_980_000, uuid="sim",
     )  # fmt: skip
     cuda = torch.cuda
+
+    def lost(*a):
+        if FAULTED["on"]:
+            raise RuntimeError(FAULT_TEXT)
+
     for name, value in {
         "is_available": lambda: True,
-        "synchronize": lambda *a: None,
-        "empty_cache": lambda: None,
+        "init": lambda: None,
+        "synchronize": lost,
+        "empty_cache": lost,
         "memory_allocated": lambda *a: 0,
         "mem_get_info": lambda *a: (100 << 30, 140 << 30),
         "current_device": lambda: 0,
@@ -420,6 +448,9 @@ def install(monkeypatch):
     monkeypatch.setattr(graphs, "capture", fake_capture)
     FakeKernelOp.broken = set()
     FakeKernelOp.perturbed = {}
+    FAULTY.clear()
+    FAULTED["on"] = False
+    _draw_process_effect()
     PARAM_FACTOR.clear()
     _MEMO.clear()
     FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
@@ -439,14 +470,37 @@ def install(monkeypatch):
     return built
 
 
+def _draw_process_effect() -> None:
+    """This process's factor per reader: its own draw times its board's (a board's draw is
+    seeded by its name, so every process on one board shares it)."""
+    import os
+    import zlib
+
+    board = os.environ.get("CUDA_VISIBLE_DEVICES", "0")
+    rb = np.random.default_rng(zlib.crc32(board.encode()))
+    rp = np.random.default_rng(np.random.SeedSequence().entropy)
+    PROCESS_EFFECT.clear()
+    for r in READERS:
+        z_board, z_proc = rb.standard_normal(), rp.standard_normal()
+        PROCESS_EFFECT[r] = float(np.exp(BOARD_SD * z_board + PROCESS_SD * z_proc))
+
+
 def install_in_worker(
-    param_factor: dict | None = None, broken: tuple = (), perturbed: dict | None = None
+    param_factor: dict | None = None,
+    broken: tuple = (),
+    perturbed: dict | None = None,
+    process_sd: float = 0.0,
+    board_sd: float = 0.0,
+    faulty: tuple = (),
 ) -> None:
-    """The simulated GPU inside a spawned tune worker (kept for the process's life), with the
-    parent test's parameter costs and broken variants."""
+    """The simulated GPU inside a spawned worker (kept for the process's life), with the parent
+    test's parameter costs, broken and faulting variants, and variance per process and board."""
     import pytest
 
+    global PROCESS_SD, BOARD_SD
+    PROCESS_SD, BOARD_SD = process_sd, board_sd
     install(pytest.MonkeyPatch())
+    FAULTY.update(faulty)
     PARAM_FACTOR.clear()
     PARAM_FACTOR.update(param_factor or {})
     FakeKernelOp.broken = set(broken)

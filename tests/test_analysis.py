@@ -56,7 +56,7 @@ def test_recommendation_rule(hot, rotating, decision):
     assert rec.decision == decision
     assert rec.arm == ("b3-coop" if decision == "cooperative" else "b3-scalar")
     assert rec.verdicts == {"hot": hot, "rotating": rotating}
-    assert "FASTER in at least one" in rec.rule and "1 %" in rec.rule
+    assert "faster in at least one expert set" in rec.rule and "1 %" in rec.rule
     assert any(line.startswith(f"hot: {hot}") for line in rec.evidence)
     if decision == "cooperative" and "AMBIGUOUS" in (hot, rotating):
         assert any("caution" in line for line in rec.evidence)
@@ -198,9 +198,10 @@ def test_committed_h200_sessions_recompute_what_they_recorded(path):
 
 RULE_HOME = "workbench/analysis/recommend.py"
 RULE_CALLS = {"combine", "is_reader_comparison", "reader_comparison"}
-# The engine keeps the banks the step confirmation will need, so it asks plan's arm predicate
-# (the one recommend.py builds on) which comparisons are reader comparisons: planning, not a rule.
-ALLOWED = {("workbench/measure/engine.py", "is_reader_comparison")}
+# The runner keeps the banks the step confirmation will need (runner.confirm_banks), so it asks
+# plan's arm predicate (the one recommend.py builds on) which comparisons are reader comparisons:
+# planning, not a rule.
+ALLOWED = {("workbench/run/runner.py", "is_reader_comparison")}
 
 
 def rule_copies(trees: dict[str, ast.Module]) -> list[str]:

@@ -184,7 +184,7 @@ def test_analysis_recomputes_verdicts_from_the_journal(roots):
     recs = {r.kernel: r for r in view.recommendations}
     assert recs["w13"].choice == "b3-coop" and recs["w2"].choice == "b3-scalar"
     assert len(recs["w13"].evidence) == 2 and recs["w13"].evidence[0].startswith("hot: FASTER")
-    assert "SLOWER in none" in view.rule
+    assert "slower in none" in view.rule
 
 
 COMMITTED = [

@@ -17,7 +17,7 @@ from workbench.analysis.calibration import calibration_summary, spin_of
 from workbench.analysis.recommend import Recommendation, not_counted, recommendations
 from workbench.core import stats
 from workbench.core.block_diagnostic import BlockDiagnostic, diagnose, rests_text
-from workbench.measure.results import comparison_summary
+from workbench.measure.results import comparison_summary, gate_summary
 from workbench.store.session import Session
 
 # Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
@@ -30,6 +30,13 @@ def _median(xs: list[float]) -> float:
 
 def finite_or_none(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
+
+
+# the geometry a comparison record carries (workbench.measure.plan.Geometry.to_record)
+GEOMETRY_KEYS = (
+    "working_set_bytes", "working_set_per_replay_bytes", "l2_bytes", "working_set_l2_ratio",
+    "graphs", "banks", "set_label", "residency", "working_set_largest_bytes",
+)  # fmt: skip
 
 
 @dataclass
@@ -92,10 +99,10 @@ class ComparisonResult:
                 flagged=self.flagged,
                 excluded=self.excluded,
                 sm_mhz=self.sm_mhz,
-                gate=self.gate,
+                gate=gate_summary(self.gates) if self.gates else None,
                 diagnostic=self.diagnostic,
             ),
-            **{k: c.get(k) for k in ("calls", "replays", "working_set_bytes", "l2_bytes")},
+            **{k: c.get(k) for k in ("calls", "replays", "workers", *GEOMETRY_KEYS) if k in c},
             "ratios": self.ratios.values,
         }
 

@@ -56,22 +56,32 @@ class Recommendation:
 
 def rule_text(m: float = DEFAULT_M, conf: float = DEFAULT_CONF) -> str:
     return (
-        "Take the cooperative reader (B) only if it is FASTER in at least one expert set and "
-        "SLOWER in none; keep the scalar reader (A) if it is SLOWER in any set or SAME in every "
-        "set; otherwise inconclusive (scalar stays; measure more blocks). Per set, on the ratio "
-        f"B/A with m = {m * 100:g} %: FASTER = the {conf * 100:g} % CI lies entirely below 1 and "
-        f"the estimate is <= {1 - m:.4f}; SLOWER = the CI lies entirely above 1 and the estimate "
-        f"is >= {1 + m:.4f}; SAME = the CI lies inside [{1 - m:.4f}, {1 + m:.4f}]; AMBIGUOUS "
-        "otherwise. The words printed keep a resolved small effect apart from cannot tell: "
-        "SAME with the CI on one side of 1 reads FASTER<m or SLOWER<m (B is faster / slower, by "
-        "less than m; it counts as SAME), AMBIGUOUS with the CI on one side of 1 reads FASTER~m "
-        "or SLOWER~m (the direction is resolved, whether by m or more is not; it counts as "
-        "AMBIGUOUS), and AMBIGUOUS is left for a CI that contains 1. The CI is a t-interval over blocks (each block a fresh memory placement; "
-        "estimate = geometric mean of the block medians); sessions without blocks use the "
-        "distribution-free CI of the median pair ratio, which ignores placement. Only "
-        "comparisons whose arms differ in the reader alone (A scalar, B cooperative, one layout) "
-        "count."
+        "Take the cooperative reader (B) if it is faster in at least one expert set (FASTER or "
+        "FASTER~m: the CI lies below 1 and reaches past 1 - m) and slower in none; keep the "
+        "scalar reader (A) if it is slower in any set (SLOWER or SLOWER~m: the CI lies above 1 "
+        "and reaches past 1 + m) or SAME in every set; otherwise inconclusive (scalar stays; "
+        "measure more workers). The decision reads where the interval lies against 1 and the "
+        "band 1 ± m, never the estimate alone, so a run whose interval straddles 1 ± m decides "
+        "the same way whichever side its estimate falls (docs/DESIGN.md §7.5). Per set, on the "
+        f"ratio B/A with m = {m * 100:g} %: FASTER = the {conf * 100:g} % CI lies entirely "
+        f"below 1 and the estimate is <= {1 - m:.4f}; SLOWER = the CI lies entirely above 1 and "
+        f"the estimate is >= {1 + m:.4f}; SAME = the CI lies inside [{1 - m:.4f}, {1 + m:.4f}]; "
+        "AMBIGUOUS otherwise. The words printed keep a resolved small effect apart from cannot "
+        "tell: SAME with the CI on one side of 1 reads FASTER<m or SLOWER<m (B is faster / "
+        "slower, by less than m; it counts as SAME), AMBIGUOUS with the CI on one side of 1 reads "
+        "FASTER~m or SLOWER~m (the direction is resolved, whether by m or more is not), and "
+        "AMBIGUOUS is left for a CI that contains 1. The CI is a t-interval over worker "
+        "processes (estimate = geometric mean of the workers' mean block log-ratios); a "
+        "single-process run uses the t-interval over its blocks, which ignores process "
+        "variance, and sessions without blocks the distribution-free CI of the median pair "
+        "ratio, which ignores placement too. Only comparisons whose arms differ in the reader "
+        "alone (A scalar, B cooperative, one layout) count."
     )
+
+
+# The verdict words that decide (rule_text): a resolved direction whose interval reaches m
+SLOWER_WORDS = ("SLOWER", "SLOWER~m")
+FASTER_WORDS = ("FASTER", "FASTER~m")
 
 
 def reader_results(results: Iterable[Any], kernel: str) -> list[Any]:
@@ -142,8 +152,11 @@ def combine(
 ) -> Recommendation:
     """Combine one kernel's verdicts per expert set (e.g. {"hot": v, "rotating": v}).
 
-    Conservative by construction: one SLOWER set vetoes the cooperative reader, and AMBIGUOUS
-    sets never count as evidence for it (they are named as a caution when B wins elsewhere).
+    Conservative by construction: one slower set (SLOWER or SLOWER~m) vetoes the cooperative
+    reader, and sets whose CI contains 1 never count as evidence for it (they are named as a
+    caution when B wins elsewhere). The classes read the interval, not the estimate: where an
+    interval straddles 1 ± m, the verdict may read SLOWER in one run and SLOWER~m in the next,
+    and both decide alike.
     """
     if not verdicts:
         raise BadArgument(f"verdicts for kernel {kernel!r} are empty: nothing to recommend from")
@@ -156,23 +169,26 @@ def combine(
     evidence = [f"{name}: {v.words} ({v.reason})" for name, v in verdicts.items()]
     words = {name: v.words for name, v in verdicts.items()}
     labels = list(vs.values())
-    named = lambda label: ", ".join(k for k, x in vs.items() if x == label)  # noqa: E731
     # the unresolved sets with their words (AMBIGUOUS, FASTER~m or SLOWER~m)
     open_sets = ", ".join(f"{k} {words[k]}" for k, x in vs.items() if x == "AMBIGUOUS")
-    if "SLOWER" in labels:
+    named = lambda group: ", ".join(  # noqa: E731
+        f"{k} ({w})" for k, w in words.items() if w in group
+    )
+    wset = set(words.values())
+    if wset & set(SLOWER_WORDS):
         decision = "scalar"
-        evidence.append(f"scalar: B is SLOWER in {named('SLOWER')}")
-    elif "FASTER" in labels:
+        evidence.append(f"scalar: B is slower in {named(SLOWER_WORDS)}")
+    elif wset & set(FASTER_WORDS):
         decision = "cooperative"
-        evidence.append(f"cooperative: B is FASTER in {named('FASTER')} and SLOWER nowhere")
-        if "AMBIGUOUS" in labels:
-            evidence.append(f"caution: {open_sets}: not resolved against m there")
+        evidence.append(f"cooperative: B is faster in {named(FASTER_WORDS)} and SLOWER nowhere")
+        if "AMBIGUOUS" in wset:
+            evidence.append(f"caution: {open_sets}: the CI contains 1")
     elif all(x == "SAME" for x in labels):
         decision = "scalar"
         evidence.append("scalar: no set shows an effect of m or more (SAME everywhere)")
     else:
         decision = "inconclusive"
-        evidence.append(f"inconclusive: {open_sets} and no set FASTER or SLOWER; scalar stays")
+        evidence.append(f"inconclusive: {open_sets} and no set faster or slower; scalar stays")
     return Recommendation(
         kernel, decision, b if decision == "cooperative" else a, rule, evidence, vs
     )

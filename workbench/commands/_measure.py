@@ -15,19 +15,26 @@ from typing import Any
 
 from workbench.commands._paths import not_a_file
 from workbench.core import defaults, limits
-from workbench.core.errors import EXIT_INTERRUPTED, BuildError, NumericsError
+from workbench.core.errors import EXIT_GPU_FAULT, EXIT_INTERRUPTED, BuildError, NumericsError
 from workbench.data.shapes import add_shape_arguments
 from workbench.measure.abba import ProtocolConfig
 
 
-def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> None:
+def add_protocol_arguments(
+    p: argparse.ArgumentParser, replays_default: int, workers: bool = True
+) -> None:
+    """The protocol's options; ``workers=False`` leaves out --workers and --single-process (a
+    command whose --workers means something else: `workbench tune`'s screening workers)."""
     g = p.add_argument_group("timing protocol (docs/DESIGN.md §5)")
     d = ProtocolConfig()
+    if workers:
+        _worker_arguments(g)
     g.add_argument(
         "--blocks",
         type=int,
         default=d.blocks,
-        help=f"blocks per comparison, each with its banks at a fresh memory placement ({d.blocks})",
+        help=f"blocks per comparison and worker, each with its banks at a fresh memory placement "
+        f"({d.blocks})",
     )
     g.add_argument(
         "--pairs", type=int, default=d.pairs, help=f"ABBA pairs per block (default {d.pairs})"
@@ -134,6 +141,23 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
     o.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
 
 
+def _worker_arguments(g: Any) -> None:
+    g.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"fresh worker processes, one after another per GPU and one per GPU at once; the "
+        f"interval runs over them (default {defaults.WORKERS})",
+    )
+    g.add_argument(
+        "--single-process",
+        action="store_true",
+        help="measure in this process (debugging): every verdict then says that its interval "
+        "ignores process variance",
+    )
+
+
 # option, attribute, maximum, the maximum's name in workbench.core.limits
 _UPPER = (
     ("--pairs", "pairs", limits.MAX_PAIRS, "MAX_PAIRS"),
@@ -160,6 +184,19 @@ def check_limits(args: argparse.Namespace) -> None:
     for option, attr, maximum, name in _UPPER:
         limits.check_max(option, getattr(args, attr), maximum, name)
     limits.check_min_effect(args.min_effect, "--min-effect")
+
+
+def workers_from_args(args: argparse.Namespace) -> int:
+    """--workers, or 1 with --single-process (both at once is refused: exit 2)."""
+    from workbench.core.errors import BadArgument
+
+    if args.single_process and args.workers not in (None, 1):
+        raise BadArgument(f"--single-process cannot be combined with --workers {args.workers}")
+    if args.single_process:
+        return 1
+    workers = defaults.WORKERS if args.workers is None else args.workers
+    limits.check_max("--workers", workers, limits.MAX_WORKERS, "MAX_WORKERS")
+    return workers
 
 
 def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
@@ -288,6 +325,11 @@ def drive(cfg, args: argparse.Namespace):
     finally:
         if in_main:
             signal.signal(signal.SIGINT, old)
+    fault = result.summary.get("fault")
+    if fault:  # one line: the arm, the comparison, the lost context; the session keeps the rest
+        console.print(f"[bold red]{fault['error']}[/]")
+        console.print(f"session kept (failed) at {result.session_path}")
+        return result, EXIT_GPU_FAULT
     return result, EXIT_INTERRUPTED if result.status == "interrupted" else 0
 
 

@@ -39,9 +39,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--b", default=defaults.ARM_B, help="arm B (default %(default)s); B = A is an A/A run"
     )
     g.add_argument(
+        "--reference",
+        default=",".join(defaults.REFERENCES),
+        help="comma list of reference arms timed against B: b4-scalar, tinygemm, triton-moe, or "
+        "none (default %(default)s; tinygemm, ~25x slower, costs a quarter of a run)",
+    )
+    g.add_argument(
         "--no-reference",
         action="store_true",
-        help="skip the b4-scalar, tinygemm and triton-moe reference arms",
+        help="skip every reference arm (as --reference none)",
     )
     g.add_argument(
         "--no-confirm",
@@ -54,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace):
     """The validated RunConfig; BadArgument (exit 2) names the option. No torch, no GPU."""
-    from workbench.commands._measure import protocol_from_args
+    from workbench.commands._measure import protocol_from_args, workers_from_args
     from workbench.data.checkpoint import checkpoint_from_args
     from workbench.data.shapes import shape_from_args
     from workbench.measure.plan import KERNEL_CHOICES, SETS, parse_list
@@ -68,7 +74,8 @@ def config_from_args(args: argparse.Namespace):
         sets=parse_list(args.set, SETS, "--set"),
         a=args.a,
         b=args.b,
-        reference=not args.no_reference,
+        reference=_references(args),
+        workers=workers_from_args(args),
         confirm=not args.no_confirm,
         calls=args.calls,
         replays=args.replays,
@@ -81,6 +88,20 @@ def config_from_args(args: argparse.Namespace):
     )
     cfg.checkpoint = ckpt  # banks from its experts (docs/DESIGN.md §3.8)
     return cfg
+
+
+def _references(args: argparse.Namespace) -> tuple[str, ...]:
+    from workbench.core.errors import BadArgument
+    from workbench.measure.plan import REFERENCE_ARMS, parse_list
+
+    given = args.reference.strip()
+    if args.no_reference:
+        if given not in (",".join(defaults.REFERENCES), "none", ""):
+            raise BadArgument(f"--no-reference cannot be combined with --reference {given}")
+        return ()
+    if given in ("none", ""):
+        return ()
+    return parse_list(given, REFERENCE_ARMS, "--reference")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -105,7 +105,7 @@ def config_from_args(args: argparse.Namespace):
     """The validated RunConfig of a calibration run (torch-free; BadArgument -> exit 2)."""
     import dataclasses
 
-    from workbench.commands._measure import protocol_from_args
+    from workbench.commands._measure import protocol_from_args, workers_from_args
     from workbench.data.checkpoint import checkpoint_from_args
     from workbench.data.shapes import shape_from_args
     from workbench.measure.plan import SETS, parse_list
@@ -123,7 +123,7 @@ def config_from_args(args: argparse.Namespace):
         ckpt.shape if ckpt is not None else shape_from_args(args), kernels=kernels, sets=sets, a=args.arm, b=args.arm,
         reference=False, confirm=False, calls=args.calls, replays=args.replays, seed=args.seed,
         m=args.min_effect, protocol=protocol_from_args(args), sessions_dir=args.sessions_dir,
-        slug=args.slug or "calibrate", extra=extra,
+        slug=args.slug or "calibrate", extra=extra, workers=workers_from_args(args),
     )  # fmt: skip
     # banks from the checkpoint's experts when one is given (docs/DESIGN.md §3.8), as in `ab`
     return dataclasses.replace(base, comparisons=comparisons, mode="calibrate", checkpoint=ckpt)

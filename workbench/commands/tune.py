@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="streaming floor for the sweep plot (KERNEL/SET = US lines)",
     )
-    add_protocol_arguments(p, DEFAULT_REPLAYS)
+    add_protocol_arguments(p, DEFAULT_REPLAYS, workers=False)
 
 
 def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:

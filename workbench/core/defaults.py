@@ -24,11 +24,16 @@ CALLS = 48
 REPLAYS = 50
 BENCH_REPLAYS = 200  # benchmarks/bench_kernels.py: one-off absolute timings, no ABBA pairs
 
-# Blocks and pairs (§5.5): 6 blocks x 2 pairs. Six placements give a t-interval with 5 degrees
-# of freedom (t = 2.57) whose width is set by the between-block spread, the dominant term on the
-# H200; 2 pairs per block keep the default run near its old length.
+# Workers, blocks and pairs (§5.5, §5.10): 6 fresh worker processes x 2 blocks x 2 pairs. On the
+# H200 a fresh process moves a reader ratio by an SD of 0.06-0.09 % and a placement inside one by
+# ~0.10 %; blocks inside one process never sample the first, so its interval covered the other
+# runs' pooled value 61-83 % of the time, and fewer the more blocks it ran. Simulated from the
+# fitted variance components, six processes of two blocks with a t-interval over the processes
+# (5 degrees of freedom, t = 2.57) cover 95 % at about the half-width of the old six blocks in one
+# process; a seventh process buys less than its ~7 s start-up (docs/DESIGN.md §7.3).
+WORKERS = 6
 PAIRS = 2
-BLOCKS = 6
+BLOCKS = 2  # counted blocks per worker (per run with --workers 1)
 MAX_BLOCKS = 40  # adaptive mode: the cap on blocks
 # Before its first counted block a group runs WARMUP_BLOCKS whole blocks (placed, captured,
 # timed, journaled, not counted) (§5.5). On the H200 the hot set's first block was the only one
@@ -48,5 +53,8 @@ M = 0.01  # minimum effect: 1 %
 CONF = 0.95
 
 SEED = 0  # weights, inputs and routing
+# Reference arms timed against B by default (§5.2). tinygemm (torch's int4 path, ~25x our
+# kernels' time) costs a quarter of a run and its verdict never changes: `--reference` adds it.
+REFERENCES = ("b4-scalar", "triton-moe")
 SESSIONS_DIR = "sessions"
 PLOTS_DIR = "plots"

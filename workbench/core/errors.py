@@ -7,6 +7,7 @@ EXIT_BAD_ARGS = 2
 EXIT_NO_GPU = 3
 EXIT_BUILD_FAILED = 4
 EXIT_NUMERICS_DIFFER = 5
+EXIT_GPU_FAULT = 6  # an arm's fault lost the CUDA context; what was measured before is kept
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout left (`| head`), as for cat
 
@@ -67,6 +68,54 @@ class BuildError(WorkbenchError):
 
 class NumericsError(WorkbenchError):
     exit_code = EXIT_NUMERICS_DIFFER
+
+
+class GPUFault(WorkbenchError):
+    """A CUDA error that loses the process's context (an arm read past its buffer, a launch
+    failed): nothing more can run on the GPU in that process (docs/DESIGN.md §9)."""
+
+    exit_code = EXIT_GPU_FAULT
+
+    def __init__(self, message: str, cmp: str | None = None, arm: str | None = None) -> None:
+        super().__init__(message)
+        self.cmp, self.arm = cmp, arm
+
+
+# What CUDA says of the errors that leave its context unusable (sticky errors): every later call
+# in the process fails with the same error, so a run stops at the first one.
+STICKY_CUDA_ERRORS = (
+    "illegal memory access",
+    "unspecified launch failure",
+    "illegal instruction",
+    "misaligned address",
+    "hardware stack error",
+    "uncorrectable ecc",
+    "device-side assert",
+    "launch timed out",
+    "an illegal",
+)
+
+
+def is_sticky_cuda_error(e: BaseException) -> bool:
+    """True when ``e`` (or what it was raised from) says the CUDA context is lost."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, GPUFault):
+            return True
+        text = str(e).lower()
+        if any(s in text for s in STICKY_CUDA_ERRORS):
+            return True
+        e, seen = (e.__cause__ or e.__context__), seen + 1
+    return False
+
+
+def fault_line(cmp: str | None, arm: str | None, error: str) -> str:
+    """The one line a GPU fault is reported with (CLI, TUI, session error)."""
+    where = f"arm {arm!r} of {cmp}" if arm and cmp else f"{cmp}" if cmp else "the GPU"
+    return (
+        f"GPU fault in {where}: {error.strip().splitlines()[0] if error.strip() else 'CUDA error'}"
+        " (the CUDA context is lost; what was measured before is kept)"
+    )
 
 
 class SessionError(WorkbenchError):

@@ -22,6 +22,7 @@ MAX_PAIRS = 10_000
 # Blocks per comparison (--blocks, --max-blocks): each places the banks anew (~0.5 s) and
 # captures its graphs; past 1,000 the t-interval has long stopped narrowing.
 MAX_BLOCKS = 1_000
+MAX_WORKERS = 256  # worker processes of one run (docs/DESIGN.md §5.10)
 # Kernel calls captured in one CUDA graph (--calls): the graph's memory and its instantiation
 # time grow with the node count; 48 is the default and 10,000 is already ~20 ms per replay.
 MAX_CALLS = 10_000

@@ -5,10 +5,13 @@ NumPy and SciPy only: this module imports neither torch nor textual.
 
 * A pair is four samples, ABBA (even pairs) or BAAB (odd pairs); its ratio is (B1+B2)/(A1+A2),
   which cancels any linear drift within the pair exactly. Ratio < 1 means B is faster.
-* Blocks (§5.5): a run splits each comparison's pairs over blocks, each with its banks at a fresh
-  memory placement. Placement moves the ratio (up to ~1 % on the H200), so the block is the unit
-  of replication: the interval is a t-interval over the blocks' median log-ratios (``block_ci``,
-  §7.3), centred on their mean (the estimate is the geometric mean of the block medians).
+* Workers and blocks (§5.5, §7.3): a run splits each comparison's pairs over fresh worker
+  processes, and each worker's over blocks, each with its banks at a fresh memory placement.
+  Both move the ratio (placement up to ~1 % on the H200; a fresh process by an SD of ~0.06-0.09
+  %, which no block inside one process samples), so the worker is the unit of replication: the
+  interval is a t-interval over the workers' mean block log-ratios (``block_ci``), centred on
+  their mean. A run of one process falls back to the t-interval over its blocks, and every such
+  verdict says that it ignores process variance.
 * Without blocks (legacy sessions) or with one block, the interval is the distribution-free
   CI of the median pair ratio, [x_(k), x_(n+1-k)] with the largest k whose exact binomial
   coverage is at least ``conf``; it assumes i.i.d. pair ratios, which holds within one placement
@@ -46,6 +49,10 @@ from workbench.core.power import detectable_effect
 DEFAULT_M = defaults.M
 DEFAULT_CONF = defaults.CONF
 DEFAULT_TARGET = defaults.TARGET  # adaptive stop: CI half-width at most 0.5 % of the estimate
+# What every verdict of one process says (a single-process run, a session before workers)
+SINGLE_PROCESS = (
+    "one process: the interval ignores process-to-process variance (docs/DESIGN.md §7.3)"
+)
 MAX_MORE_PAIRS = 1000  # beyond this the estimate means "not with this protocol", not a number
 VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS")
 # The printed words of a verdict (Verdict.words) and what each says, for legends and rule texts.
@@ -75,6 +82,7 @@ class PairRatio:
     t: float | None = None
     flagged: bool = False
     block: int | None = None  # the placement block it was measured in (None: a legacy session)
+    worker: int | None = None  # the worker process it was measured in (None: one process)
 
 
 class PairRatios(list):
@@ -135,7 +143,12 @@ def pair_ratios(samples: Iterable[Mapping[str, Any]]) -> PairRatios:
             cmp_id = next(iter(cmps))
             raise BadArgument(f"samples: pair {p} of {cmp_id!r} spans more than one block")
         blk = None if blk is None else int(blk)
-        out.append(PairRatio(p, sum(b) / sum(a), a, b, order, recs[0].get("t"), flagged, blk))
+        wk = recs[0].get("worker")
+        if any(r.get("worker") != wk for r in recs):
+            cmp_id = next(iter(cmps))
+            raise BadArgument(f"samples: pair {p} of {cmp_id!r} spans more than one worker")
+        wk = None if wk is None else int(wk)
+        out.append(PairRatio(p, sum(b) / sum(a), a, b, order, recs[0].get("t"), flagged, blk, wk))
     return PairRatios(out, dropped)
 
 
@@ -228,8 +241,9 @@ def _as_values(ratios: Sequence[float] | Sequence[PairRatio]) -> list[float]:
 class Verdict:
     """Result of comparing B against A from pair ratios B/A. Ratios < 1 favour B.
 
-    ``method`` says where the interval comes from: "blocks" (a t-interval over the blocks'
-    median log-ratios: docs/DESIGN.md §7.3), or "pairs" (the distribution-free interval over
+    ``method`` says where the interval comes from: "workers" (a t-interval over the worker
+    processes' mean block log-ratios: docs/DESIGN.md §7.3, the default), "blocks" (a t-interval
+    over the blocks' median log-ratios of one process, which ignores process variance), or "pairs" (the distribution-free interval over
     pairs of one placement: a legacy session, or a run of one block; it does not cover
     placement, so it is narrower than run-to-run reality). ``median`` is the point estimate
     of that method: the geometric mean of the block medians, or the median pair ratio.
@@ -246,10 +260,12 @@ class Verdict:
     m: float
     conf: float
     reason: str
-    more_pairs: int | None = None  # more pairs ("pairs") or more blocks ("blocks") to settle it
+    # more pairs ("pairs"), blocks ("blocks") or worker processes ("workers") to settle it
+    more_pairs: int | None = None
     dropped: int = 0
     method: str = "pairs"
     blocks: int = 0  # blocks with at least one complete pair
+    workers: int = 0  # worker processes the interval runs over ("workers"; 0 otherwise)
     k_blocks: int | None = None  # blocks whose median favours B
     between_sd: float | None = None  # SD of the blocks' median log-ratios (≈ relative SD)
     within_sd: float | None = None  # pooled SD of pair log-ratios around their block's mean
@@ -362,8 +378,14 @@ def _check_m(m: Any) -> float:
 
 
 class BlockCI(NamedTuple):
-    """Block-level interval (docs/DESIGN.md §7.3): ``center`` is the geometric mean of the
-    block medians; [low, high] its t-interval over blocks."""
+    """The interval of a comparison (docs/DESIGN.md §7.3): a t-interval over its units.
+
+    ``unit`` is "worker" when the pairs come from two or more worker processes: each worker's
+    summary is the mean of its blocks' median log-ratios and the t-interval runs over the
+    workers (``units`` of them), so it carries the process-to-process variance that no block
+    inside one process samples. Otherwise ``unit`` is "block": the t-interval over the blocks'
+    median log-ratios of one process. ``center`` is the geometric mean of the unit summaries;
+    ``between_sd`` their SD (log scale); ``blocks`` counts blocks over all workers."""
 
     center: float
     low: float
@@ -372,6 +394,9 @@ class BlockCI(NamedTuple):
     between_sd: float
     within_sd: float | None
     k_blocks: int
+    unit: str = "block"
+    units: int = 0
+    k_units: int = 0
 
 
 def t_interval(y: Sequence[float], conf: float = DEFAULT_CONF) -> tuple[float, float]:
@@ -400,14 +425,24 @@ def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI
 def _block_ci(ratios: Sequence[PairRatio], conf: float, within: bool = True) -> BlockCI | None:
     """block_ci; ``within=False`` leaves out the within-block SD (None), which no verdict reads."""
     _check_conf(conf)
-    by: dict[int, list[float]] = {}
+    by: dict[tuple[int, int], list[float]] = {}
     for r in ratios:
         if r.block is not None:
-            by.setdefault(r.block, []).append(math.log(r.ratio))
-    if len(by) < 2:
+            key = (-1 if r.worker is None else r.worker, r.block)
+            by.setdefault(key, []).append(math.log(r.ratio))
+    workers: dict[int, list[float]] = {}
+    for (wk, _), v in by.items():
+        workers.setdefault(wk, []).append(median_of(v))
+    if len(workers) >= 2:  # the worker process is the unit (docs/DESIGN.md §7.3)
+        y = np.array([float(np.mean(v)) for v in workers.values()])
+        unit = "worker"
+    elif len(by) >= 2:
+        y = np.array([median_of(v) for v in by.values()])
+        unit = "block"
+    else:
         return None
-    y = np.array([median_of(v) for v in by.values()])
-    nb = int(y.size)
+    blocks_y = np.array([median_of(v) for v in by.values()])
+    nb = len(by)
     sd = float(np.std(y, ddof=1))
     center, half = t_interval(y, conf)
     w = None
@@ -415,8 +450,11 @@ def _block_ci(ratios: Sequence[PairRatio], conf: float, within: bool = True) -> 
         resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
         dof = sum(len(v) - 1 for v in by.values())
         w = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
-    k = int(np.sum(y < 0.0))
-    return BlockCI(math.exp(center), math.exp(center - half), math.exp(center + half), nb, sd, w, k)
+    k = int(np.sum(blocks_y < 0.0))
+    return BlockCI(
+        math.exp(center), math.exp(center - half), math.exp(center + half), nb, sd, w, k,
+        unit, int(y.size), int(np.sum(y < 0.0)),
+    )  # fmt: skip
 
 
 def _decide(med: float, low: float, high: float, m: float, est: str) -> tuple[str, str]:
@@ -500,21 +538,32 @@ def compare(
     nblocks = len({r.block for r in prs if r.block is not None})
     bc = block_ci(prs, conf) if len(prs) == len(vals) else None
     more = None
-    if bc is not None:
+    if bc is not None and bc.unit == "worker":
+        med, low, high, unit = bc.center, bc.low, bc.high, "worker"
+        facts = (
+            f"ratio B/A {med:.4f} ({(med - 1) * 100:+.2f} %, geometric mean of {bc.units} "
+            f"worker processes' block means, {bc.blocks} blocks), {pct} CI over workers "
+            f"[{low:.4f}, {high:.4f}], between-worker SD {bc.between_sd * 100:.2f} %, "
+            f"{bc.k_units} of {bc.units} workers, {bc.k_blocks} of {bc.blocks} blocks and {k} of "
+            f"{n} pairs favour B, Wilcoxon p (pairs) = {'n/a' if p is None else f'{p:.2g}'}"
+        )
+    elif bc is not None:
         med, low, high, unit = bc.center, bc.low, bc.high, "block"
         facts = (
             f"ratio B/A {med:.4f} ({(med - 1) * 100:+.2f} %, geometric mean of {bc.blocks} "
             f"block medians), {pct} CI over blocks [{low:.4f}, {high:.4f}], between-block SD "
             f"{bc.between_sd * 100:.2f} %, {bc.k_blocks} of {bc.blocks} blocks and {k} of {n} "
-            f"pairs favour B, Wilcoxon p (pairs) = {'n/a' if p is None else f'{p:.2g}'}"
+            f"pairs favour B, Wilcoxon p (pairs) = {'n/a' if p is None else f'{p:.2g}'}; "
+            f"{SINGLE_PROCESS}"
         )
+    if bc is not None:
         cov = conf
     else:
         med, low, high, unit, cov = c.median, c.low, c.high, "pair", c.coverage
         caveat = (
-            "one block: placement not covered"
+            "one block: placement and process not covered"
             if nblocks == 1
-            else "no blocks: placement not covered"
+            else "no blocks: placement and process not covered"
         )
         ci = (  # below min_pairs the CI is (-inf, inf): say so, never print "inf"
             f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %; {caveat})"
@@ -537,7 +586,7 @@ def compare(
         verdict, why = _decide(med, low, high, m, "median" if bc is None else "estimate")
     if verdict == "AMBIGUOUS":
         if bc is not None:
-            more = _more(bc.blocks, med, med - low, high - med, m, 2)
+            more = _more(bc.units, med, med - low, high - med, m, 2)
         else:
             more = _more_pairs(x, c, m, conf)
         why += (
@@ -549,15 +598,16 @@ def compare(
     hw = (high - low) / (2 * med) if n and math.isfinite(low) and math.isfinite(high) else None
     return Verdict(
         verdict, n, med, low, high, cov, p, k, m, conf, f"{why}; {facts}", more, dropped,
-        method="blocks" if bc is not None else "pairs",
+        method="pairs" if bc is None else "workers" if bc.unit == "worker" else "blocks",
         blocks=bc.blocks if bc is not None else nblocks,
+        workers=0 if bc is None or bc.unit != "worker" else bc.units,
         k_blocks=None if bc is None else bc.k_blocks,
         between_sd=None if bc is None else bc.between_sd,
         within_sd=None if bc is None else bc.within_sd,
         half_width=hw,
         resolution=None if hw is None else max(m, hw),
         detectable=(
-            detectable_effect(bc.between_sd, bc.blocks, conf)
+            detectable_effect(bc.between_sd, bc.units, conf)
             if bc is not None and detectable
             else None
         ),

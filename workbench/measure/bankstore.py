@@ -57,12 +57,12 @@ class BankStore:
         note = self.source.note(kernel, n)
         if note and kernel not in self._noted:
             self._noted.add(kernel)
-            self.e.r.note(note)
+            self.e.sink.note(note)
         self._warm_generation(kernel, layout)
         gc.collect()  # objects dropped earlier (other kernels' banks) must not free memory inside the window
         torch.cuda.synchronize()
         torch.cuda.empty_cache()  # cached blocks would hide the allocation from NVML
-        mon = self.e.r.monitor
+        mon = self.e.monitor
         before, t_before, t0 = mon.memory_used(), torch.cuda.memory_allocated(), time.perf_counter()
         for i in range(len(have), n):
             have.append(self.source.make(kernel, layout, i, DEVICE))
@@ -91,9 +91,8 @@ class BankStore:
         }
         if self.source.kind == "checkpoint":
             rec["layers"] = [self.source.layer_of(i) for i in range(len(have) - need, len(have))]
-        self.e.r.memory.append(rec)
-        self.e.r.session.record("memory", **rec)
-        self.e.r.emit("memory", rec)
+        self.e.sink.record("memory", **rec)
+        self.e.sink.emit("memory", rec)
         return have
 
     def _warm_generation(self, kernel: str, layout: str) -> None:

@@ -16,6 +16,7 @@ Runner (workbench.run.runner) owns the session and the results; Engine does the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import os
@@ -27,7 +28,14 @@ from typing import Any
 import torch
 
 from workbench.core import stats
-from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
+from workbench.core.errors import (
+    BadArgument,
+    GPUFault,
+    NumericsError,
+    WorkbenchError,
+    fault_line,
+    is_sticky_cuda_error,
+)
 from workbench.kernels.pyarm import PythonArms, PythonSpec
 from workbench.measure.abba import Outcome, run_abba
 from workbench.measure.bankstore import DEVICE, BankStore
@@ -39,11 +47,10 @@ from workbench.measure.plan import (
     Geometry,
     expert_ids,
     geometry,
-    is_reader_comparison,
     kernels_of,
     placement_padding,
 )
-from workbench.measure.results import CmpResult, verdict_of
+from workbench.measure.results import CmpResult, gate_summary, verdict_of
 
 
 def _sequence(fns: list[Callable[[], Any]]) -> Callable[[], None]:
@@ -71,24 +78,34 @@ class _CmpState:
     done: bool = False
 
 
-def _gate_summary(gates: list[dict[str, Any]]) -> dict[str, Any]:
-    """One gate record for the result: the first failing block's, else the last block's, with
-    the number of blocks gated."""
-    if not gates:
-        return {"ok": False, "kind": "not run", "blocks": 0}
-    bad = [g for g in gates if not g["ok"]]
-    return {**(bad[0] if bad else gates[-1]), "blocks": len(gates), "failed_blocks": len(bad)}
+def raise_if_fault(e: BaseException, cmp: str | None) -> None:
+    """A sticky CUDA error becomes GPUFault naming the comparison and the arm that ran last:
+    the context is lost, so no later block could run (docs/DESIGN.md §9)."""
+    if isinstance(e, GPUFault):
+        raise e
+    if is_sticky_cuda_error(e):
+        arm = GraphArm.last
+        raise GPUFault(fault_line(cmp, arm, f"{type(e).__name__}: {e}"), cmp, arm) from e
 
 
 class Engine:
-    def __init__(self, runner: Any) -> None:
-        self.r = runner
-        self.cfg = runner.cfg
-        self.shape = runner.cfg.shape
+    """The device work of one process. It holds the run's config, the NVML ``monitor`` of its
+    GPU and a ``sink`` (workbench.run.sink.Sink) that takes every record, note, event and result:
+    no reference to whoever runs it, and no say in the order of work (the runner's, §8)."""
+
+    def __init__(self, cfg: Any, sink: Any, monitor: Any) -> None:
+        self.cfg = cfg
+        self.sink = sink
+        self.monitor = monitor
+        self.shape = cfg.shape
+        self.clock_mhz: float | None = None  # the GPU's rated SM clock (torch), for calibration
+        # seconds per phase of this process's work (docs/DESIGN.md §5.10)
+        self.phases: dict[str, float] = {}
+        self.references: dict[tuple[Any, ...], Any] = {}  # float64 outputs the gate compares to
         self.l2 = l2_bytes(torch.cuda.current_device())
         self.store = BankStore(self)
         self.ops: dict[tuple[Any, int], Any] = {}
-        self.python = PythonArms(note=runner.note)  # arms that are Python callables
+        self.python = PythonArms(note=sink.note)  # arms that are Python callables
         self.workloads: dict[tuple[str, str, int], dict[str, Any]] = {}
         self.padding: torch.Tensor | None = None  # the current block's placement padding
 
@@ -99,19 +116,25 @@ class Engine:
 
         variants = {v for c in self.cfg.comparisons for arm in (c.a, c.b) for v in arm.variants}
         results = build_many(sorted(variants, key=lambda v: v.name)) if variants else []
-        self.r.emit("builds", [b.summary() for b in results])
+        self.sink.emit("builds", [b.summary() for b in results])
         return results
+
+    def clock_from_device(self) -> int | None:
+        """The GPU's rated SM clock from torch (kHz; ``clock_mhz`` is set from it)."""
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        khz = getattr(props, "clock_rate", None)
+        if khz:
+            self.clock_mhz = khz / 1000.0
+        return khz
 
     def environment(self, builds: list[Any]) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        mon = self.r.monitor
+        mon = self.monitor
         info = mon.device_info()
         start = mon.read()
         clocks = dict(start.to_dict()) if start is not None else {}
         clocks["sm_mhz_max"] = info.get("sm_mhz_max")
-        clocks["torch_clock_rate_khz"] = getattr(props, "clock_rate", None)
-        if clocks["torch_clock_rate_khz"]:
-            self.r.clock_mhz = clocks["torch_clock_rate_khz"] / 1000.0
+        clocks["torch_clock_rate_khz"] = self.clock_from_device()
         gpu = {
             "name": props.name,
             "uuid": info.get("uuid") or str(getattr(props, "uuid", "")),
@@ -170,10 +193,26 @@ class Engine:
 
     # ------------------------------------------------------------------ plan
 
-    def run_plan(self) -> None:
-        """Every comparison of the plan, kernel by kernel, in blocks (docs/DESIGN.md §5.5); then
-        the recommendation and the step confirmation (also in blocks)."""
-        plan = self._drop_unsupported(list(self.cfg.comparisons))
+    @contextlib.contextmanager
+    def timed(self, phase: str):
+        """Add the seconds of the ``with`` body to ``phases[phase]``."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.monotonic() - t0
+
+    def run_plan(
+        self,
+        comparisons: list[ComparisonSpec],
+        keep: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset(),
+        first_group: int = 0,
+    ) -> int:
+        """The comparisons given, kernel by kernel, in blocks (docs/DESIGN.md §5.5); returns
+        the next group number. The runner decides what comes next (the recommendation, the step
+        confirmation); ``keep`` names the banks (kernel, layout) it still needs afterwards, and
+        groups are numbered from ``first_group`` (their placements differ by group)."""
+        plan = self._drop_unsupported(list(comparisons))
         groups: list[tuple[str, list[ComparisonSpec]]] = []
         for c in plan:
             key = f"{c.kernel}/{c.group}"
@@ -183,23 +222,19 @@ class Engine:
                 groups.append((key, [c]))
         # Every bank of the run first, b3 before b4 per kernel, before any graph or release: the
         # NVML memory records then measure the banks alone.
-        self._prepare_banks(plan)
+        with self.timed("banks"):
+            self._prepare_banks(plan)
         for i, (_, cmps) in enumerate(groups):
-            self._prepare_banks(cmps)
-            self.run_group(i, cmps)
-            if self.r.cancel.is_set():
-                return
+            with self.timed("banks"):
+                self._prepare_banks(cmps)
+            self.run_group(first_group + i, cmps)
+            if self.sink.cancel.is_set():
+                break
             later = [c for _, g in groups[i + 1 :] for c in g]
             self.workloads.clear()
             self.python.clear()  # Python arms' converted experts: not needed by later kernels
-            self.store.release(self._banks_needed(later) | self._confirm_banks(plan))
-        recs = self.r.recommend()
-        for rec in recs.values():
-            self.r.emit("recommendation", rec)
-        confirm = self.r.confirmation_plan()
-        if confirm and not self.r.cancel.is_set():
-            self._prepare_banks(confirm)
-            self.run_group(len(groups), confirm)
+            self.store.release(self._banks_needed(later) | set(keep))
+        return first_group + len(groups)
 
     def run_group(self, group: int, cmps: list[ComparisonSpec]) -> None:
         """The blocks of comparisons that share banks. Each block places those banks anew behind
@@ -207,7 +242,7 @@ class Engine:
         comparison still going. Before the first counted block the group makes its neighbours,
         primes its placement and runs its warm-up blocks (``_before_blocks``, §5.5). A block that
         fails is journaled and costs only itself (a numerics failure still stops the run: exit 5)."""
-        r, proto = self.r, self.cfg.protocol
+        r, proto = self.sink, self.cfg.protocol
         states = [self._start(c) for c in cmps]
         self._before_blocks(group, states)
         t0 = time.monotonic()
@@ -227,9 +262,10 @@ class Engine:
                 except (NumericsError, BadArgument):
                     raise
                 except (WorkbenchError, RuntimeError) as e:
+                    raise_if_fault(e, s.spec.id)
                     s.failed += 1
-                    r.session.record("block", status="failed", cmp=s.spec.id,
-                                     error=f"{type(e).__name__}: {e}", **rec)  # fmt: skip
+                    r.record("block", status="failed", cmp=s.spec.id,
+                             error=f"{type(e).__name__}: {e}", **rec)  # fmt: skip
                     r.note(f"{s.spec.id}: block {b} failed and is left out: {e}")
             ok_blocks += 1
             for s in active:
@@ -243,8 +279,8 @@ class Engine:
             if s.outcome.samples or s.gates:
                 if r.cancel.is_set():
                     s.outcome.stop = "cancelled"
-                gate = _gate_summary(s.gates)
-                r.add_result(
+                gate = gate_summary(s.gates)
+                r.result(
                     CmpResult(s.spec, s.geom, s.outcome, verdict_of(s.outcome, self.cfg.m), gate)
                 )
         if ok_blocks == 0 and not r.cancel.is_set():
@@ -258,20 +294,22 @@ class Engine:
         """Place the banks of ``active`` for block ``b`` of ``kind`` (a counted "block", a
         "primed" placement, a "warmup" block) and journal it; None when the placement failed
         (journaled and noted)."""
-        r, proto = self.r, self.cfg.protocol
+        r, proto = self.sink, self.cfg.protocol
         pad = placement_padding(proto.placement_seed or 0, group, b, kind)
         rec = {"block": b, "group": group, "placement_seed": proto.placement_seed,
                "padding_bytes": pad, "comparisons": [s.spec.id for s in active]}  # fmt: skip
         what = {"block": "block", "primed": "priming placement", "warmup": "warm-up block"}[kind]
         try:
-            self._place(active, pad)
+            with self.timed("banks"):
+                self._place(active, pad)
         except (WorkbenchError, RuntimeError) as e:
-            r.session.record("block", status="failed", error=f"{type(e).__name__}: {e}", **rec,
-                             **({} if kind == "block" else {"kind": kind}))  # fmt: skip
+            raise_if_fault(e, ", ".join(rec["comparisons"]))
+            r.record("block", status="failed", error=f"{type(e).__name__}: {e}", **rec,
+                     **({} if kind == "block" else {"kind": kind}))  # fmt: skip
             r.note(f"{what} {b} of {', '.join(rec['comparisons'])}: placement failed: {e}")
             return None
         if kind != "warmup":  # a warm-up block is journaled once it has run, with its timings
-            r.session.record("block", status="placed" if kind == "block" else kind, **rec)
+            r.record("block", status="placed" if kind == "block" else kind, **rec)
         if kind == "block":
             r.emit("block", rec)
         return rec
@@ -282,7 +320,7 @@ class Engine:
         (later blocks were always placed beside them; block 0 made them mid-block), the banks
         are placed ``prime_placements`` times untimed (block 0 was the only first copy of
         freshly made banks), then ``warmup_blocks`` whole blocks run, journaled but not counted."""
-        r, proto = self.r, self.cfg.protocol
+        r, proto = self.sink, self.cfg.protocol
         if proto.neighbours_first:
             self._make_neighbours(states)
         for i in range(proto.prime_placements):
@@ -299,11 +337,13 @@ class Engine:
                 if r.cancel.is_set():
                     return
                 try:
-                    out = self._warmup_block(s)
+                    with self.timed("warmup"):
+                        out = self._warmup_block(s)
                 except (WorkbenchError, RuntimeError) as e:
+                    raise_if_fault(e, s.spec.id)
                     r.note(f"{s.spec.id}: warm-up block {w} failed (not counted anyway): {e}")
                     continue
-                r.session.record(
+                r.record(
                     "block", status="warmup", cmp=s.spec.id, ratios=out.ratios,
                     median_ms={"A": out.median_ms("A"), "B": out.median_ms("B")}, **rec,
                 )  # fmt: skip
@@ -342,7 +382,7 @@ class Engine:
     def _warmup_block(self, s: _CmpState) -> Outcome:
         """One comparison's warm-up block: captured, replayed once as the gate does, and timed
         like a counted block, but its samples go to no outcome (the caller journals a summary)."""
-        c, r = s.spec, self.r
+        c, r = s.spec, self.sink
         cycle = Cycle(s.geom.graphs)
         arm_a = arm_b = None
         try:
@@ -350,7 +390,7 @@ class Engine:
             arm_b = self._block_arm(s, "b", cycle)
             arm_a.run_once()
             arm_b.run_once()
-            window = r.monitor.window if r.monitor.available else None
+            window = self.monitor.window if self.monitor.available else None
             return run_abba(
                 c.id, arm_a, arm_b, self.cfg.protocol.for_block(), window=window, cancel=r.cancel
             )
@@ -387,22 +427,10 @@ class Engine:
         specs = {arm.python for c in plan for arm in (c.a, c.b) if arm.python is not None}
         missing = {sp for sp in specs if not self.python.supported(sp)}
         for sp in sorted(missing, key=lambda x: x.name):
-            self.r.note(
+            self.sink.note(
                 f"{sp.name} is not supported on this GPU/torch: its comparisons are skipped"
             )
         return [c for c in plan if not {c.a.python, c.b.python} & missing]
-
-    def _confirm_banks(self, plan: list[ComparisonSpec]) -> set[tuple[str, str]]:
-        # the step confirmation reads the b3 banks of both kernels: keep them to the end
-        readers = {c.kernel for c in plan if c.role == "main" and is_reader_comparison(c.a, c.b)}
-        if not self.cfg.confirm or readers != {"w13", "w2"}:
-            return set()
-        layouts = {
-            c.a.parts[0][1].layout
-            for c in plan
-            if c.role == "main" and c.kernel != "step" and is_reader_comparison(c.a, c.b)
-        }
-        return {(k, lay) for k in ("w13", "w2") for lay in layouts}
 
     def _geometry(self, c: ComparisonSpec) -> Geometry:
         layouts = c.a.layouts | c.b.layouts
@@ -434,7 +462,7 @@ class Engine:
         cfg, proto = self.cfg, self.cfg.protocol
         geom = self._geometry(c)
         for n in geom.notes:
-            self.r.note(f"{c.id}: {n}")
+            self.sink.note(f"{c.id}: {n}")
         record = {
             "id": c.id, "kernel": c.kernel, "set": c.set, "role": c.role,
             "a": c.a.name, "b": c.b.name, "calls": cfg.calls, "replays": cfg.replays,
@@ -443,8 +471,8 @@ class Engine:
         }  # fmt: skip
         if c.role == "calibration":
             record["spin"] = c.b.spin - c.a.spin  # injected cycles per CTA beyond A's own spin
-        self.r.session.record("comparison", **record)
-        self.r.emit("comparison", record)
+        self.sink.record("comparison", **record)
+        self.sink.emit("comparison", record)
         return _CmpState(c, geom, Outcome(c.id, c.a.name, c.b.name))
 
     def _place(self, active: list[_CmpState], padding: int) -> None:
@@ -464,19 +492,22 @@ class Engine:
     def _run_block(self, s: _CmpState, block: int) -> None:
         """Block ``block`` of one comparison: capture both arms on this placement, gate them,
         run the block's pairs (journaled as they are measured)."""
-        c, r, cfg = s.spec, self.r, self.cfg
+        c, r, cfg = s.spec, self.sink, self.cfg
         cycle = Cycle(s.geom.graphs)
         arm_a = arm_b = None
         try:
-            arm_a = self._block_arm(s, "a", cycle)
-            arm_b = self._block_arm(s, "b", cycle)
-            s.gates.append(self.gate(c, arm_a, arm_b, block, s.geom))
-            window = r.monitor.window if r.monitor.available else None
-            out = run_abba(
-                c.id, arm_a, arm_b, cfg.protocol.for_block(), record=r.session.record,
-                window=window, progress=r.progress, cancel=r.cancel, block=block,
-                first_pair=s.outcome.pair_index,
-            )  # fmt: skip
+            with self.timed("capture"):
+                arm_a = self._block_arm(s, "a", cycle)
+                arm_b = self._block_arm(s, "b", cycle)
+            with self.timed("gate"):
+                s.gates.append(self.gate(c, arm_a, arm_b, block, s.geom))
+            window = self.monitor.window if self.monitor.available else None
+            with self.timed("timing"):
+                out = run_abba(
+                    c.id, arm_a, arm_b, cfg.protocol.for_block(), record=r.record,
+                    window=window, progress=r.progress, cancel=r.cancel, block=block,
+                    first_pair=s.outcome.pair_index,
+                )  # fmt: skip
             s.outcome.extend(out)
         finally:
             for arm in (arm_a, arm_b):

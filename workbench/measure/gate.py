@@ -39,8 +39,8 @@ def numerics_gate(
         "kind": "bit-identical",
         "outputs": sum(len(o) for o in arm_a.outputs), "first_difference": diff,
     }  # fmt: skip
-    engine.r.session.record("gate", **rec)
-    engine.r.emit("gate", rec)
+    engine.sink.record("gate", **rec)
+    engine.sink.emit("gate", rec)
     if c.gated and not rec["ok"]:
         d = rec["first_difference"]
         what = "was not written (still NaN)" if d["unwritten"] else "differs"
@@ -67,7 +67,6 @@ def _tolerance_gate(
     against the float64 reference, within the arm's promised tolerance. A recorded-only
     promise (the tinygemm peer's) is checked and journaled but stops nothing."""
     from workbench.data.reference import rel_l2
-    from workbench.measure.check import reference_output
 
     work = engine.workload(c.kernel, c.set, geom)
     bank_index, _ = geom.slot(0, 0)
@@ -83,7 +82,7 @@ def _tolerance_gate(
             inputs = {"ids": ids, "x": inp.get("x"), "rw": inp.get("rw")}
             # W2 of a step reads this arm's own W13 output, as the timed graph does
             inputs["inter"] = outs["call0.inter"] if c.kernel == "step" else inp.get("inter")
-            want = reference_output(k, engine._bank(arm, k, bank_index), inputs)
+            want = _reference(engine, c, arm, k, bank_index, inputs)
             errs.append(rel_l2(outs[name].float().cpu().numpy().reshape(want.shape), want))
         unwritten = sum(
             bool(torch.isnan(t).any()) for outs_g in graph_arm.outputs for _, t in outs_g
@@ -102,8 +101,8 @@ def _tolerance_gate(
                  for n in got},  # fmt: skip
         "a_vs_b": loose_difference(arm_a, arm_b),  # recorded: how far apart the two arms are
     }  # fmt: skip
-    engine.r.session.record("gate", **rec)
-    engine.r.emit("gate", rec)
+    engine.sink.record("gate", **rec)
+    engine.sink.emit("gate", rec)
     if bad:
         n = bad[0]
         what = (
@@ -114,3 +113,22 @@ def _tolerance_gate(
         )
         raise NumericsError(f"{c.id}: {n} misses its numerics promise: it {what}. Timing stopped.")
     return rec
+
+
+def _reference(engine: Any, c: ComparisonSpec, arm: Any, kernel: str, bank_index: int,
+               inputs: dict[str, Any]) -> Any:  # fmt: skip
+    """The float64 reference of one call, computed once per process for what it depends on:
+    the bank's bytes (a placement moves them, it does not change them), the expert ids and the
+    inputs. A step's W2 reads the arm's own W13 output, so it is computed each time."""
+    from workbench.measure.check import reference_output
+
+    bank = engine._bank(arm, kernel, bank_index)
+    if c.kernel == "step":
+        return reference_output(kernel, bank, inputs)
+    layout = arm.python.layout if arm.python else arm.variant(kernel).layout
+    key = (kernel, layout, bank_index, tuple(inputs["ids"].cpu().tolist()),
+           *(id(inputs.get(n)) for n in ("x", "inter", "rw")))  # fmt: skip
+    cache = engine.references
+    if key not in cache:  # the inputs are the workload's, alive as long as the engine
+        cache[key] = reference_output(kernel, bank, inputs)
+    return cache[key]

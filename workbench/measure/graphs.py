@@ -57,6 +57,8 @@ class GraphArm:
     calls write, for the numerics gate.
     """
 
+    last: str | None = None  # the arm whose graphs ran or were captured last (a fault names it)
+
     def __init__(
         self,
         variant: str,
@@ -68,6 +70,7 @@ class GraphArm:
         self.variant = variant
         self.outputs = [list(o) for o in outputs]
         self.cycle = cycle
+        GraphArm.last = variant
         self.graphs = [capture(f) for f in issues]
         # Events exist before timing starts: creating them per replay would time the host.
         self.events = [
@@ -87,6 +90,7 @@ class GraphArm:
 
     def measure(self) -> list[float]:
         """Time ``replays`` replays (graphs in cycle order); ms per replay."""
+        GraphArm.last = self.variant
         t0 = time.perf_counter()
         self._block()
         for start, end in self.events:
@@ -102,6 +106,7 @@ class GraphArm:
 
     def run_once(self, poison: bool = True) -> None:
         """Replay every graph once (outputs first filled with NaN, so unwritten ones show)."""
+        GraphArm.last = self.variant
         if poison:
             for outs in self.outputs:
                 for _, t in outs:

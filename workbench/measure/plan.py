@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from workbench.core import defaults
 from workbench.core.errors import BadArgument
 from workbench.data.capacity import expert_footprint
 from workbench.data.shapes import Shape
@@ -243,11 +244,23 @@ def parse_list(text: str, choices: tuple[str, ...], option: str) -> tuple[str, .
 
 
 def plan_ab(
-    kernels: tuple[str, ...], sets: tuple[str, ...], a: str, b: str, reference: bool = True
+    kernels: tuple[str, ...],
+    sets: tuple[str, ...],
+    a: str,
+    b: str,
+    reference: bool | tuple[str, ...] = True,
 ) -> list[ComparisonSpec]:
     """The comparisons of `workbench ab`, in run order (confirmation comes later, once the
     per-kernel recommendations are known). Reference comparisons put the reference in A and the
-    candidate (--b) in B, so their ratio < 1 means the candidate is faster than the reference."""
+    candidate (--b) in B, so their ratio < 1 means the candidate is faster than the reference.
+    ``reference``: True for the default reference arms (defaults.REFERENCES), False for none, or
+    the names to time (of REFERENCE_ARMS)."""
+    refs = defaults.REFERENCES if reference is True else () if reference is False else reference
+    for ref in refs:
+        if ref not in REFERENCE_ARMS:
+            raise BadArgument(
+                f"--reference {ref!r} is not one of {', '.join(REFERENCE_ARMS)} (or none)"
+            )
     out: list[ComparisonSpec] = []
     for kernel in kernels:
         arm_a = parse_arm_spec(kernel, a, "--a")
@@ -257,7 +270,7 @@ def plan_ab(
             out.append(ComparisonSpec(f"{kernel}/{s}", kernel, s, role, arm_a, arm_b))
             if not reference or kernel == "step" or arm_b.peer:
                 continue
-            for ref in REFERENCE_ARMS:
+            for ref in refs:
                 if ref in (arm_a.name, arm_b.name):
                     continue
                 arm_r = parse_arm_spec(kernel, ref, "reference")

@@ -61,6 +61,15 @@ def comparison_summary(
     }
 
 
+def gate_summary(gates: list[dict[str, Any]]) -> dict[str, Any]:
+    """One gate record for a comparison's result: the first failing block's, else the last
+    block's, with the number of blocks gated (the engine's result and the analysis's)."""
+    if not gates:
+        return {"ok": False, "kind": "not run", "blocks": 0}
+    bad = [g for g in gates if not g["ok"]]
+    return {**(bad[0] if bad else gates[-1]), "blocks": len(gates), "failed_blocks": len(bad)}
+
+
 @dataclass
 class CmpResult:
     spec: ComparisonSpec

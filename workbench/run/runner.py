@@ -28,10 +28,13 @@ from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.core import defaults
 from workbench.core.errors import (
     BadArgument,
+    GPUFault,
     NoGPUError,
     WorkbenchError,
+    fault_line,
     gpu_stack_hint,
     gpu_stack_module,
+    is_sticky_cuda_error,
 )
 from workbench.core.limits import check_min_effect
 from workbench.data.shapes import Shape
@@ -40,11 +43,13 @@ from workbench.measure.plan import (
     KERNEL_CHOICES,
     SETS,
     ComparisonSpec,
+    is_reader_comparison,
     parse_arm_spec,
     plan_ab,
 )
 from workbench.measure.results import CmpResult
 from workbench.run.progress import ProgressEvent
+from workbench.run.sink import Sink
 
 NO_GPU_MESSAGE = (
     "no usable GPU ({why}). Timing needs an NVIDIA GPU with a CUDA build of torch. "
@@ -82,6 +87,9 @@ class RunConfig:
     m: float = defaults.M
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     confirm: bool = True  # end a run over w13 and w2 with the step confirmation
+    # worker processes (docs/DESIGN.md §5.10): each runs protocol.blocks blocks of every
+    # comparison; 1 measures in this process (debugging: its intervals ignore process variance)
+    workers: int = 1  # make_config gives defaults.WORKERS
     sessions_dir: str = defaults.SESSIONS_DIR
     slug: str = "ab"
     mode: str = "ab"  # or "calibrate"
@@ -104,6 +112,7 @@ class RunConfig:
             "m": self.m,
             "protocol": p,
             "confirm": self.confirm,
+            "workers": self.workers,
             **self.extra,
         }
 
@@ -130,7 +139,8 @@ class Runner:
         self.progress = progress
         self._events = events
         self.cancel = cancel or threading.Event()
-        self.results: list[CmpResult] = []
+        # what the engine writes into (workbench.run.sink): the session, the listeners, results
+        self.sink = Sink(record=self._record, emit=self.emit, progress=progress, cancel=self.cancel)
         self.recommendations: dict[str, Recommendation] = {}
         self.memory: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -138,18 +148,34 @@ class Runner:
         self.monitor = None
         self.nvml_status: str | None = None  # "available" or why not, as it was while measuring
         self.clock_mhz: float | None = None  # the GPU's rated SM clock (torch), for calibration
+        self.phases: dict[str, float] = {}  # seconds per phase of the process's work (§5.10)
+        self.fault: dict[str, Any] | None = None  # the GPU fault that ended the run, if one did
+        self.workers: list[dict[str, Any]] = []  # one record per worker process (§5.10)
 
     # ------------------------------------------------------------------ plumbing
 
+    @property
+    def results(self) -> list[CmpResult]:
+        """The comparisons measured in this process, as the engine handed them over."""
+        return self.sink.results
+
+    def _record(self, type: str, **fields: Any) -> dict[str, Any] | None:
+        if self.session is None:  # before the session exists (a note while building)
+            return None
+        return self.session.record(type, **fields)
+
     def emit(self, kind: str, data: Any) -> None:
+        if kind == "note":
+            self.notes.append(data)
+        elif kind == "memory":
+            self.memory.append(data)
+        elif kind == "result" and isinstance(data, CmpResult):
+            data = data.summary(self.cfg.calls)
         if self._events is not None:
             self._events(kind, data)
 
     def note(self, text: str) -> None:
-        self.notes.append(text)
-        if self.session is not None:
-            self.session.record("note", text=text)
-        self.emit("note", text)
+        self.sink.note(text)
 
     # ------------------------------------------------------------------ the run
 
@@ -166,10 +192,16 @@ class Runner:
             self.cfg.protocol = dataclasses.replace(
                 self.cfg.protocol, placement_seed=secrets.randbits(62)
             )
+        if self.uses_workers():
+            from workbench.run.workers import WorkerRun
+
+            status = WorkerRun(self).run()
+            return RunResult(status, self.session.path, self.summary(status))
+        self.monitor = Monitor()
         engine = self.make_engine()
         builds = engine.build()
-        self.monitor = Monitor()
         env = engine.environment(builds)
+        self.clock_mhz = engine.clock_mhz
         prov = engine.provenance(builds)
         writer = SessionWriter(
             self.cfg.sessions_dir, self.cfg.slug, self.cfg.session_config(), prov, env
@@ -183,27 +215,57 @@ class Runner:
         if not self.monitor.available:
             self.note(self.monitor.reason)
         status, error = "complete", None
+        fault: GPUFault | None = None
         try:
-            engine.run_plan()
+            self.run_plan(engine)
             if self.cancel.is_set():
                 status = "interrupted"
         except KeyboardInterrupt:
             self._finish("interrupted", "interrupted (KeyboardInterrupt)")
             raise
         except BaseException as e:
-            self._finish("failed", f"{type(e).__name__}: {e}")
-            raise
+            if not is_sticky_cuda_error(e):
+                self._finish("failed", f"{type(e).__name__}: {e}")
+                raise
+            # the context is lost: keep what was measured, touch the GPU no more
+            fault = (
+                e
+                if isinstance(e, GPUFault)
+                else GPUFault(fault_line(None, None, f"{type(e).__name__}: {e}"))
+            )
+            status, error = "failed", str(fault)
+            self.fault = {"cmp": fault.cmp, "arm": fault.arm, "error": str(fault)}
         finally:
             self.monitor.stop()
-            engine.release()
+            if fault is None:
+                engine.release()
+        self.phases = dict(engine.phases)
         self._finish(status, error)
         return RunResult(status, writer.path, self.summary(status))
 
+    def uses_workers(self) -> bool:
+        """Whether this run measures in worker processes (docs/DESIGN.md §5.10)."""
+        return self.cfg.workers > 1
+
+    def run_plan(self, engine: Any) -> None:
+        """The order of work: the plan's comparisons, then the recommendation, then the step
+        confirmation of the recommended mix (one process; workbench.run.workers does the same
+        over worker processes)."""
+        plan = list(self.cfg.comparisons)
+        groups = engine.run_plan(plan, keep=confirm_banks(self.cfg, plan))
+        if self.cancel.is_set():
+            return
+        for rec in self.recommend().values():
+            self.emit("recommendation", rec)
+        confirm = self.confirmation_plan()
+        if confirm and not self.cancel.is_set():
+            engine.run_plan(confirm, first_group=groups)
+
     def make_engine(self) -> Any:
-        """The device side of the run (`workbench tune` runs its own plan on a subclass)."""
+        """The device side of the run (`workbench tune` makes a subclass)."""
         from workbench.measure.engine import Engine
 
-        return Engine(self)
+        return Engine(self.cfg, self.sink, self.monitor)
 
     def _finish(self, status: str, error: str | None) -> None:
         if self.session is not None and not self.session.finished:
@@ -211,22 +273,22 @@ class Runner:
 
     # ------------------------------------------------------------------ results
 
-    def add_result(self, res: CmpResult) -> None:
-        self.results.append(res)
-        self.emit("result", res.summary(self.cfg.calls))
-
     def recommend(self) -> dict[str, Recommendation]:
         """Per-kernel recommendations from the comparisons measured so far: the analysis model's
         rule (workbench.analysis.recommend), the same one the report applies to the journal."""
         self.recommendations = recommendations(self.results)
         return self.recommendations
 
-    def confirmation_plan(self) -> list[ComparisonSpec]:
-        """The step comparisons of the recommended mix against the all-A (scalar) baseline."""
+    def confirmation_plan(self, results: list[Any] | None = None) -> list[ComparisonSpec]:
+        """The step comparisons of the recommended mix against the all-A (scalar) baseline;
+        ``results`` (with ``.cmp``) name the main comparisons' A arms (default: this process's)."""
         recs = self.recommendations
         if not self.cfg.confirm or set(recs) != {"w13", "w2"}:
             return []
-        base = parse_arm_spec("step", ",".join(f"{k}={self._main_a(k)}" for k in ("w13", "w2")))
+        results = self.results if results is None else results
+        base = parse_arm_spec(
+            "step", ",".join(f"{k}={self._main_a(k, results)}" for k in ("w13", "w2"))
+        )
         mix = parse_arm_spec("step", ",".join(f"{k}={recs[k].arm}" for k in ("w13", "w2")), "mix")
         if base.name == mix.name:
             self.note(
@@ -238,14 +300,33 @@ class Runner:
             for s in self.cfg.sets
         ]
 
-    def _main_a(self, kernel: str) -> str:
-        for r in self.results:
-            if r.spec.kernel == kernel and r.spec.role == "main":
-                return r.spec.a.name
+    def _main_a(self, kernel: str, results: list[Any]) -> str:
+        for r in results:
+            if r.cmp["kernel"] == kernel and r.cmp["role"] == "main":
+                return str(r.cmp["a"])
         raise WorkbenchError(f"no main comparison for {kernel}")
 
+    def analysis(self) -> Any:
+        """The analysis of this run's journal (workbench.analysis.analyse: what `sessions show`,
+        the report and the TUI read), or None before the session exists."""
+        if self.session is None:
+            return None
+        from workbench.analysis import analyse
+        from workbench.store.session import load_session
+
+        return analyse(load_session(self.session.path, nvml=False), self.cfg.m)
+
     def summary(self, status: str) -> dict[str, Any]:
+        """The run's summary, computed from its journal by the analysis every reader of a
+        session shares (one data path: `ab` prints what `sessions show` prints)."""
         calls = self.cfg.calls
+        an = self.analysis()
+        # the comparisons measured so far (one that an interruption left unstarted has no pairs)
+        comparisons = (
+            [] if an is None else [r.to_dict() for r in an.results if r.verdict.n > 0 or r.gates]
+        )
+        if an is not None and an.recommendations:
+            self.recommendations = an.recommendations
         out: dict[str, Any] = {
             "status": status,
             "session": None if self.session is None else str(self.session.path),
@@ -253,17 +334,46 @@ class Runner:
             "calls": calls,
             "replays": self.cfg.replays,
             "m": self.cfg.m,
-            "comparisons": [r.summary(calls) for r in self.results],
+            "workers": self.cfg.workers,
+            "comparisons": comparisons,
             "recommendations": {k: r.to_dict() for k, r in self.recommendations.items()},
             "memory": self.memory,
-            "flagged": sum(r.outcome.flagged for r in self.results),
-            "excluded": sum(r.outcome.excluded for r in self.results),
+            "flagged": sum(c["flagged"] for c in comparisons),
+            "excluded": sum(c["excluded"] for c in comparisons),
             "notes": list(self.notes),
             "nvml": self.nvml_status,
+            "phases": self.phase_totals(),
+            "worker_records": list(self.workers),
+            "fault": self.fault,
         }
         if self.cfg.mode == "calibrate":
             out["calibration"] = calibration_summary(out["comparisons"], self.cfg.m, self.clock_mhz)
         return json_safe(out)
+
+    def phase_totals(self) -> dict[str, float]:
+        """Seconds per phase over the run's processes (docs/DESIGN.md §5.10)."""
+        if not self.workers:
+            return dict(self.phases)
+        out: dict[str, float] = {}
+        for w in self.workers:
+            for k, v in (w.get("phases") or {}).items():
+                if isinstance(v, (int, float)):
+                    out[k] = out.get(k, 0.0) + float(v)
+        return out
+
+
+def confirm_banks(cfg: RunConfig, plan: list[ComparisonSpec]) -> set[tuple[str, str]]:
+    """The banks (kernel, layout) the step confirmation will read after ``plan``: the b3 banks of
+    both kernels, kept to the end of the plan (none when there will be no confirmation)."""
+    readers = {c.kernel for c in plan if c.role == "main" and is_reader_comparison(c.a, c.b)}
+    if not cfg.confirm or readers != {"w13", "w2"}:
+        return set()
+    layouts = {
+        c.a.parts[0][1].layout
+        for c in plan
+        if c.role == "main" and c.kernel != "step" and is_reader_comparison(c.a, c.b)
+    }
+    return {(k, lay) for k in ("w13", "w2") for lay in layouts}
 
 
 def json_safe(x: Any) -> Any:
@@ -302,6 +412,7 @@ def make_config(
     sessions_dir: str = defaults.SESSIONS_DIR,
     slug: str | None = None,
     extra: dict[str, Any] | None = None,
+    workers: int | None = None,
 ) -> RunConfig:
     """A validated RunConfig for `workbench ab` (torch-free: bad input fails before GPU work).
     Errors are BadArgument naming the command-line option and its value."""
@@ -316,6 +427,8 @@ def make_config(
     _positive_int(calls, "--calls")
     _positive_int(replays, "--replays")
     _positive_int(seed, "--seed", low=0)
+    workers = defaults.WORKERS if workers is None else workers
+    _positive_int(workers, "--workers")
     check_min_effect(m, "--min-effect")
     protocol = (protocol or ProtocolConfig()).validate()
     comparisons = plan_ab(tuple(kernels), tuple(sets), a, b, reference=reference)
@@ -324,7 +437,7 @@ def make_config(
     return RunConfig(
         shape=shape.validate(), comparisons=comparisons, sets=tuple(sets), calls=calls,
         replays=replays, seed=seed, m=float(m), protocol=protocol, confirm=confirm,
-        sessions_dir=str(sessions_dir), slug=slug, mode="ab",
+        sessions_dir=str(sessions_dir), slug=slug, mode="ab", workers=workers,
         extra={"kernels": list(kernels), "a": a, "b": b, "reference": reference, **(extra or {})},
     )  # fmt: skip
 

@@ -536,7 +536,7 @@ def load_session(path: str | os.PathLike, nvml: bool = True) -> Session:
             "(a finished run journals at least its comparisons)"
         )
     if nvml:
-        nv = folder / NVML_FILE
+        nv = stored(folder, NVML_FILE)
         if nv.is_file():
             s.nvml = _load_nvml(nv, warnings)
         else:

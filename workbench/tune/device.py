@@ -55,8 +55,8 @@ class TuneEngine(Engine):
                 f"relative L2 {d['rel_l2']:.3g} against A, beyond {c.tolerance:g} "
                 f"(worst element {d['max_abs_diff']:.3g})"
             )  # fmt: skip
-        self.r.session.record("gate", **rec)
-        self.r.emit("gate", rec)
+        self.sink.record("gate", **rec)
+        self.sink.emit("gate", rec)
         if why is not None:
             raise NumericsError(f"{c.id}: {c.b.name} (B) against {c.a.name} (A): {why}. "
                                 "Nothing was timed.")  # fmt: skip

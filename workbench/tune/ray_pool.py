@@ -71,7 +71,6 @@ class ScreenActor:
 
         call_setup(setup)
         from workbench.measure.monitor import Monitor
-        from workbench.tune.device import TuneEngine
 
         ids = list(ray.get_gpu_ids())
         self.gpu = _gpu_index(ids, index)  # this GPU's index on its host (NVML's numbering)
@@ -83,7 +82,7 @@ class ScreenActor:
         self.monitor.start()
         self.runner = _WorkerRunner(cfg, self.gpu, self.out, self.stop_event, self.monitor,
                                     tags={"host": self.host})  # fmt: skip
-        self.engine = TuneEngine(self.runner)
+        self.engine = self.runner.engine()
         self.engine.use_protocol(protocol)
         import torch
 

@@ -10,7 +10,6 @@ level: the worker imports torch only after its environment is set.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import queue
@@ -22,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.core.errors import NumericsError, WorkbenchError
+from workbench.run.sink import Sink
+from workbench.run.workers import call_setup
 from workbench.tune.space import Candidate, comparisons
 
 
@@ -46,7 +47,7 @@ def screen_one(engine: Any, task: Task, sets: tuple[str, ...], gpu: int) -> dict
     """Screen ``task`` on ``engine`` (its protocol already the screening one). Returns the
     result record: status "screened", "excluded" (gate failed), "failed" (every block failed)
     or "cancelled"; a numerics failure never stops the sweep."""
-    r, cand = engine.r, task.candidate
+    r, cand = engine.sink, task.candidate
     cmps = comparisons("screen", task.default, cand, sets, f"screen/{cand.name}")
     out: dict[str, Any] = {
         "candidate": cand.name, "params": dict(cand.params), "arm": cand.arm, "gpu": gpu,
@@ -98,7 +99,8 @@ class _QueueSession:
 
 
 class _WorkerRunner:
-    """The part of workbench.run.runner.Runner an engine talks to, inside a screening worker."""
+    """What a screening worker's engine is made from: its config, its GPU's monitor, and a sink
+    whose records go to the parent tagged with the GPU."""
 
     def __init__(
         self, cfg: Any, gpu: int, out: Any, stop: Any, monitor: Any,
@@ -107,26 +109,12 @@ class _WorkerRunner:
         self.cfg, self.gpu, self.out, self.cancel = cfg, gpu, out, stop
         self.session = _QueueSession(out, gpu, tags)
         self.monitor = monitor
-        self.results: list[Any] = []
-        self.memory: list[dict[str, Any]] = []
-        self.progress = None
+        self.sink = Sink(record=self.session.record, cancel=stop)
 
-    def emit(self, kind: str, data: Any) -> None:
-        pass  # the parent reports from the records it receives
+    def engine(self) -> Any:
+        from workbench.tune.device import TuneEngine
 
-    def note(self, text: str) -> None:
-        self.session.record("note", text=text)
-
-    def add_result(self, res: Any) -> None:
-        self.results.append(res)
-
-
-def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
-    """Run ``("module:function", kwargs)`` first thing in a worker (tests install the simulated
-    device this way; a real run passes None)."""
-    if setup is not None:
-        mod, _, fn = setup[0].partition(":")
-        getattr(importlib.import_module(mod), fn)(**setup[1])
+        return TuneEngine(self.cfg, self.sink, self.monitor)
 
 
 def worker_main(
@@ -138,12 +126,10 @@ def worker_main(
     try:
         call_setup(setup)
         from workbench.measure.monitor import Monitor
-        from workbench.tune.device import TuneEngine
 
         monitor = Monitor(device_index=nvml_index)
         monitor.start()
-        runner = _WorkerRunner(cfg, gpu, out, stop, monitor)
-        engine = TuneEngine(runner)
+        engine = _WorkerRunner(cfg, gpu, out, stop, monitor).engine()
         engine.use_protocol(protocol)
         out.put(("ready", gpu, {"nvml": monitor.reason or "available"}))
         try:

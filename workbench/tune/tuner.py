@@ -132,13 +132,13 @@ class TuneRunner(Runner):
     def make_engine(self) -> Any:
         from workbench.tune.device import TuneEngine
 
-        runner = self
+        return TuneEngine(self.cfg, self.sink, self.monitor)
 
-        class _Engine(TuneEngine):
-            def run_plan(self) -> None:
-                runner.tune(self)
+    def uses_workers(self) -> bool:
+        return False  # a tune screens in its own workers (Pool, RayPool) and confirms here
 
-        return _Engine(self)
+    def run_plan(self, engine: Any) -> None:
+        self.tune(engine)
 
     # ------------------------------------------------------------------ phases
 

@@ -1,0 +1,40 @@
+"""What a measuring engine writes into, and all it knows of whoever listens (docs/DESIGN.md §8).
+
+The engine (workbench.measure.engine) holds a ``Sink`` and nothing else of the run: it journals
+records, says notes and events, reports progress, hands back each finished comparison, and
+polls ``cancel``. In one process the Runner's sink writes the session; inside a worker process
+(workbench.run.workers) the sink sends every record to the parent, which owns the order of work
+and the one merged journal. Torch-free.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _ignore(*args: Any) -> None:
+    return None
+
+
+@dataclass
+class Sink:
+    """``record(type, **fields)`` journals one record and returns it; ``emit(kind, data)`` tells
+    listeners (progress lines, the TUI); ``progress(p)`` gets abba.Progress after every sample;
+    ``results`` collects each finished comparison (workbench.measure.results.CmpResult)."""
+
+    record: Callable[..., dict[str, Any]]
+    emit: Callable[[str, Any], None] = _ignore
+    progress: Callable[[Any], None] | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    results: list[Any] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        self.record("note", text=text)
+        self.emit("note", text)
+
+    def result(self, res: Any) -> None:
+        self.results.append(res)
+        self.emit("result", res)

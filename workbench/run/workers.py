@@ -1,0 +1,637 @@
+"""Worker processes (docs/DESIGN.md §5.10): every block of a run measured in fresh processes.
+
+A fresh process moves a reader ratio (on the H200 by an SD of 0.06-0.09 %, as much as a new
+memory placement), and no block inside one process samples that: one long process gave an
+interval that missed its own neighbours' runs. So the parent plans, and each worker, a new
+process that initializes CUDA, makes its banks, places, captures, gates and times, runs
+``protocol.blocks`` blocks of every comparison of a round. The interval of a comparison runs
+over the workers (workbench.core.stats.block_ci).
+
+The parent owns the order of work: round "main" (the plan's comparisons) on every worker, then
+the recommendation from the merged journal, then round "confirm" (the step confirmation of the
+recommended mix) on every worker. Workers run one after another on one GPU and in parallel, one
+per GPU, on several GPUs of one model; the next worker on a GPU starts its imports while the one
+before it measures, and touches CUDA only once that one has exited.
+
+Every record a worker makes travels to the parent, which journals it into the one session, with
+the worker's number and with pair and block numbers made unique across workers. A worker whose
+arm faults the GPU (a sticky CUDA error loses the context) ends alone: the parent keeps every
+record, names the arm, and leaves that comparison out of the workers after it.
+
+Torch-free at module level: a worker imports torch only after its CUDA_VISIBLE_DEVICES is set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import queue
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.core.errors import (
+    BadArgument,
+    BuildError,
+    GPUFault,
+    NumericsError,
+    WorkbenchError,
+    fault_line,
+    is_sticky_cuda_error,
+)
+from workbench.run.sink import Sink
+
+PHASES = ("startup", "build", "describe", "banks", "warmup", "capture", "gate", "timing")
+ROUND_GROUP = {"main": 0, "confirm": 1000}  # group numbers of a round's placements
+
+
+# ------------------------------------------------------------------------------ the GPUs
+
+
+@dataclass(frozen=True)
+class GPU:
+    """A GPU a worker may run on: ``visible`` is the CUDA_VISIBLE_DEVICES entry it gets."""
+
+    visible: str
+    nvml: int
+    name: str | None = None
+    uuid: str | None = None
+
+
+def visible_gpus() -> list[GPU]:
+    """The GPUs of this run: the entries of $CUDA_VISIBLE_DEVICES, else every GPU NVML lists,
+    with NVML's names and UUIDs (None where NVML cannot tell; then one GPU, as CUDA sees it)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    entries = [x.strip() for x in env.split(",") if x.strip()] if env else None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            known = []
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                name, uuid = pynvml.nvmlDeviceGetName(h), pynvml.nvmlDeviceGetUUID(h)
+                known.append(
+                    (i, name.decode() if isinstance(name, bytes) else str(name),
+                     uuid.decode() if isinstance(uuid, bytes) else str(uuid))
+                )  # fmt: skip
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no NVML: the one device CUDA picks, unnamed
+        return [GPU(entries[0] if entries else "0", 0)]
+    if not known:
+        return [GPU(entries[0] if entries else "0", 0)]
+    if entries is None:
+        return [GPU(str(i), i, n, u) for i, n, u in known]
+    out = []
+    for e in entries:
+        hit = next((k for k in known if str(k[0]) == e or k[2] == e or k[2].startswith(e)), None)
+        out.append(GPU(e, hit[0], hit[1], hit[2]) if hit else GPU(e, len(out)))
+    return out
+
+
+def check_one_model(gpus: list[GPU]) -> None:
+    """Refuse a mix of GPU models before anything runs: a verdict is per model (§5.10)."""
+    names = sorted({g.name for g in gpus if g.name})
+    if len(names) > 1:
+        listing = ", ".join(f"{g.visible}: {g.name}" for g in gpus)
+        raise BadArgument(
+            f"the visible GPUs are of {len(names)} models ({listing}): a verdict holds for one "
+            "model; set CUDA_VISIBLE_DEVICES to GPUs of one model"
+        )
+
+
+def round_workers(workers: int, round_: str) -> int:
+    """Workers of a round: all of them for "main"; half (at least two) for "confirm", whose
+    verdict confirms the recommended mix on step and decides nothing (docs/DESIGN.md §5.10)."""
+    return workers if round_ == "main" else max(2, (workers + 1) // 2)
+
+
+def worker_seed(seed: int, worker: int, round_: str) -> int:
+    """The placement seed of one worker's blocks: distinct per worker and round, replayable."""
+    return (seed * 1_000_003 + 7_919 * (worker + 1) + ROUND_GROUP[round_] * 104_729) % (1 << 62)
+
+
+# ------------------------------------------------------------------------------ a worker
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    index: int
+    round: str  # "main" or "confirm"
+    cfg: Any  # the RunConfig of this worker: its comparisons and its placement seed
+    gpu: GPU
+    first_group: int = 0
+    describe: bool = False  # send the session's environment and provenance in its hello
+
+
+def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
+    """Run ``("module:function", kwargs)`` first thing in a worker (tests install the simulated
+    device this way; a real run passes None)."""
+    if setup is not None:
+        import importlib
+
+        mod, _, fn = setup[0].partition(":")
+        getattr(importlib.import_module(mod), fn)(**setup[1])
+
+
+def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
+    """One worker process: imports first (they overlap the worker before it on the GPU), then
+    waits for its job (``jobs``, with ``go``) and measures its round. Every record, reading and
+    outcome goes to ``out``; the last message is "exit"."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it sets ``stop``
+    t0 = time.monotonic()
+    engine = monitor = None
+    fault = False
+    info: dict[str, Any] = {}
+    early: BaseException | None = None
+    try:
+        call_setup(setup)
+        import torch  # noqa: F401
+
+        from workbench.measure.engine import Engine
+        from workbench.measure.monitor import Monitor
+    except BaseException as e:  # reported once there is a job to report it for
+        early = e
+    info["import_s"] = time.monotonic() - t0
+    job: WorkerJob | None = None
+    while job is None:
+        if go.wait(0.1):
+            try:
+                job = jobs.get(timeout=5.0)
+            except queue.Empty:
+                return
+        elif stop.is_set():
+            return
+    if job.index < 0:  # a spare the run did not need
+        return
+    idx = job.index
+
+    def record(type: str, **fields: Any) -> dict[str, Any]:
+        rec = {"type": type, "t": fields.pop("t", time.time()), **fields}
+        out.put(("record", idx, rec))
+        return rec
+
+    def progress(p: Any) -> None:
+        out.put(("progress", idx, p))
+
+    try:
+        if early is not None:
+            raise early
+        t1 = time.monotonic()
+        sink = Sink(record=record, progress=progress, cancel=stop)
+        monitor = Monitor(device_index=job.gpu.nvml)
+        monitor.sink = lambda r: out.put(
+            ("nvml", idx, {"t": time.time(), **(dataclasses.asdict(r) if dataclasses.is_dataclass(r)
+                                                else dict(r))})
+        )  # fmt: skip
+        torch.cuda.init()  # the CUDA context: what every fresh process pays first
+        engine = Engine(job.cfg, sink, monitor)
+        info["startup_s"] = time.monotonic() - t1
+        t2 = time.monotonic()
+        builds = engine.build()
+        info["build_s"] = time.monotonic() - t2
+        t3 = time.monotonic()
+        hello: dict[str, Any] = {"pid": os.getpid(), "nvml": monitor.reason or "available",
+                                 "environment": engine.environment(builds)}  # fmt: skip
+        if job.describe:  # the session's provenance (sources hashed): asked of one worker
+            hello["provenance"] = engine.provenance(builds)
+        hello["clock_mhz"] = engine.clock_mhz
+        info["describe_s"] = time.monotonic() - t3
+        monitor.start()
+        out.put(("hello", idx, hello))
+        engine.run_plan(list(job.cfg.comparisons), first_group=job.first_group)
+        out.put(("done", idx, "interrupted" if stop.is_set() else "complete"))
+    except GPUFault as e:
+        fault = True
+        out.put(("fault", idx, {"cmp": e.cmp, "arm": e.arm, "error": str(e)}))
+    except NumericsError as e:
+        out.put(("numerics", idx, str(e)))
+    except BaseException as e:  # reported to the parent, which names the worker
+        if is_sticky_cuda_error(e):
+            fault = True
+            text = fault_line(None, None, f"{type(e).__name__}: {e}")
+            out.put(("fault", idx, {"cmp": None, "arm": None, "error": text}))
+        else:
+            kind = "build" if isinstance(e, BuildError) else "error"
+            out.put((kind, idx, f"{type(e).__name__}: {e}"))
+    finally:
+        if monitor is not None:
+            monitor.stop()
+        if engine is not None and not fault:
+            with contextlib.suppress(Exception):  # what it holds goes with the process anyway
+                engine.release()
+        phases = dict(engine.phases) if engine is not None else {}
+        for k in ("startup_s", "build_s", "describe_s"):
+            if k in info:
+                phases[k[:-2]] = info[k]
+        out.put(("exit", idx, {"phases": phases, "import_s": info.get("import_s"),
+                               "wall_s": time.monotonic() - t0}))  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ the parent
+
+
+def _wall(mono: float | None) -> float | None:
+    """A monotonic instant of this process as wall-clock time (journal times are wall-clock)."""
+    return None if mono is None else time.time() - (time.monotonic() - mono)
+
+
+@dataclass
+class _Proc:
+    """A spawned worker process of one GPU lane, imported and waiting for a job."""
+
+    proc: Any
+    go: Any
+    jobs: Any
+    spawned: float
+
+
+@dataclass
+class _Worker:
+    job: WorkerJob
+    proc: Any = None
+    go: Any = None
+    jobs: Any = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    status: str = "pending"  # running, complete, interrupted, failed, fault, numerics
+    error: str | None = None
+    fault: dict[str, Any] | None = None
+    hello: dict[str, Any] | None = None
+    exit: dict[str, Any] | None = None
+    spawned: float = 0.0
+    started: float | None = None  # when it was told to go (monotonic)
+    ended: float | None = None  # when its exit arrived (monotonic)
+    flushed: bool = False
+
+
+class WorkerRun:
+    """The parent of a run's worker processes, for a workbench.run.runner.Runner whose config
+    asks for workers. Writes the runner's session; run() returns its status.
+
+    Each GPU lane keeps one spare process that has done its imports and waits for a job: the
+    first spares start before the build, and the next one whenever a worker says hello, so
+    no worker after the first waits for Python and torch to import (docs/DESIGN.md §5.10)."""
+
+    def __init__(self, runner: Any, setup: tuple[str, dict[str, Any]] | None = None) -> None:
+        self.r = runner
+        self.cfg = runner.cfg
+        self.setup = setup if setup is not None else getattr(runner, "worker_setup", None)
+        self._pair_next: dict[str, int] = {}
+        self._declared: set[str] = set()
+        self._notes: set[str] = set()
+        self._block_stride = max(1, self.cfg.protocol.block_goal)
+        self.faults: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self.numerics: str | None = None
+        self.excluded: set[str] = set()  # comparisons a fault ended: no later worker runs them
+        self.spares: dict[int, _Proc] = {}  # GPU lane -> its waiting process
+        self.procs: list[Any] = []  # every process spawned, joined at the end
+        self._pending: list[_Worker] = []  # ended before the session began: flushed once it has
+
+    # -------------------------------------------------------------- the run
+
+    def run(self) -> str:
+        """Measure every round; returns the run's status (the runner makes its result)."""
+        import multiprocessing as mp
+
+        r, cfg = self.r, self.cfg
+        self.gpus = visible_gpus()
+        check_one_model(self.gpus)
+        self.ctx = mp.get_context("spawn")  # a forked CUDA context is unusable in the child
+        self.out, self.stop = self.ctx.Queue(), self.ctx.Event()
+        status, error = "complete", None
+        try:
+            for g in range(min(len(self.gpus), cfg.workers)):
+                self._spare(g)  # their imports overlap the build
+            self._build()
+            self.run_round("main", list(cfg.comparisons))
+            if self._go_on():
+                an = self.analysis()
+                r.recommendations = an.recommendations
+                for rec in an.recommendations.values():
+                    r.emit("recommendation", rec)
+                confirm = r.confirmation_plan(an.results)
+                if confirm and self._go_on():
+                    self.run_round("confirm", confirm)
+        except KeyboardInterrupt:
+            r._finish("interrupted", "interrupted (KeyboardInterrupt)")
+            raise
+        except BaseException as e:
+            r._finish("failed", f"{type(e).__name__}: {e}")
+            raise
+        finally:
+            self._end()
+        if r.session is None:  # no worker ever started measuring
+            raise WorkbenchError("no worker started: " + ("; ".join(self.errors) or "unknown"))
+        if self.numerics is not None:
+            r._finish("failed", f"NumericsError: {self.numerics}")
+            raise NumericsError(self.numerics)
+        if r.cancel.is_set():
+            status = "interrupted"
+        if self.faults:
+            status, error = "failed", self.faults[0]["error"]
+            r.fault = self.faults[0]
+        elif self.errors:
+            status, error = "failed", "; ".join(self.errors)
+        r._finish(status, error)
+        return status
+
+    def _go_on(self) -> bool:
+        return not self.r.cancel.is_set() and self.numerics is None
+
+    def _build(self) -> None:
+        """Build every variant once here, so that workers load them from the cache."""
+        from workbench.kernels.build import build_many
+
+        cfg = self.cfg
+        variants = {v for c in cfg.comparisons for arm in (c.a, c.b) for v in arm.variants}
+        if variants:
+            results = build_many(sorted(variants, key=lambda v: v.name), load=False)
+            self.r.emit("builds", [b.summary() for b in results])
+
+    def analysis(self) -> Any:
+        """The analysis of the merged journal so far (the one every reader of a session uses)."""
+        from workbench.analysis import analyse
+        from workbench.store.session import load_session
+
+        return analyse(load_session(self.r.session.path, nvml=False), self.cfg.m)
+
+    # -------------------------------------------------------------- processes
+
+    def _spare(self, g: int) -> None:
+        """Start lane ``g``'s next process (CUDA_VISIBLE_DEVICES names its GPU) unless one waits."""
+        if g in self.spares:
+            return
+        ctx = self.ctx
+        go, jobs = ctx.Event(), ctx.Queue()
+        saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+        os.environ["CUDA_VISIBLE_DEVICES"] = self.gpus[g].visible  # inherited by the child
+        try:
+            proc = ctx.Process(target=worker_main, args=(self.setup, self.out, go, self.stop, jobs),
+                               name=f"workbench-worker-gpu{g}")  # fmt: skip
+            proc.start()
+        finally:
+            if saved is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = saved
+        self.procs.append(proc)
+        self.spares[g] = _Proc(proc, go, jobs, time.monotonic())
+
+    def _start(self, w: _Worker, g: int) -> None:
+        """Give lane ``g``'s spare process the job of ``w`` and let it measure."""
+        self._spare(g)
+        p = self.spares.pop(g)
+        w.proc, w.go, w.jobs, w.spawned = p.proc, p.go, p.jobs, p.spawned  # held: the child
+        # unpickles them only once it has started
+        w.job = dataclasses.replace(w.job, describe=self.r.session is None and not self._describing)
+        self._describing = self._describing or w.job.describe
+        p.jobs.put(w.job)
+        p.go.set()
+        w.started = time.monotonic()
+        w.status = "running"
+
+    _describing = False  # a worker was asked for the session's environment and provenance
+
+    def _end(self) -> None:
+        """Release the spares and join every process (what a killed worker sent is kept)."""
+        for p in self.spares.values():
+            p.jobs.put(WorkerJob(-1, "none", None, self.gpus[0]))
+            p.go.set()
+        self.stop.set()
+        for proc in self.procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=5)
+        self.spares.clear()
+
+    # -------------------------------------------------------------- one round
+
+    def run_round(self, round_: str, comparisons: list[Any]) -> None:
+        """Every worker of the round, one at a time per GPU, all GPUs at once."""
+        cfg, n = self.cfg, round_workers(self.cfg.workers, round_)
+        todo = [c for c in comparisons if c.id not in self.excluded]
+        lanes: dict[int, list[_Worker]] = {}
+        for i in range(n):
+            seed = worker_seed(cfg.protocol.placement_seed or 0, i, round_)
+            wcfg = dataclasses.replace(
+                cfg,
+                comparisons=todo,
+                protocol=dataclasses.replace(cfg.protocol, placement_seed=seed),
+            )
+            g = i % len(self.gpus)
+            job = WorkerJob(i, round_, wcfg, self.gpus[g], ROUND_GROUP[round_])
+            lanes.setdefault(g, []).append(_Worker(job))
+        workers = [w for lane in lanes.values() for w in lane]
+        try:
+            for g, lane in lanes.items():
+                self._start(lane[0], g)
+            self._drain(lanes)
+        finally:
+            for w in workers:  # wait for the round's processes: each exits after its job
+                if w.proc is not None:
+                    w.proc.join(timeout=30)
+            if self.r.session is None:  # no worker described the run: the first hello will do
+                hello = next((w.hello for w in workers if w.hello), None)
+                if hello is not None:
+                    self._open_session({"provenance": {}, **hello})
+                    self.r.note("the session's provenance is missing: its worker failed first")
+            for w in [*self._pending, *workers]:  # what a worker killed mid-way sent is kept too
+                if not w.flushed and (w.records or w.hello):
+                    self._flush(w)
+            self._pending = []
+
+    def _drain(self, lanes: dict[int, list[_Worker]]) -> None:
+        out = self.out
+        by_index = {w.job.index: w for lane in lanes.values() for w in lane}
+        pos = {g: 0 for g in lanes}  # the lane's worker that has the GPU now
+        live = len(lanes)
+        while live:
+            if self.r.cancel.is_set():
+                self.stop.set()
+            try:
+                kind, idx, data = out.get(timeout=0.2)
+            except queue.Empty:
+                for g, lane in lanes.items():  # a worker that died without a word
+                    w = lane[pos[g]] if pos[g] < len(lane) else None
+                    if (
+                        w is not None
+                        and w.proc is not None
+                        and w.exit is None
+                        and not w.proc.is_alive()
+                    ):
+                        # let its last messages arrive first
+                        try:
+                            kind, idx, data = out.get(timeout=1.0)
+                        except queue.Empty:
+                            w.exit = {"phases": {}, "wall_s": time.monotonic() - w.spawned}
+                            w.ended = time.monotonic()
+                            w.status = "failed"
+                            w.error = f"worker {w.job.index} died (exit code {w.proc.exitcode})"
+                            self.errors.append(w.error)
+                            self.r.note(w.error)
+                            live -= self._next(lane, g, pos)
+                            break
+                        self._message(by_index[idx], kind, data)
+                        break
+                continue
+            w = by_index[idx]
+            self._message(w, kind, data)
+            if kind == "hello" and self._go_on():  # the next process imports while this measures
+                g = next(k for k, lane in lanes.items() if w in lane)
+                self._spare(g)
+            if kind == "exit":
+                g = next(k for k, lane in lanes.items() if w in lane)
+                live -= self._next(lanes[g], g, pos)
+
+    def _next(self, lane: list[_Worker], g: int, pos: dict[int, int]) -> int:
+        """Give the lane's GPU to its next worker; 1 when the lane is done, else 0."""
+        done = lane[pos[g]]
+        pos[g] += 1
+        if pos[g] >= len(lane) or not self._go_on():
+            for w in lane[pos[g] :]:
+                w.status = "skipped"
+            self._flush(done)
+            return 1
+        self._start(lane[pos[g]], g)  # the GPU first, then the journal
+        self._flush(done)
+        return 0
+
+    def _message(self, w: _Worker, kind: str, data: Any) -> None:
+        r = self.r
+        if kind == "record":
+            w.records.append(data)
+        elif kind == "nvml":
+            if r.session is not None:
+                r.session.nvml(data)
+        elif kind == "progress":
+            if r.progress is not None:
+                r.progress(self._progress(w, data))
+        elif kind == "hello":
+            w.hello = data
+            if r.session is None and "provenance" in data:
+                self._open_session(data)
+                for p in self._pending:  # workers that ended before the session began
+                    self._flush(p)
+                self._pending = []
+        elif kind == "done":
+            w.status = data
+        elif kind == "fault":
+            w.status, w.fault = "fault", data
+            self.faults.append({**data, "worker": w.job.index})
+            if data.get("cmp"):
+                self.excluded.update(c.strip() for c in str(data["cmp"]).split(","))
+            r.note(f"worker {w.job.index}: {data['error']}")
+        elif kind == "numerics":
+            w.status, w.error = "numerics", data
+            self.numerics = data
+        elif kind in ("error", "build"):
+            w.status, w.error = "failed", data
+            self.errors.append(f"worker {w.job.index}: {data}")
+            r.note(f"worker {w.job.index} failed: {data}")
+        elif kind == "exit":
+            w.exit = data
+            w.ended = time.monotonic()
+            if w.job.describe and w.hello is None:  # it never described: the next one will
+                self._describing = False
+
+    def _progress(self, w: _Worker, p: Any) -> Any:
+        """A worker's progress as the run's: its block among every worker's blocks."""
+        if getattr(p, "block", None) is None:
+            return p
+        return dataclasses.replace(p, block=w.job.index * self._block_stride + p.block)
+
+    def _open_session(self, hello: dict[str, Any]) -> None:
+        """The session, once the first worker knows its GPU: its environment and provenance."""
+        from workbench.store.session import SessionWriter
+
+        r = self.r
+        env = dict(hello["environment"])
+        env["workers"] = {
+            "planned": self.cfg.workers,
+            "confirm": round_workers(self.cfg.workers, "confirm"),
+            "gpus": [dataclasses.asdict(g) for g in self.gpus],
+        }
+        writer = SessionWriter(
+            self.cfg.sessions_dir, self.cfg.slug, self.cfg.session_config(),
+            hello["provenance"], env,
+        )  # fmt: skip
+        r.session = writer
+        r.clock_mhz = hello.get("clock_mhz")
+        r.nvml_status = hello.get("nvml")
+        r.emit("session", writer.path)
+        if r.nvml_status != "available":
+            r.note(str(r.nvml_status))
+
+    # -------------------------------------------------------------- merging
+
+    def _flush(self, w: _Worker) -> None:
+        """Journal a worker's records, tagged with its number, pairs and blocks renumbered so
+        that they are unique across the run's workers; then its worker record."""
+        r = self.r
+        if w.flushed:
+            return
+        if r.session is None:
+            if w not in self._pending:
+                self._pending.append(w)
+            return
+        w.flushed = True
+        base_block = w.job.index * self._block_stride
+        pair_base: dict[str, int] = {}
+        top: dict[str, int] = {}
+        for rec in w.records:
+            rec = dict(rec)
+            t = rec.pop("type")
+            rec["worker"] = w.job.index
+            if t == "comparison":
+                if rec["id"] in self._declared:
+                    continue
+                self._declared.add(rec["id"])
+                n = round_workers(self.cfg.workers, w.job.round)
+                rec.update(blocks=self.cfg.protocol.block_goal * n, workers=n,
+                           placement_seed=self.cfg.protocol.placement_seed)  # fmt: skip
+                del rec["worker"]
+            if t == "note":
+                if rec["text"] in self._notes:
+                    continue
+                self._notes.add(rec["text"])
+                r.notes.append(rec["text"])
+                r.emit("note", rec["text"])
+            if "block" in rec and isinstance(rec["block"], int):
+                rec["block"] = base_block + rec["block"]
+            if t == "sample":
+                cmp = rec["cmp"]
+                base = pair_base.setdefault(cmp, self._pair_next.get(cmp, 0))
+                rec["pair"] = base + int(rec["pair"])
+                top[cmp] = max(top.get(cmp, base), rec["pair"] + 1)
+            if t == "memory" and w.job.index == 0 and w.job.round == "main":
+                r.memory.append({k: v for k, v in rec.items() if k not in ("t", "worker")})
+            r.session.record(t, **rec)
+        self._pair_next.update(top)
+        w.records = []
+        exit_ = w.exit or {}
+        env = (w.hello or {}).get("environment") or {}
+        gpu = env.get("gpu") or {}
+        phases = dict(exit_.get("phases") or {})
+        if w.started is not None and w.hello is not None:
+            phases.setdefault("startup", 0.0)
+        rec = {
+            "worker": w.job.index, "round": w.job.round, "status": w.status,
+            "gpu": w.job.gpu.visible, "uuid": w.job.gpu.uuid or gpu.get("uuid"),
+            "name": w.job.gpu.name or gpu.get("name"), "pid": (w.hello or {}).get("pid"),
+            "started": _wall(w.started), "ended": _wall(w.ended),
+            "placement_seed": w.job.cfg.protocol.placement_seed,
+            "blocks": w.job.cfg.protocol.block_goal, "phases": phases,
+            "import_s": exit_.get("import_s"), "wall_s": exit_.get("wall_s"),
+            "error": w.error or (w.fault or {}).get("error"),
+        }  # fmt: skip
+        if w.fault is not None:
+            rec["fault_cmp"], rec["fault_arm"] = w.fault.get("cmp"), w.fault.get("arm")
+        r.workers.append(rec)
+        r.session.record("worker", **rec)
+        r.emit("worker", rec)
