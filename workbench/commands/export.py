@@ -41,6 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.commands._paths import output_dir, output_file
     from workbench.commands.sessions import resolve
+    from workbench.core.files import write_whole
     from workbench.report import decisions
     from workbench.store.session import load_session
 
@@ -64,13 +65,13 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
         else:
             out = output_file(args.out, "--out", "decisions.json")
-            out.write_text(text)
+            write_whole(out, lambda tmp: tmp.write_text(text), "--out")
             print(f"workbench export: wrote {out}", file=sys.stderr)
         return 0
     folder = output_dir(args.out or DEFAULT_VLLM_DIR, "--out")
     for name, part in decisions.split(doc).items():
-        tmp = folder / f".{name}.tmp"
-        tmp.write_text(json.dumps(part, indent=1) + "\n")
-        tmp.replace(folder / name)  # whole or not at all: an engine may be reading the folder
+        text = json.dumps(part, indent=1) + "\n"
+        # whole or not at all: an engine may be reading the folder
+        write_whole(folder / name, lambda tmp, text=text: tmp.write_text(text), "--out")
         print(f"workbench export: wrote {folder / name}", file=sys.stderr)
     return 0

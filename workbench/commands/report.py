@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from workbench.commands._paths import not_a_file, output_dir, output_file
 from workbench.commands.plot import add_session_argument
 from workbench.core import defaults
-from workbench.core.errors import BadArgument
+from workbench.core.files import write_whole
 
 HELP = "Markdown report of a session, recomputed from its journals (tables, verdicts, plots)"
 
@@ -51,13 +50,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     # written whole or not at all: an interrupted or failed write leaves no half report behind
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    except OSError as e:
-        raise BadArgument(f"--output {str(out)!r}: cannot write it ({e.strerror})") from None
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_whole(out, lambda tmp: tmp.write_text(text, encoding="utf-8"), "--output")
     print(out, file=sys.stderr)
     return 0
