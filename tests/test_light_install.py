@@ -125,3 +125,33 @@ def test_a_command_that_needs_the_gpu_stack_names_the_extra(tmp_path):
         assert len(line.splitlines()) == 1 and "Traceback" not in line
         assert line.startswith(f"workbench {res['argv'][0]}: ")
         assert f"workbench[{GPU_EXTRA}]" in line and "torch is not installed" in line
+
+
+# sys.modules[name] = None makes `import name` fail as a missing package does (ModuleNotFoundError)
+NO_PLATFORMDIRS = r"""
+import sys
+sys.modules["platformdirs"] = None
+from workbench import cli
+raise SystemExit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_missing_dependency_is_named_with_its_install_command(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_")}
+    env |= {"PYTHONPATH": str(REPO), "WORKBENCH_SESSION_INDEX": str(tmp_path / "index.json")}
+
+    def wb(*argv):
+        return subprocess.run(
+            [sys.executable, "-c", NO_PLATFORMDIRS, *argv],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    build = wb("build", "--kernel", "w2", "--no-calib")
+    assert build.returncode == EXIT_NO_GPU, build.stderr
+    (line,) = build.stderr.strip().splitlines()
+    assert line.startswith("workbench build: platformdirs is not installed"), line
+    assert line.endswith("python3 -m pip install platformdirs"), line
+    # the session index is a cache: without the cache folder a listing is slower, never refused
+    del env["WORKBENCH_SESSION_INDEX"]
+    listing = wb("sessions", "list", "--root", str(REPO / "sessions"))
+    assert listing.returncode == 0 and "20261129T140359Z_default" in listing.stdout, listing.stderr

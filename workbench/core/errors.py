@@ -4,7 +4,7 @@ from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_BAD_ARGS = 2
-EXIT_NO_GPU = 3
+EXIT_NO_GPU = 3  # no usable GPU, or a package it or the command needs missing
 EXIT_BUILD_FAILED = 4
 EXIT_NUMERICS_DIFFER = 5
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
@@ -53,6 +53,20 @@ def gpu_stack_module(e: ImportError) -> str | None:
     """The GPU_STACK module an ImportError is about, or None for any other module."""
     name = (getattr(e, "name", None) or "").split(".")[0]
     return name if name in GPU_STACK else None
+
+
+class MissingDependency(WorkbenchError):
+    """A dependency of even the light install is missing (a partial install): exit 3, as for
+    the GPU stack, with the one line that installs it."""
+
+    exit_code = EXIT_NO_GPU
+
+    def __init__(self, module: str) -> None:
+        super().__init__(
+            f"{module} is not installed (even the light install needs it): "
+            f"python3 -m pip install {module}"
+        )
+        self.module = module
 
 
 class BuildError(WorkbenchError):

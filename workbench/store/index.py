@@ -24,6 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from workbench.core.errors import MissingDependency
+from workbench.core.paths import cache_dir
+
 INDEX_NAME = "sessions-index.json"
 FORMAT = 1
 WATCHED = ("session.json", "journal.jsonl")  # what a listing reads (not nvml.jsonl)
@@ -34,12 +37,10 @@ def index_path() -> Path | None:
     override = os.environ.get("WORKBENCH_SESSION_INDEX")
     if override:
         return None if override == "off" else Path(override)
-    base = os.environ.get("WORKBENCH_CACHE")
-    if base:
-        return Path(base) / INDEX_NAME
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("workbench")) / INDEX_NAME
+    try:
+        return cache_dir() / INDEX_NAME
+    except MissingDependency:
+        return None  # no platformdirs, no cache folder: a listing costs time, never fails
 
 
 # The modules of this package whose code decides what a listing says: the loader and its schema,
