@@ -27,17 +27,26 @@ class NoGPUError(WorkbenchError):
     exit_code = EXIT_NO_GPU
 
 
+# The distribution's name on PyPI (pyproject.toml's project name; PyPI's "workbench" is another
+# project). The command and the import package stay `workbench`.
+DIST = "awq-moe-workbench"
 # The light install leaves out what runs need (pyproject.toml's extra of this name).
 GPU_EXTRA = "gpu"
 GPU_STACK = ("torch", "triton", "pynvml")  # the modules that extra brings
+
+
+def extra_install(extra: str) -> str:
+    """The commands that install pyproject.toml's ``extra``: from the wheel, and in a checkout."""
+    return (
+        f"pip install '{DIST}[{extra}]' (in a checkout: python3 -m pip install -e \".[{extra}]\")"
+    )
 
 
 def gpu_stack_hint(module: str) -> str:
     """What to install when ``module`` (one of GPU_STACK) is missing."""
     return (
         f"{module} is not installed (the light install has no GPU stack); install the "
-        f"{GPU_EXTRA!r} extra: python3 -m pip install 'workbench[{GPU_EXTRA}]' "
-        f'(in a checkout: python3 -m pip install -e ".[{GPU_EXTRA}]")'
+        f"{GPU_EXTRA!r} extra: {extra_install(GPU_EXTRA)}"
     )
 
 
