@@ -106,3 +106,12 @@ def test_readme_is_a_page_a_newcomer_reads_in_five_minutes():
     exit codes): the lab's notes and the history live in docs/KERNELS.md and docs/HISTORY.md."""
     size = len((REPO / "README.md").read_bytes())
     assert size <= 14_000, f"README.md is {size} bytes; move detail into docs/ (limit 14,000)"
+
+
+def test_the_readme_exit_code_table_has_every_code_the_tool_returns():
+    """Every EXIT_* of workbench/core/errors.py, and 1 (WorkbenchError's own), has a row."""
+    from workbench.core import errors
+
+    rows = set(re.findall(r"^\| (\d+) \|", (REPO / "README.md").read_text(), re.M))
+    codes = {str(getattr(errors, n)) for n in dir(errors) if n.startswith("EXIT_")}
+    assert codes | {"1"} <= rows, f"README's exit-code table lacks {sorted(codes | {'1'} - rows)}"
