@@ -15,7 +15,7 @@ from typing import Any
 
 from workbench.commands._paths import not_a_file
 from workbench.core import defaults, limits
-from workbench.core.errors import EXIT_INTERRUPTED, BuildError, NumericsError
+from workbench.core.errors import EXIT_INTERRUPTED, BadArgument, BuildError, NumericsError
 from workbench.data.shapes import add_shape_arguments
 from workbench.measure.abba import ProtocolConfig
 
@@ -45,7 +45,7 @@ def add_protocol_arguments(p: argparse.ArgumentParser, replays_default: int) -> 
         help="add blocks until the ratio's 95%% CI half-width <= --target or --budget ends",
     )
     g.add_argument(
-        "--target", type=float, default=d.target, help="adaptive CI half-width (%(default)s)"
+        "--target", type=float, default=None, help=f"adaptive CI half-width ({d.target})"
     )
     g.add_argument(
         "--budget", type=float, default=None, metavar="SECONDS", help="time budget per comparison"
@@ -160,6 +160,8 @@ def check_limits(args: argparse.Namespace) -> None:
     for option, attr, maximum, name in _UPPER:
         limits.check_max(option, getattr(args, attr), maximum, name)
     limits.check_min_effect(args.min_effect, "--min-effect")
+    if args.target is not None and not args.adaptive:
+        raise BadArgument(f"--target {args.target!r} needs --adaptive (else --blocks decide)")
 
 
 def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
@@ -170,7 +172,7 @@ def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
         blocks=args.blocks,
         placement_seed=args.placement_seed,
         adaptive=args.adaptive,
-        target=args.target,
+        target=ProtocolConfig.target if args.target is None else args.target,
         budget_s=args.budget,
         max_blocks=args.max_blocks,
         prime_placements=args.prime_placements,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from workbench.core.errors import BadArgument
 
@@ -39,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.commands._paths import output_dir, output_file
+    from workbench.commands._paths import distinct_sessions, output_dir, output_file
     from workbench.commands.sessions import resolve
     from workbench.core.files import write_whole
     from workbench.report import decisions
@@ -50,12 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.m is not None and not 0 < args.m < 0.5:
         raise BadArgument(f"--m {args.m!r} must be a fraction in (0, 0.5)")
     paths = [resolve(a, args.root) for a in args.sessions]
-    seen: dict[Path, str] = {}
-    for arg, p in zip(args.sessions, paths, strict=True):
-        key = (p.parent if p.name == "session.json" else p).resolve()
-        if key in seen:
-            raise BadArgument(f"SESSION {arg!r} is {seen[key]!r} again")
-        seen[key] = arg
+    distinct_sessions(args.sessions, paths, "its decisions would count twice")
     doc, notes = decisions.build([load_session(p) for p in paths], args.m)
     for n in notes:
         print(f"workbench export: {n}", file=sys.stderr)
