@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.errors import MissingDependency
+from workbench.core.files import share
 from workbench.core.paths import cache_dir
 
 INDEX_NAME = "sessions-index.json"
@@ -124,6 +125,7 @@ class SessionIndex:
         except OSError:
             return  # a read-only cache folder costs time, never a listing
         try:
+            share(fd)  # mkstemp makes it 0600; the index is readable like every other file
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(data, f)
             os.replace(tmp, self.path)  # atomic: a concurrent reader sees the old or the new
