@@ -5,7 +5,8 @@ Per device (named as vLLM keys it) and MoE shape: the reader chosen per kernel a
 verdicts, ratios, intervals and block counts behind the choice, the sessions and their source
 hashes. Sessions of several GPUs of one model merge into one entry (pooled). ``--format json``
 writes one file (stdout by default); ``--format vllm`` writes one
-``E=...,N=...,device_name=....json`` per device and (E, N) into a folder.
+``E=...,N=...,device_name=....json`` per device and (E, N) into a folder: named as vLLM names its
+tuned MoE configs, but read by workbench/core/decision.py (vLLM's own loader would fail on them).
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "sessions", metavar="SESSION", nargs="+", help="session folders, names or 'latest'"
     )
     p.add_argument(
-        "--format", default="json", help="json (one file) or vllm (a folder of E=..,N=.. files)"
+        "--format",
+        default="json",
+        help="json (one file) or vllm (a folder of E=..,N=.. files, named as vLLM names its MoE "
+        "configs but read by workbench/core/decision.py, not by vLLM's loader)",
     )
     p.add_argument(
         "--out",
@@ -68,4 +72,9 @@ def run(args: argparse.Namespace) -> int:
         # whole or not at all: an engine may be reading the folder
         write_whole(folder / name, lambda tmp, text=text: tmp.write_text(text), "--out")
         print(f"workbench export: wrote {folder / name}", file=sys.stderr)
+    print(
+        f"workbench export: {folder}/ is for workbench/core/decision.py (decision.load), "
+        "not a vLLM config folder: vLLM's loader would fail on these files",
+        file=sys.stderr,
+    )
     return 0
