@@ -1,7 +1,7 @@
 """The bases and mutations behind tests/session_fuzz.py's corrupted sessions.
 
-`make_base` writes a trimmed copy of a real H200 session under sessions/: session.json verbatim,
-the journal's memory records plus a few comparisons with their gates and the samples of their
+`make_base` writes a trimmed copy of a real H200 session under sessions/: session.json (its
+summary counting the pairs kept, so that the copy is whole, not partial), the journal's memory records plus a few comparisons with their gates and the samples of their
 first pairs, and the first NVML readings. Trimmed so that the six commands over ~250 cases stay
 fast (a Wilcoxon test over 12 tied pairs costs scipy half a second; over 6 pairs, milliseconds).
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,14 @@ def make_base(kind: str, dst: Path) -> Path:
     name, keep, pairs, nvml_lines = BASES[kind]
     src = REPO / "sessions" / name
     dst.mkdir(parents=True)
-    shutil.copy(src / "session.json", dst / "session.json")
+    m = json.loads((src / "session.json").read_text())
+    # the summary counts what the trimmed journal holds (else the copy loads as partial)
+    m["summary"]["comparisons"] = [
+        dict(c, pairs=min(c["pairs"], pairs))
+        for c in m["summary"]["comparisons"]
+        if c["id"] in keep
+    ]
+    (dst / "session.json").write_text(json.dumps(m, indent=2) + "\n")
     out = []
     for line in _text(src, "journal.jsonl").splitlines():
         rec = json.loads(line)

@@ -40,6 +40,13 @@ CASES: list[tuple[list[str], str]] = [
     (["ab", "--seed", "-1"], "--seed -1"),
     (["ab", "--min-effect", "0.7"], "--min-effect 0.7"),
     (["ab", "--target", "inf", "--adaptive"], "--target inf"),
+    # contradictory options (issue 33): refused before any work, the GPU check included
+    (["ab", "--target", "0.01"], "--target 0.01 needs --adaptive"),
+    (["calibrate", "--target", "0.01"], "--target 0.01 needs --adaptive"),
+    (["ab", "--adaptive", "--blocks", "3", "--max-blocks", "2"], "--max-blocks 2 is below the 3"),
+    (["report", SESSION, "--no-plots", "--plots-dir", "{tmp}/figs"], "contradicts --no-plots"),
+    (["sessions", "compare", SESSION, SESSION], "compared with itself"),
+    (["sessions", "compare", SESSION, SESSION + "/session.json"], "compared with itself"),
     (["ab", "--kernel", "nope"], "--kernel 'nope'"),
     (["ab", "--set", "cold"], "--set 'cold'"),
     (["ab", "--a", "b4-coop"], "--a 'b4-coop'"),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from workbench.commands import ab, calibrate
+from workbench.commands._measure import protocol_from_args
 from workbench.core import defaults, stats
 from workbench.measure.abba import ProtocolConfig
 from workbench.run.runner import RunConfig, make_config
@@ -37,9 +38,9 @@ def test_cli_defaults_are_the_defaults():
         assert (args.calls, args.replays, args.seed) == (
             defaults.CALLS, defaults.REPLAYS, defaults.SEED,
         )  # fmt: skip
-        assert (args.target, args.min_effect, args.retries) == (
-            defaults.TARGET, defaults.M, defaults.RETRIES,
-        )  # fmt: skip
+        assert (args.min_effect, args.retries) == (defaults.M, defaults.RETRIES)
+        # --target is None unless given (it needs --adaptive); the protocol gets the default
+        assert args.target is None and protocol_from_args(args).target == defaults.TARGET
         assert (args.sessions_dir, args.plots_dir) == (defaults.SESSIONS_DIR, defaults.PLOTS_DIR)
     c = _parsed(calibrate)
     assert (c.kernel, c.set, c.arm) == ("w13", "hot", defaults.CALIBRATE_ARM)

@@ -181,6 +181,9 @@ def test_cli_json_and_vllm_formats_hold_the_same_decisions(tmp_path, capsys):
     assert cli.main(["export", *argv[:3], "--format", "vllm", "--out", str(tmp_path / "v")]) == 0
     names = sorted(p.name for p in (tmp_path / "v").iterdir())
     assert names == ["E=512,N=160,device_name=NVIDIA_H200.json"]
+    # named like vLLM's tuned MoE configs, but vLLM cannot load them: the output says who reads
+    err = capsys.readouterr().err
+    assert "workbench/core/decision.py" in err and "not a vLLM config folder" in err, err
     from_json = decision.load(tmp_path / "d.json")
     from_dir = decision.load(tmp_path / "v")
     assert (
@@ -308,3 +311,15 @@ def test_load_refuses_what_is_not_a_decision_file(tmp_path):
         decision.load(tmp_path)
     with pytest.raises(decision.DecisionError, match="cannot read"):
         decision.load(tmp_path / "missing.json")
+
+
+def test_vllm_format_help_and_docs_say_what_reads_the_files():
+    import argparse
+
+    from workbench.commands import export
+
+    p = argparse.ArgumentParser()
+    export.add_arguments(p)
+    assert "workbench/core/decision.py" in " ".join(p.format_help().split())
+    doc = " ".join((REPO / "docs" / "EXPORT.md").read_text().split())
+    assert "vLLM's loader would fail on them" in doc and "decision.load(folder)" in doc

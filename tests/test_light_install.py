@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fixtures_sessions import REPO
 
-from workbench.core.errors import EXIT_NO_GPU, GPU_EXTRA
+from workbench.core.errors import DIST, EXIT_NO_GPU, GPU_EXTRA
 
 SESSION = "sessions/20261129T140359Z_default"
 REPLICATE = "sessions/20261129T141409Z_default-r2"
@@ -124,4 +124,73 @@ def test_a_command_that_needs_the_gpu_stack_names_the_extra(tmp_path):
         line = res["err"].strip()
         assert len(line.splitlines()) == 1 and "Traceback" not in line
         assert line.startswith(f"workbench {res['argv'][0]}: ")
-        assert f"workbench[{GPU_EXTRA}]" in line and "torch is not installed" in line
+        assert "torch is not installed" in line
+        # both commands that work: from the wheel, and in a checkout
+        assert f"pip install '{DIST}[{GPU_EXTRA}]'" in line
+        assert f'python3 -m pip install -e ".[{GPU_EXTRA}]"' in line
+        assert "pytest" not in line  # the light install has no pytest (and no torch to test)
+
+
+# sys.modules[name] = None makes `import name` fail as a missing package does (ModuleNotFoundError)
+NO_PLATFORMDIRS = r"""
+import sys
+sys.modules["platformdirs"] = None
+from workbench import cli
+raise SystemExit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_missing_dependency_is_named_with_its_install_command(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_")}
+    env |= {"PYTHONPATH": str(REPO), "WORKBENCH_SESSION_INDEX": str(tmp_path / "index.json")}
+
+    def wb(*argv):
+        return subprocess.run(
+            [sys.executable, "-c", NO_PLATFORMDIRS, *argv],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+
+    build = wb("build", "--kernel", "w2", "--no-calib")
+    assert build.returncode == EXIT_NO_GPU, build.stderr
+    (line,) = build.stderr.strip().splitlines()
+    assert line.startswith("workbench build: platformdirs is not installed"), line
+    assert line.endswith("python3 -m pip install platformdirs"), line
+    # the session index is a cache: without the cache folder a listing is slower, never refused
+    del env["WORKBENCH_SESSION_INDEX"]
+    listing = wb("sessions", "list", "--root", str(REPO / "sessions"))
+    assert listing.returncode == 0 and "20261129T140359Z_default" in listing.stdout, listing.stderr
+
+
+def test_every_install_hint_names_the_distribution_and_the_checkout_command():
+    """PyPI's `workbench` is another project: the distribution is DIST, and every hint that
+    installs an extra names DIST (from the wheel) or the checkout's `-e ".[extra]"`."""
+    import re
+
+    from workbench.kernels.specs import read_toml
+
+    project = read_toml(REPO / "pyproject.toml")["project"]
+    assert project["name"] == DIST and project["scripts"] == {"workbench": "workbench.cli:main"}
+    files = [*(REPO / "workbench").rglob("*.py"), REPO / "README.md", *(REPO / "docs").glob("*.md")]
+    bare = []
+    for f in files:
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            # an extra of a bare `workbench` (what pip would fetch from someone else's project)
+            if re.search(r"(?<![-\w])workbench\[", line):
+                bare.append(f"{f.relative_to(REPO)}:{n}: {line.strip()}")
+    assert bare == [], bare
+    from workbench.core.errors import extra_install
+
+    hint = extra_install(GPU_EXTRA)
+    assert f"pip install '{DIST}[{GPU_EXTRA}]'" in hint
+    assert f'python3 -m pip install -e ".[{GPU_EXTRA}]"' in hint
+
+
+def test_doctor_on_the_light_install_shows_the_whole_install_command(tmp_path):
+    (res,), _ = _run([["doctor"]], tmp_path)
+    out = " ".join(res["out"].split())  # rich wraps at 80 columns
+    fix = out[out.index("torch is not installed") :]
+    fix = fix[fix.index("fix:") :]
+    # rich once read `[gpu]` as markup: the fix read `pip install -e "."`, what the user has
+    assert fix.startswith(f"fix: pip install '{DIST}[{GPU_EXTRA}]' (in a checkout: "), fix
+    assert f'python3 -m pip install -e ".[{GPU_EXTRA}]")' in fix, fix
+    assert 'install -e "."' not in out

@@ -127,3 +127,14 @@ def test_the_index_is_keyed_by_every_module_that_makes_a_listing():
     makers = (session.load_session, listing.session_info, listing.SessionInfo, index.SessionIndex)
     for obj in makers:
         assert Path(inspect.getfile(obj)).name in index.LOADER_MODULES, obj
+
+
+def test_the_index_is_written_with_the_umask_mode(root, _session_index):
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        _listing(root)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(_session_index.stat().st_mode) == 0o644  # not mkstemp's 0600

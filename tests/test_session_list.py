@@ -165,3 +165,30 @@ def test_tui_browser_shows_commit_sources_stale_and_recommendation(root, tmp_pat
             assert notes[0] == "STALE: kernel sources differ from the working tree: csrc/w2.cu"
 
     asyncio.run(drive())
+
+
+def test_a_truncated_journal_is_partial_not_complete(tmp_path, capsys):
+    """A copy cut short at a line boundary (no half line to warn about) still says 'complete' in
+    session.json: the listing and `show` compare the samples with the planned count."""
+    import shutil
+
+    from fixtures_sessions import REPO
+
+    name = "20261202T003535Z_default-r1"  # 18 comparisons of 6 blocks x 2 pairs: 864 samples
+    root = tmp_path / "sessions"
+    shutil.copytree(REPO / "sessions" / name, root / name)
+    journal = root / name / "journal.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    cut = [i for i, ln in enumerate(lines) if '"type": "sample"' in ln][218]
+    journal.write_text("".join(lines[:cut]))  # the first 218 samples
+    assert main(["sessions", "list", "--root", str(root)]) == 0
+    out = capsys.readouterr()
+    assert "partial" in out.out and "complete" not in out.out, out.out
+    assert main(["sessions", "show", name, "--root", str(root)]) == 0
+    out = capsys.readouterr()
+    assert f"{name}  (partial)" in out.out, out.out
+    assert "218 of the 864 samples" in out.out + out.err
+    whole = tmp_path / "whole"
+    shutil.copytree(REPO / "sessions" / name, whole / name)
+    assert main(["sessions", "list", "--root", str(whole)]) == 0
+    assert "complete" in capsys.readouterr().out  # the untouched copy stays complete

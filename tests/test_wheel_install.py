@@ -23,7 +23,7 @@ import pytest
 from cuda_toolchain import cuda_build_skip_reason
 from fixtures_sessions import REPO
 
-from workbench.core.errors import EXIT_NO_GPU
+from workbench.core.errors import DIST, EXIT_NO_GPU
 
 
 def _sh(cmd: list[str], cwd: Path, env: dict | None = None, timeout: int = 900):
@@ -47,7 +47,7 @@ def wheel(tmp_path_factory) -> Path:
          "-w", str(dist), str(src)],
         cwd=dist,
     )  # fmt: skip
-    (whl,) = dist.glob("workbench-*.whl")
+    (whl,) = dist.glob(f"{DIST.replace('-', '_')}-*.whl")
     return whl
 
 
@@ -117,4 +117,4 @@ def test_the_light_install_has_no_torch_and_browses(wheel, tmp_path):
     assert "20261129T140359Z_default" in out and "NVIDIA H200" in out
     check = subprocess.run([wb, "check"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert check.returncode == EXIT_NO_GPU, check.stderr
-    assert "workbench[gpu]" in check.stderr and "Traceback" not in check.stderr
+    assert f"pip install '{DIST}[gpu]'" in check.stderr and "Traceback" not in check.stderr

@@ -65,6 +65,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _reader_left() -> int:
+    """`workbench ... | head`: the reader has what it wanted. Say nothing, and point stdout at
+    /dev/null so that the interpreter's own flush at exit cannot raise again (what the Python
+    docs advise for SIGPIPE); exit 141, as a shell reports for cat."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
+def _rich_broken_pipe(e: SystemExit) -> bool:
+    """Whether rich ended the command: its Console meets a closed stdout with its own quiet
+    SystemExit(1) (Console.on_broken_pipe), which would make capacity and doctor exit 1."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "on_broken_pipe"
+
+
 def main(argv: list[str] | None = None) -> int:
     command = "workbench"
     try:
@@ -77,11 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # here, so that a reader that left shows up as BrokenPipeError below
         return rc
     except BrokenPipeError:
-        # `workbench ... | head`: the reader has what it wanted. Say nothing, and point stdout at
-        # /dev/null so that the interpreter's own flush at exit cannot raise again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_BROKEN_PIPE
+        return _reader_left()
+    except SystemExit as e:
+        if _rich_broken_pipe(e):
+            return _reader_left()
+        raise
     except WorkbenchError as e:
         print(f"{command}: {e}", file=sys.stderr)
         return e.exit_code

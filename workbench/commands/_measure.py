@@ -15,7 +15,13 @@ from typing import Any
 
 from workbench.commands._paths import not_a_file
 from workbench.core import defaults, limits
-from workbench.core.errors import EXIT_GPU_FAULT, EXIT_INTERRUPTED, BuildError, NumericsError
+from workbench.core.errors import (
+    EXIT_GPU_FAULT,
+    EXIT_INTERRUPTED,
+    BadArgument,
+    BuildError,
+    NumericsError,
+)
 from workbench.data.shapes import add_shape_arguments
 from workbench.measure.abba import ProtocolConfig
 
@@ -52,7 +58,7 @@ def add_protocol_arguments(
         help="add blocks until the ratio's 95%% CI half-width <= --target or --budget ends",
     )
     g.add_argument(
-        "--target", type=float, default=d.target, help="adaptive CI half-width (%(default)s)"
+        "--target", type=float, default=None, help=f"adaptive CI half-width ({d.target})"
     )
     g.add_argument(
         "--budget", type=float, default=None, metavar="SECONDS", help="time budget per comparison"
@@ -184,12 +190,12 @@ def check_limits(args: argparse.Namespace) -> None:
     for option, attr, maximum, name in _UPPER:
         limits.check_max(option, getattr(args, attr), maximum, name)
     limits.check_min_effect(args.min_effect, "--min-effect")
+    if args.target is not None and not args.adaptive:
+        raise BadArgument(f"--target {args.target!r} needs --adaptive (else --blocks decide)")
 
 
 def workers_from_args(args: argparse.Namespace) -> int:
     """--workers, or 1 with --single-process (both at once is refused: exit 2)."""
-    from workbench.core.errors import BadArgument
-
     if args.single_process and args.workers not in (None, 1):
         raise BadArgument(f"--single-process cannot be combined with --workers {args.workers}")
     if args.single_process:
@@ -207,7 +213,7 @@ def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
         blocks=args.blocks,
         placement_seed=args.placement_seed,
         adaptive=args.adaptive,
-        target=args.target,
+        target=ProtocolConfig.target if args.target is None else args.target,
         budget_s=args.budget,
         max_blocks=args.max_blocks,
         prime_placements=args.prime_placements,

@@ -3,6 +3,7 @@ a file is meant, and one line naming the option otherwise (never an OSError's tr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from workbench.core.errors import BadArgument
@@ -43,3 +44,14 @@ def not_a_file(path: str | Path, option: str) -> Path:
     if p.exists() and not p.is_dir():
         raise BadArgument(f"{option} {str(p)!r} is a file, not a folder")
     return p
+
+
+def distinct_sessions(args: Sequence[str], paths: Sequence[Path], why: str) -> None:
+    """BadArgument when two SESSION arguments resolve to one session folder (a folder and its
+    session.json count as one); ``why`` says why that is refused."""
+    seen: dict[Path, str] = {}
+    for arg, p in zip(args, paths, strict=True):
+        key = (p.parent if p.name == "session.json" else p).resolve()
+        if key in seen:
+            raise BadArgument(f"SESSION {arg!r} is {seen[key]!r} again: {why}")
+        seen[key] = arg

@@ -125,8 +125,9 @@ def run(args: argparse.Namespace) -> int:
             raise BadArgument(
                 f"--log {args.log!r} is not a variant; known: {', '.join(v.name for v in variants)}"
             )
-    from workbench.kernels.build import build_many, target_arch
+    from workbench.kernels.build import build_many, target_arch, writable_cache
 
+    writable_cache()  # an unwritable WORKBENCH_CACHE: one line before any compile
     arch = target_arch()
     print(f"building {len(variants)} variants for sm_{arch.replace('.', '')} ...", file=sys.stderr)
     with BuildProgress() as progress:

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
 def _print_human(facts, findings, hot, code) -> None:
     from rich import box
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     con = Console()
@@ -94,6 +95,7 @@ def _print_human(facts, findings, hot, code) -> None:
         con.print("[green]GPU, torch and nvcc agree: runs and builds can go ahead.[/]")
     for f in findings:
         colour = "red" if f.level == "error" else "yellow"
-        con.print(f"[{colour}]{f.level}[/]: {f.what}\n  [bold]fix[/]: {f.fix}")
+        # escaped: a fix such as `pip install -e ".[gpu]"` is not rich markup
+        con.print(f"[{colour}]{f.level}[/]: {escape(f.what)}\n  [bold]fix[/]: {escape(f.fix)}")
     if code:
         con.print(f"exit {code}: runs cannot go ahead here until the errors above are fixed")

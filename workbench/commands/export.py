@@ -5,7 +5,8 @@ Per device (named as vLLM keys it) and MoE shape: the reader chosen per kernel a
 verdicts, ratios, intervals and block counts behind the choice, the sessions and their source
 hashes. Sessions of several GPUs of one model merge into one entry (pooled). ``--format json``
 writes one file (stdout by default); ``--format vllm`` writes one
-``E=...,N=...,device_name=....json`` per device and (E, N) into a folder.
+``E=...,N=...,device_name=....json`` per device and (E, N) into a folder: named as vLLM names its
+tuned MoE configs, but read by workbench/core/decision.py (vLLM's own loader would fail on them).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from workbench.core.errors import BadArgument
 
@@ -27,7 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "sessions", metavar="SESSION", nargs="+", help="session folders, names or 'latest'"
     )
     p.add_argument(
-        "--format", default="json", help="json (one file) or vllm (a folder of E=..,N=.. files)"
+        "--format",
+        default="json",
+        help="json (one file) or vllm (a folder of E=..,N=.. files, named as vLLM names its MoE "
+        "configs but read by workbench/core/decision.py, not by vLLM's loader)",
     )
     p.add_argument(
         "--out",
@@ -39,8 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.commands._paths import output_dir, output_file
+    from workbench.commands._paths import distinct_sessions, output_dir, output_file
     from workbench.commands.sessions import resolve
+    from workbench.core.files import write_whole
     from workbench.report import decisions
     from workbench.store.session import load_session
 
@@ -49,12 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.m is not None and not 0 < args.m < 0.5:
         raise BadArgument(f"--m {args.m!r} must be a fraction in (0, 0.5)")
     paths = [resolve(a, args.root) for a in args.sessions]
-    seen: dict[Path, str] = {}
-    for arg, p in zip(args.sessions, paths, strict=True):
-        key = (p.parent if p.name == "session.json" else p).resolve()
-        if key in seen:
-            raise BadArgument(f"SESSION {arg!r} is {seen[key]!r} again")
-        seen[key] = arg
+    distinct_sessions(args.sessions, paths, "its decisions would count twice")
     doc, notes = decisions.build([load_session(p) for p in paths], args.m)
     for n in notes:
         print(f"workbench export: {n}", file=sys.stderr)
@@ -64,13 +63,18 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
         else:
             out = output_file(args.out, "--out", "decisions.json")
-            out.write_text(text)
+            write_whole(out, lambda tmp: tmp.write_text(text), "--out")
             print(f"workbench export: wrote {out}", file=sys.stderr)
         return 0
     folder = output_dir(args.out or DEFAULT_VLLM_DIR, "--out")
     for name, part in decisions.split(doc).items():
-        tmp = folder / f".{name}.tmp"
-        tmp.write_text(json.dumps(part, indent=1) + "\n")
-        tmp.replace(folder / name)  # whole or not at all: an engine may be reading the folder
+        text = json.dumps(part, indent=1) + "\n"
+        # whole or not at all: an engine may be reading the folder
+        write_whole(folder / name, lambda tmp, text=text: tmp.write_text(text), "--out")
         print(f"workbench export: wrote {folder / name}", file=sys.stderr)
+    print(
+        f"workbench export: {folder}/ is for workbench/core/decision.py (decision.load), "
+        "not a vLLM config folder: vLLM's loader would fail on these files",
+        file=sys.stderr,
+    )
     return 0

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from workbench.commands._paths import not_a_file, output_dir
+from workbench.commands._paths import distinct_sessions, not_a_file, output_dir
 from workbench.core import defaults
 from workbench.core.errors import EXIT_INTERRUPTED, BadArgument
 
@@ -93,14 +92,9 @@ def _sessions(args: argparse.Namespace) -> list:
     from workbench.report.markdown import resolve_session
     from workbench.store.session import load_session
 
-    seen: dict[Path, str] = {}
-    for a in args.sessions:
-        p = resolve_session(a, args.root)
-        key = (p.parent if p.name == "session.json" else p).resolve()
-        if key in seen:
-            raise BadArgument(f"SESSION {a!r} is the same session as {seen[key]!r}")
-        seen[key] = a
-    return [load_session(p) for p in seen]
+    paths = [resolve_session(a, args.root) for a in args.sessions]
+    distinct_sessions(args.sessions, paths, "the same session twice is no replicate")
+    return [load_session(p) for p in paths]
 
 
 def run(args: argparse.Namespace) -> int:

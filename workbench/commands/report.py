@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from workbench.commands._paths import not_a_file, output_dir, output_file
 from workbench.commands.plot import add_session_argument
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
+from workbench.core.files import write_whole
 
 HELP = "Markdown report of a session, recomputed from its journals (tables, verdicts, plots)"
 
@@ -20,9 +20,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
     p.add_argument(
         "--plots-dir",
-        default=defaults.PLOTS_DIR,
+        default=None,
         metavar="DIR",
-        help="where the session's figures are (drawn there first if missing; default: %(default)s)",
+        help="where the session's figures are (drawn there first if missing; default: "
+        f"{defaults.PLOTS_DIR})",
     )
     p.add_argument("--no-plots", action="store_true", help="neither draw nor link figures")
 
@@ -32,15 +33,18 @@ def run(args: argparse.Namespace) -> int:
     from workbench.report.markdown import render_report, resolve_session
     from workbench.store.session import load_session
 
+    if args.no_plots and args.plots_dir is not None:
+        raise BadArgument(f"--plots-dir {args.plots_dir!r} contradicts --no-plots: give one")
+    figures = args.plots_dir or defaults.PLOTS_DIR
     out = output_file(args.output, "--output") if args.output else None
     if not args.no_plots:
-        not_a_file(args.plots_dir, "--plots-dir")
+        not_a_file(figures, "--plots-dir")
     session = load_session(resolve_session(args.session, args.root))
     for w in session.warnings:
         print(f"workbench report: warning: {w}", file=sys.stderr)
     plots_dir = None
     if not args.no_plots:
-        plots_dir = output_dir(args.plots_dir, "--plots-dir")
+        plots_dir = output_dir(figures, "--plots-dir")
         if not existing_plots(session.path.name, plots_dir):
             print(f"workbench report: drawing the figures into {plots_dir}/", file=sys.stderr)
             plot_session(session, plots_dir, ("png", "svg"))
@@ -51,13 +55,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     # written whole or not at all: an interrupted or failed write leaves no half report behind
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out)
-    except OSError as e:
-        raise BadArgument(f"--output {str(out)!r}: cannot write it ({e.strerror})") from None
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_whole(out, lambda tmp: tmp.write_text(text, encoding="utf-8"), "--output")
     print(out, file=sys.stderr)
     return 0

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench.commands._paths import distinct_sessions
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
 
@@ -273,8 +274,9 @@ def _compare(args: argparse.Namespace) -> int:
     from workbench.analysis import compare_sessions
     from workbench.store.session import load_session
 
-    a = load_session(resolve(args.a, args.root))
-    b = load_session(resolve(args.b, args.root))
+    paths = [resolve(args.a, args.root), resolve(args.b, args.root)]
+    distinct_sessions([args.a, args.b], paths, "a session compared with itself shifts nothing")
+    a, b = (load_session(p) for p in paths)
     d = compare_sessions(a, b, args.m)
     if not d.shifts:
         raise BadArgument(
@@ -349,14 +351,7 @@ def _pool(args: argparse.Namespace) -> int:
     from workbench.store.session import load_session
 
     paths = [resolve(a, args.root) for a in args.sessions]
-    seen: dict[Path, str] = {}
-    for arg, p in zip(args.sessions, paths, strict=True):
-        key = (p.parent if p.name == "session.json" else p).resolve()
-        if key in seen:
-            raise BadArgument(
-                f"SESSION {arg!r} is {seen[key]!r} again: a session cannot be its own replicate"
-            )
-        seen[key] = arg
+    distinct_sessions(args.sessions, paths, "a session cannot be its own replicate")
     sessions = []
     for p in paths:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_BAD_ARGS = 2
-EXIT_NO_GPU = 3
+EXIT_NO_GPU = 3  # no usable GPU, or a package it or the command needs missing
 EXIT_BUILD_FAILED = 4
 EXIT_NUMERICS_DIFFER = 5
 EXIT_GPU_FAULT = 6  # an arm's fault lost the CUDA context; what was measured before is kept
@@ -28,17 +28,26 @@ class NoGPUError(WorkbenchError):
     exit_code = EXIT_NO_GPU
 
 
+# The distribution's name on PyPI (pyproject.toml's project name; PyPI's "workbench" is another
+# project). The command and the import package stay `workbench`.
+DIST = "awq-moe-workbench"
 # The light install leaves out what runs need (pyproject.toml's extra of this name).
 GPU_EXTRA = "gpu"
 GPU_STACK = ("torch", "triton", "pynvml")  # the modules that extra brings
+
+
+def extra_install(extra: str) -> str:
+    """The commands that install pyproject.toml's ``extra``: from the wheel, and in a checkout."""
+    return (
+        f"pip install '{DIST}[{extra}]' (in a checkout: python3 -m pip install -e \".[{extra}]\")"
+    )
 
 
 def gpu_stack_hint(module: str) -> str:
     """What to install when ``module`` (one of GPU_STACK) is missing."""
     return (
         f"{module} is not installed (the light install has no GPU stack); install the "
-        f"{GPU_EXTRA!r} extra: python3 -m pip install 'workbench[{GPU_EXTRA}]' "
-        f'(in a checkout: python3 -m pip install -e ".[{GPU_EXTRA}]")'
+        f"{GPU_EXTRA!r} extra: {extra_install(GPU_EXTRA)}"
     )
 
 
@@ -54,6 +63,20 @@ def gpu_stack_module(e: ImportError) -> str | None:
     """The GPU_STACK module an ImportError is about, or None for any other module."""
     name = (getattr(e, "name", None) or "").split(".")[0]
     return name if name in GPU_STACK else None
+
+
+class MissingDependency(WorkbenchError):
+    """A dependency of even the light install is missing (a partial install): exit 3, as for
+    the GPU stack, with the one line that installs it."""
+
+    exit_code = EXIT_NO_GPU
+
+    def __init__(self, module: str) -> None:
+        super().__init__(
+            f"{module} is not installed (even the light install needs it): "
+            f"python3 -m pip install {module}"
+        )
+        self.module = module
 
 
 class BuildError(WorkbenchError):

@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from workbench.core.errors import MissingDependency
+
 CACHE_ENV = "WORKBENCH_CACHE"
 CHECKOUT = Path(__file__).resolve().parents[2]  # the checkout's root, when running from one
 DATA_FOLDERS = ("csrc", "examples")  # what a wheel carries under workbench/_data/
@@ -38,6 +40,8 @@ def cache_dir() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
-    from platformdirs import user_cache_path
-
+    try:
+        from platformdirs import user_cache_path
+    except ImportError:
+        raise MissingDependency("platformdirs") from None
     return user_cache_path("workbench", appauthor=False)

@@ -18,6 +18,7 @@ cpp_extension gave nvcc when the variants were torch extensions, so their kernel
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -35,7 +36,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from workbench.core.errors import BuildError
+from workbench.core.errors import BadArgument, BuildError
+from workbench.core.paths import CACHE_ENV
 from workbench.kernels.compiler_log import error_excerpt, kernel_ptxas, parse_ptxas
 from workbench.kernels.native import ABI_VERSION, NativeModule
 from workbench.kernels.sources import all_source_files, source_hashes  # noqa: F401 (API)
@@ -259,12 +261,27 @@ def cached_build(v: Variant) -> BuildResult | None:
     return _cached(v, target_arch())
 
 
+def writable_cache() -> Path:
+    """The build cache folder, made if missing; BadArgument naming it when it cannot be written
+    (a read-only or misplaced WORKBENCH_CACHE), before any compile."""
+    locks = cache_root() / ".locks"
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+        for folder in (cache_root(), locks):  # os.access also sees a read-only file system
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
+    except OSError as e:
+        raise BadArgument(
+            f"the build cache {str(cache_root())!r} cannot be written ({e.strerror}): "
+            f"set {CACHE_ENV} to a folder you can write"
+        ) from None
+    return cache_root()
+
+
 def cache_lock(name: str) -> FileLock:
     """The lock of one build folder: held while a process builds `name` into the cache, so that a
     second process building the same variant waits and then finds it built."""
-    locks = cache_root() / ".locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    return FileLock(locks / f"{name}.lock")
+    return FileLock(writable_cache() / ".locks" / f"{name}.lock")
 
 
 def build_variant(

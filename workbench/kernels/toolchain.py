@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.core.errors import GPU_EXTRA, extra_install
+
 MIB = 1 << 20
 # L2 sizes of the GPUs the docs name, from the vendors' public specs (the H200's is also measured,
 # docs/DESIGN.md §5.3); used only when no CUDA torch can ask the device itself.
@@ -33,7 +35,7 @@ KNOWN_L2 = (("H200", 60 * MIB), ("H100", 50 * MIB), ("A100", 40 * MIB), ("V100",
 # wheels' metadata and the ELF images of their libtorch_cuda.so).
 VOLTA_TORCH = "torch==2.10.0"
 VOLTA_NVCC = "a CUDA 12 toolkit (12.8, as torch 2.10.0; 12.x still targets sm_70, CUDA 13 cannot)"
-GPU_EXTRA = 'pip install -e ".[gpu]"'
+GPU_INSTALL = extra_install(GPU_EXTRA)
 
 
 @dataclass
@@ -227,7 +229,7 @@ def install_hint(cc: tuple[int, int]) -> tuple[str, str]:
     """(torch, nvcc) to install for a GPU of compute capability ``cc``."""
     if cc < (7, 5):
         return VOLTA_TORCH, VOLTA_NVCC
-    return "a CUDA build of torch (the gpu extra: " + GPU_EXTRA + ")", "a CUDA 12 or 13 toolkit"
+    return "a CUDA build of torch (the gpu extra: " + GPU_INSTALL + ")", "a CUDA 12 or 13 toolkit"
 
 
 def diagnose(f: Facts) -> list[Finding]:
@@ -244,13 +246,13 @@ def diagnose(f: Facts) -> list[Finding]:
             )
         )
     if f.torch_version is None:
-        out.append(Finding("error", f"torch is not installed ({f.torch_error})", GPU_EXTRA))
+        out.append(Finding("error", f"torch is not installed ({f.torch_error})", GPU_INSTALL))
     elif f.torch_cuda is None:
         out.append(
             Finding(
                 "error",
                 f"torch {f.torch_version} is a CPU build: it can neither run nor build kernels",
-                f"install a CUDA build of torch ({GPU_EXTRA})",
+                f"install a CUDA build of torch ({GPU_INSTALL})",
             )
         )
     if f.nvcc is None:

@@ -111,6 +111,11 @@ class ProtocolConfig:
             or not 0 <= self.placement_seed < 2**63
         ):
             raise bad("--placement-seed", self.placement_seed, "must be an integer in [0, 2^63)")
+        if self.adaptive and self.max_blocks < self.min_blocks:
+            raise bad(
+                "--max-blocks", self.max_blocks,
+                f"is below the {self.min_blocks} blocks adaptive mode runs at least",
+            )  # fmt: skip
         if not 0 < self.target < 1:
             raise bad("--target", self.target, "must be a fraction in (0, 1), e.g. 0.005")
         if self.budget_s is not None and not self.budget_s > 0:

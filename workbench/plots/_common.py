@@ -3,12 +3,12 @@ a figure to disk whole (a temporary file renamed into place: Ctrl-C never leaves
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from workbench.analysis import Analysis
+from workbench.core.files import write_whole
 from workbench.report.markdown import gpu_text, protocol_text, shape_text
 from workbench.store.session import Session
 
@@ -27,13 +27,7 @@ RATIO_ROLES = ("main", "confirm", "aa", "calibration")  # reference arms differ 
 
 def save(fig: Any, path: Path, fmt: str) -> Path:
     """Write ``fig`` to ``path`` whole: into a hidden temporary file first, then renamed."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        fig.savefig(tmp, format=fmt, dpi=DPI)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_whole(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=DPI))
 
 
 def file_slug(cmp_id: str) -> str:

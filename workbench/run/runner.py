@@ -55,8 +55,10 @@ NO_GPU_MESSAGE = (
     "no usable GPU ({why}). Timing needs an NVIDIA GPU with a CUDA build of torch. "
     "Without one you can still use: `workbench capacity` (memory arithmetic), "
     "`workbench sessions` / `workbench plot` / `workbench report` on saved sessions, "
-    "`workbench` (the TUI, in browse mode) and the tests (`python3 -m pytest`)."
+    "`workbench` (the TUI, in browse mode){tests}."
 )
+# the tests need torch and the dev extra: named only where torch is there (not the light install)
+TESTS_HINT = " and, in a checkout with the dev extra, the tests (`python3 -m pytest`)"
 
 
 def require_gpu() -> None:
@@ -66,12 +68,12 @@ def require_gpu() -> None:
     except ImportError as e:
         module = gpu_stack_module(e)
         why = gpu_stack_hint(module) if module else f"torch is not importable: {e}"
-        raise NoGPUError(NO_GPU_MESSAGE.format(why=why)) from None
+        raise NoGPUError(NO_GPU_MESSAGE.format(why=why, tests="")) from None
     if not torch.cuda.is_available():
         why = "torch sees no CUDA device"
         if torch.version.cuda is None:
             why += f"; torch {torch.__version__} is a CPU-only build"
-        raise NoGPUError(NO_GPU_MESSAGE.format(why=why))
+        raise NoGPUError(NO_GPU_MESSAGE.format(why=why, tests=TESTS_HINT))
 
 
 @dataclass

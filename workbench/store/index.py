@@ -24,6 +24,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from workbench.core.errors import MissingDependency
+from workbench.core.files import share
+from workbench.core.paths import cache_dir
+
 INDEX_NAME = "sessions-index.json"
 FORMAT = 1
 WATCHED = ("session.json", "journal.jsonl")  # what a listing reads (not nvml.jsonl)
@@ -34,12 +38,10 @@ def index_path() -> Path | None:
     override = os.environ.get("WORKBENCH_SESSION_INDEX")
     if override:
         return None if override == "off" else Path(override)
-    base = os.environ.get("WORKBENCH_CACHE")
-    if base:
-        return Path(base) / INDEX_NAME
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("workbench")) / INDEX_NAME
+    try:
+        return cache_dir() / INDEX_NAME
+    except MissingDependency:
+        return None  # no platformdirs, no cache folder: a listing costs time, never fails
 
 
 # The modules of this package whose code decides what a listing says: the loader and its schema,
@@ -125,6 +127,7 @@ class SessionIndex:
         except OSError:
             return  # a read-only cache folder costs time, never a listing
         try:
+            share(fd)  # mkstemp makes it 0600; the index is readable like every other file
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(data, f)
             os.replace(tmp, self.path)  # atomic: a concurrent reader sees the old or the new

@@ -274,7 +274,8 @@ class SessionWriter:
 class Session:
     """A loaded, validated session (`workbench.store.session_schema` lists what is checked).
 
-    ``status`` is "interrupted" for a session left "running".
+    ``status`` is "interrupted" for a session left "running", and "partial" for one that says
+    "complete" but journals fewer samples than its summary counted (a truncated journal).
     """
 
     path: Path
@@ -509,6 +510,23 @@ def _load_nvml(path: Path, warnings: list[str]) -> list[dict[str, Any]]:
     return readings
 
 
+def _samples_present(s: Session) -> tuple[int, int]:
+    """(samples journaled, samples the finished run counted): session.json's summary records
+    each comparison's complete ABBA pairs (4 samples each) when the run ends, so a journal
+    holding fewer was cut short afterwards. A sample measured again (a flagged one) counts
+    once; a session without a summary counts nothing here."""
+    taken: dict[str, set[tuple[Any, Any, Any]]] = {}
+    for x in s.samples:
+        taken.setdefault(x["cmp"], set()).add((x.get("block"), x["pair"], x["slot"]))
+    present = planned = 0
+    for c in (s.summary or {}).get("comparisons") or []:
+        pairs = c.get("pairs") if isinstance(c, dict) else None
+        if isinstance(pairs, int) and not isinstance(pairs, bool) and pairs > 0:
+            planned += 4 * pairs
+            present += min(len(taken.get(c.get("id"), ())), 4 * pairs)
+    return present, planned
+
+
 def load_session(path: str | os.PathLike, nvml: bool = True) -> Session:
     """Load and validate a session (folder or its session.json). Raises errors.SessionError
     with one line naming the file (and line) and the bad field.
@@ -535,6 +553,14 @@ def load_session(path: str | os.PathLike, nvml: bool = True) -> Session:
             f"{journal} holds no records, yet {META_FILE} says 'status': 'complete' "
             "(a finished run journals at least its comparisons)"
         )
+    if status == "complete":
+        present, planned = _samples_present(s)
+        if present < planned:
+            s.status = "partial"
+            warnings.append(
+                f"{JOURNAL_FILE} holds {present} of the {planned} samples the run counted in "
+                f"{META_FILE}'s summary (a truncated copy?): shown as partial, not complete"
+            )
     if nvml:
         nv = stored(folder, NVML_FILE)
         if nv.is_file():

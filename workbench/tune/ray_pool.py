@@ -8,7 +8,7 @@ A candidate's journal records come back with its result, each tagged with the ac
 its GPU on that host, and the driver writes them into the one session. Ctrl-C: the driver stops
 handing out candidates and tells each actor to stop after the samples in flight (the actors are
 threaded, so that call reaches them mid-screen). Ray is an optional extra (``pip install
-workbench[ray]``); this module imports it only inside ``RayPool.run``.
+'awq-moe-workbench[ray]'``); this module imports it only inside ``RayPool.run``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.core.errors import BadArgument, NoGPUError, WorkbenchError
+from workbench.core.errors import BadArgument, NoGPUError, WorkbenchError, extra_install
 from workbench.tune.screen import Task, _WorkerRunner, call_setup, screen_one
 
 PLACE_TIMEOUT_S = 600.0  # actors waiting this long for a GPU (held by others) are given up
@@ -38,7 +38,7 @@ def require_ray(where: str) -> None:
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise BadArgument(f"{where}: ray is not installed (pip install 'workbench[ray]')") from None
+        raise BadArgument(f"{where}: ray is not installed: {extra_install('ray')}") from None
 
 
 class _Collect:

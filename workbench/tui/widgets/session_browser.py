@@ -16,6 +16,7 @@ from workbench.tui.widgets.table import Table
 _STATUS_STYLE = {
     "complete": "green",
     "interrupted": "yellow",
+    "partial": "yellow",
     "running": "yellow",
     "failed": "red",
     "unreadable": "bold red",
