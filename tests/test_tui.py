@@ -189,7 +189,7 @@ async def test_cancel_mid_run_keeps_an_interrupted_session(roots):
         assert app.busy == "run"
         # the live chart follows the progress events: no verdict yet, the run's m as the band
         (live,) = app.query_one("#progress-chart", RatioChart).points
-        assert (live.label, live.verdict, live.note, live.m) == ("w13/hot", "", "3/12 pairs", 0.01)
+        assert (live.label, live.verdict, live.note, live.m) == ("w13/hot", "", "3/4 pairs", 0.01)
         assert 0.9 < live.median < 0.96
         assert app.check_action("cancel", ()) is True
         assert app.check_action("run", ()) is None  # shown, disabled while a run is going
