@@ -84,6 +84,7 @@ def cli(*argv: str) -> tuple[int, str, str]:
 
 _WORD = re.compile(r"\b(nan|inf|infinity)\b", re.IGNORECASE)
 _EXP = re.compile(r"\d[eE]([+-]?\d+)")
+_HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 RATIO_KEYS = {"median", "ci_low", "ci_high", "ratios", "low", "high", "medians"}
 MS_KEYS = {"a_ms", "b_ms"}
 
@@ -94,6 +95,8 @@ def bad_text_numbers(text: str, names: tuple[str, ...] = ()) -> list[str]:
     (session folders such as "sample-ms-nan") are blanked first."""
     for name in sorted(names, key=len, reverse=True):
         text = text.replace(name, "<session>")
+    # commit ids and source digests are hex, not numbers: "0d3e615" is no exponent of 615
+    text = _HEX.sub("<hex>", text)
     out = []
     for line in text.splitlines():
         if re.search(r"warning|skipped", line, re.IGNORECASE):
