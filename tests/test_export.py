@@ -135,7 +135,7 @@ def test_sessions_of_two_gpus_merge_into_one_pooled_entry():
         assert got["pooled"] == 3 and (got["arm"], got["evidence"]) == (rec.arm, rec.evidence)
         hot = got["sets"]["hot"]
         assert hot["ratio"] == rows[f"{rec.kernel}/hot"].estimate
-        assert hot["session_verdicts"] == rows[f"{rec.kernel}/hot"].verdicts
+        assert hot["session_verdicts"] == rows[f"{rec.kernel}/hot"].words  # pool's words
         assert hot["blocks"] == [6, 6, 6]
         assert hot["covered"] == rows[f"{rec.kernel}/hot"].covered
         agreeing, n, p = rows[f"{rec.kernel}/hot"].coverage()
@@ -146,7 +146,8 @@ def test_sessions_of_two_gpus_merge_into_one_pooled_entry():
     assert (
         w13["sets"]["hot"]["verdict"] == "SAME" and w13["sets"]["rotating"]["verdict"] == "FASTER"
     )
-    assert w13["sets"]["hot"]["session_verdicts"] == ["SAME"] * 3
+    # each session's words: SAME, its interval below 1 inside the m band
+    assert w13["sets"]["hot"]["session_verdicts"] == ["FASTER<m"] * 3
 
 
 def test_synthetic_sessions_merge_per_device_and_split_by_device(tmp_path):

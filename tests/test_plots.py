@@ -156,3 +156,64 @@ def test_importing_plots_does_not_import_matplotlib():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_every_text_of_every_figure_lies_inside_the_canvas(tmp_path, monkeypatch):
+    """Issue #33: the summary's verdict table (wider than its axes) lost the comparison names at
+    the left edge, its last ratio label the right. Each figure kind is saved as `workbench plot`
+    saves it, then drawn again at the save DPI; every visible, non-empty text the draw renders
+    (tick labels, axis labels, titles, legends, annotations, table cells) must lie inside the
+    canvas, 1 px allowed."""
+    import matplotlib.pyplot as plt
+    from fixtures_sessions import write_calibration_session
+    from matplotlib.text import Text
+
+    from workbench.analysis import analyse
+    from workbench.plots import STYLE, session_figures
+    from workbench.plots._common import DPI, save
+    from workbench.plots.replicates import fig_replicates
+    from workbench.store.session import load_session
+
+    # long arm names, as a step comparison has them (w13=b3-coop,w2=b3-scalar): a wide table
+    sess = write_session(tmp_path / "s", seed=21, slug="plots", pairs=6)
+    an = analyse(load_session(sess))
+    for r in an.results:
+        r.cmp = {**r.cmp, "a": f"w13={r.cmp['a']},w2=b3-scalar-{r.cmp['a']}"}
+    cal = analyse(load_session(write_calibration_session(tmp_path / "c", spins=(0, 40))))
+    floor = {("w13", "hot"): 5.0, ("w2", "rotating"): 3.0}
+    # one samples figure stands for all (one function draws them); the calibration's own figure
+    figures = [(k, d) for k, d in session_figures(an, floor, "given") if "samples_" not in k]
+    figures += [(k, d) for k, d in session_figures(an) if k == "samples_w13-hot"]
+    figures += [(k, d) for k, d in session_figures(cal) if k == "calibration"]
+    figures.append(("replicates", lambda: fig_replicates([an, an])))
+    drawn: list[tuple[Text, object]] = []
+    draw = Text.draw
+
+    def record(self, renderer):
+        draw(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            drawn.append((self, self.get_window_extent(renderer)))
+
+    outside = []
+    with plt.rc_context(STYLE):
+        for kind, make in figures:
+            fig = make()
+            try:
+                png = save(fig, tmp_path / f"{kind.replace(' ', '_')}.png", "png")
+                h, w = plt.imread(png).shape[:2]
+                fig.set_dpi(DPI)
+                assert (w, h) == tuple(round(x) for x in fig.bbox.size), kind
+                drawn.clear()
+                with monkeypatch.context() as m:
+                    m.setattr(Text, "draw", record)
+                    fig.canvas.draw()
+                renderer = fig.canvas.get_renderer()
+                box = fig.bbox
+                for t, _ in drawn:
+                    e = t.get_window_extent(renderer)
+                    if (e.x0 < box.x0 - 1 or e.y0 < box.y0 - 1 or e.x1 > box.x1 + 1
+                            or e.y1 > box.y1 + 1):  # fmt: skip
+                        outside.append(f"{kind}: {t.get_text()[:30]!r} at {e.extents.round()}")
+            finally:
+                plt.close(fig)
+    assert not outside, "\n".join(outside)

@@ -35,7 +35,10 @@ def test_real_h200_runs_disagree_on_w13_hot_only():
         assert rows[cid].verdict == "SLOWER", rows[cid]
     recs = {r.kernel: r for r in pool.recommendations}
     assert recs["w13"].decision == "scalar" and recs["w2"].decision == "scalar"
-    assert any("SLOWER, SLOWER, SAME" in e for e in recs["w13"].evidence)
+    # the pooled word and the sessions' words, as the table and export give them (#33 item 8)
+    assert rows["w13/hot"].words == ["SLOWER", "SLOWER", "FASTER<m"]
+    hot = next(e for e in recs["w13"].evidence if e.startswith("hot:"))
+    assert hot.startswith("hot: AMBIGUOUS (VARIES over 3 sessions: SLOWER, SLOWER, FASTER<m;"), hot
 
 
 def test_agreeing_sessions_keep_their_verdict(tmp_path):
@@ -64,3 +67,52 @@ def test_cli_pool_json(capsys):
     assert code == 0
     assert {c["id"]: c["verdict"] for c in out["comparisons"]}["w13/hot"] == VARIES
     assert [r["decision"] for r in out["recommendations"]] == ["scalar", "scalar"]
+
+
+def test_pool_and_export_refuse_an_ab_session_beside_an_aa_session_alike(tmp_path, capsys):
+    """#33 item 8: one check (analysis.pool.check_poolable) for both commands: a comparison id
+    measured with other arms in one session (an A/A control beside an A/B run) is refused by
+    `sessions pool` and by `export` with the same line, exit 2."""
+    from workbench.report import decisions
+
+    ab = write_session(tmp_path, slug="ab", seed=1, pairs=6)
+    aa = write_session(tmp_path, slug="aa", seed=2, pairs=6)
+    journal = aa / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    import json as _json
+
+    for i, ln in enumerate(lines):  # w13/hot of the second session: B is A (an A/A control)
+        rec = _json.loads(ln)
+        if rec.get("type") == "comparison" and rec.get("id") == "w13/hot":
+            rec["b"] = rec["a"]
+            lines[i] = _json.dumps(rec)
+    journal.write_text("\n".join(lines) + "\n")
+    sessions = [load_session(ab), load_session(aa)]
+    with pytest.raises(BadArgument) as pooled:
+        pool_sessions(sessions)
+    with pytest.raises(BadArgument) as exported:
+        decisions.build(sessions)
+    assert str(pooled.value) == str(exported.value)
+    assert "judged different builds in w13/hot (b 'b3-coop' vs 'b3-scalar')" in str(pooled.value)
+    errs = []
+    for argv in (["sessions", "pool", str(ab), str(aa)], ["export", str(ab), str(aa)]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        errs.append(err.partition(": ")[2])
+    assert errs[0] == errs[1] == str(pooled.value)
+
+
+def test_export_records_the_words_pool_prints(tmp_path):
+    """#33 item 8: where a pooled verdict is VARIES, export's session_verdicts are the sessions'
+    verdict words, the words of pool's table (not the bare labels)."""
+    from workbench.report import decisions
+
+    sessions = _real()
+    pool = pool_sessions(sessions)
+    rows = {r.id: r for r in pool.rows}
+    doc, _ = decisions.build(sessions)
+    (shape,) = doc["devices"]["NVIDIA_H200"]["shapes"].values()
+    hot = shape["layouts"]["b3"]["w13"]["sets"]["hot"]
+    assert hot["verdict"] == VARIES
+    assert hot["session_verdicts"] == rows["w13/hot"].words == ["SLOWER", "SLOWER", "FASTER<m"]

@@ -172,12 +172,39 @@ class Pool:
     method: str = __doc__.split("\n\n")[2].replace("\n", " ")
 
 
+ARM_KEYS = ("kernel", "set", "a", "b")
+
+
+def check_poolable(sessions: list[Session], results: list[list[ComparisonResult]]) -> None:
+    """Refuse (BadArgument, exit 2) sessions that may not be pooled: a comparison id that two
+    sessions share but measured with different arms (an A/B run beside an A/A control) would
+    pool verdicts of different builds into one. The one check `sessions pool` and `export`
+    both make (docs/DESIGN.md §7.6)."""
+    first = {r.id: r for r in results[0]}
+    for s, rs in zip(sessions[1:], results[1:], strict=True):
+        for r in rs:
+            f = first.get(r.id)
+            if f is None:
+                continue
+            diffs = [
+                f"{k} {f.cmp.get(k)!r} vs {r.cmp.get(k)!r}"
+                for k in ARM_KEYS
+                if f.cmp.get(k) != r.cmp.get(k)
+            ]
+            if diffs:
+                raise BadArgument(
+                    f"sessions {sessions[0].path.name} and {s.path.name} judged different builds "
+                    f"in {r.id} ({'; '.join(diffs)}): pool only sessions of the same arms"
+                )
+
+
 def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
     """Pooled verdicts and recommendations of `sessions` (two or more, same comparisons)."""
     if len(sessions) < 2:
         raise BadArgument(f"pool needs at least 2 sessions, got {len(sessions)}")
     # each session analysed once; no detectable effect (pool shows none: the costliest part)
     results = [comparison_results(s, m, detectable=False) for s in sessions]
+    check_poolable(sessions, results)
     warnings = _grouped_warnings(sessions, m, results)
     per = [{r.id: r for r in rs} for rs in results]
     rows = []
@@ -241,19 +268,24 @@ def _recommend(
     rows: list[PooledComparison], first: dict[str, ComparisonResult]
 ) -> list[Recommendation]:
     """The reader rule (workbench.analysis.recommend) on the pooled verdicts: each pooled row
-    stands in for its comparison with the pooled label (VARIES counts as AMBIGUOUS), the median
-    of the session estimates, and the sessions' verdicts as its reason."""
+    stands in for its comparison with the pooled label (VARIES counts as AMBIGUOUS, whatever
+    the first session's interval said: its words are AMBIGUOUS too), the median of the session
+    estimates, and the sessions' verdict words as its reason ("VARIES over 3 sessions: SLOWER,
+    SLOWER, FASTER<m; ..."), the words the table and export's session_verdicts give."""
     pooled = []
     for r in rows:
         v0 = first[r.id].verdict
         label = "AMBIGUOUS" if r.verdict == VARIES else r.verdict
         known = [x for x in r.medians if math.isfinite(x)]  # NaN: a session without pairs
         span = f"{min(known):.4f}..{max(known):.4f}" if known else "n/a"
-        reason = (
-            f"{len(r.medians)} sessions: " + ", ".join(r.verdicts) + f"; session medians {span}"
-        )
+        # the sessions' verdict words, as the table and export's session_verdicts give them
+        each = f"{len(r.medians)} sessions: " + ", ".join(r.words)
+        reason = ("VARIES over " if r.verdict == VARIES else "") + each
+        reason += f"; session medians {span}"
         # a row counts as evidence when any session had complete pairs (n: their most)
         n = max(r.pairs, default=0)
         verdict = replace(v0, verdict=label, median=r.median, reason=reason, n=n)
+        if r.verdict == VARIES:  # no one session's interval speaks for the pool: the words
+            verdict = replace(verdict, ci_low=-math.inf, ci_high=math.inf)  # read AMBIGUOUS
         pooled.append(replace(first[r.id], verdict=verdict))
     return list(recommendations(pooled).values())

@@ -26,9 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from workbench.analysis import analyse
+from workbench.analysis import Analysis, analyse
 from workbench.core.errors import BadArgument
-from workbench.report.plot_files import existing_plots, plot_name
 from workbench.plots._common import (
     COLOR_A,
     COLOR_B,
@@ -40,12 +39,13 @@ from workbench.plots._common import (
     save,
 )
 from workbench.plots.floor import floor_keys_missing, parse_floor, read_floor_file
+from workbench.report.plot_files import existing_plots, plot_name
 from workbench.store.session import Session, load_session
 
 __all__ = [
     "COLOR_A", "COLOR_B", "COLOR_FLAG", "DPI", "FORMATS", "VERDICT_COLORS", "existing_plots",
     "floor_keys_missing", "iter_plots", "iter_replicates", "parse_floor", "plot_name",
-    "plot_replicates", "plot_session", "read_floor_file",
+    "plot_replicates", "plot_session", "read_floor_file", "session_figures",
 ]  # fmt: skip
 
 Floor = dict[tuple[str, str], float]
@@ -82,28 +82,16 @@ def _write(jobs: list[tuple[str, Callable[[], Any]]], out: Path, fs: tuple[str, 
                 plt.close(fig)  # pyplot keeps every open figure alive otherwise
 
 
-def iter_plots(
-    session_path: str | os.PathLike | Session,
-    out_dir: str | os.PathLike = "plots",
-    formats: tuple[str, ...] | list[str] = ("png", "svg"),
-    floor: Floor | None = None,
-    floor_source: str = "",
-) -> Iterator[Path]:
-    """Draw every figure of a session into ``out_dir``, yielding each file once it is complete
-    (so an interrupted caller knows what is on disk). ``floor``: {(kernel, set): µs per call}
-    adds the floor figure where the session timed one of those; ``floor_source`` says where the
-    numbers come from."""
+def session_figures(
+    an: Analysis, floor: Floor | None = None, floor_source: str = ""
+) -> list[tuple[str, Callable[[], Any]]]:
+    """The figures of one analysed session: (kind, draw) pairs, ``draw()`` making the figure."""
     from workbench.plots.calibration import fig_calibration
     from workbench.plots.distributions import fig_distributions
     from workbench.plots.floor import fig_floor
     from workbench.plots.ratios import fig_ratios, fig_summary
     from workbench.plots.timeline import fig_nvml, fig_samples
 
-    fs = _check_formats(formats)
-    s = session_path if isinstance(session_path, Session) else load_session(session_path)
-    an = analyse(s)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     jobs: list[tuple[str, Callable[[], Any]]] = [
         ("summary", lambda: fig_summary(an)),
         ("ratios", lambda: fig_ratios(an)),
@@ -116,6 +104,26 @@ def iter_plots(
         jobs.append(("floor", lambda: fig_floor(an, floor, floor_source or "given")))
     for r in an.by_role("main", "confirm", "aa", "calibration"):
         jobs.append((f"samples_{file_slug(r.id)}", lambda r=r: fig_samples(an, r)))
+    return jobs
+
+
+def iter_plots(
+    session_path: str | os.PathLike | Session,
+    out_dir: str | os.PathLike = "plots",
+    formats: tuple[str, ...] | list[str] = ("png", "svg"),
+    floor: Floor | None = None,
+    floor_source: str = "",
+) -> Iterator[Path]:
+    """Draw every figure of a session into ``out_dir``, yielding each file once it is complete
+    (so an interrupted caller knows what is on disk). ``floor``: {(kernel, set): µs per call}
+    adds the floor figure where the session timed one of those; ``floor_source`` says where the
+    numbers come from."""
+    fs = _check_formats(formats)
+    s = session_path if isinstance(session_path, Session) else load_session(session_path)
+    an = analyse(s)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = session_figures(an, floor, floor_source)
     yield from _write([(f"{s.path.name}_{kind}", draw) for kind, draw in jobs], out, fs)
 
 

@@ -25,8 +25,65 @@ DPI = 130
 RATIO_ROLES = ("main", "confirm", "aa", "calibration")  # reference arms differ by 10x: no ratio
 
 
+def drawn_texts(fig: Any, dpi: float = DPI) -> list[tuple[Any, Any]]:
+    """Every visible, non-empty text ``fig`` draws at ``dpi`` (tick labels, titles, legends,
+    annotations, table cells), each with its extent in pixels: the texts a draw renders, not
+    every Text the figure holds (an axis keeps tick labels outside its limits that it does not
+    draw)."""
+    import functools
+
+    from matplotlib.text import Text
+
+    out: list[tuple[Any, Any]] = []
+    draw = Text.draw
+
+    @functools.wraps(draw)  # keeps the draw's marks (rasterization support)
+    def record(self: Any, renderer: Any) -> None:
+        draw(self, renderer)
+        if self.get_visible() and self.get_text().strip():
+            out.append((self, self.get_window_extent(renderer)))
+
+    fig.set_dpi(dpi)
+    Text.draw = record
+    try:
+        fig.canvas.draw()
+    finally:
+        Text.draw = draw
+    return out
+
+
+def fit_canvas(fig: Any, dpi: float = DPI, pad_px: float = 2.0, rounds: int = 4) -> None:
+    """Grow ``fig`` until every text it draws lies inside the canvas. The layout engine places
+    axes, their labels and legends, but not what is placed by hand: a table wider than its axes
+    (the summary's verdict table, centred, lost both ends), a label at a fixed offset, and text
+    metrics at the save DPI differ slightly from those at the screen DPI. So measure at ``dpi``,
+    widen or heighten the figure by what sticks out, let the layout engine place it again."""
+    if getattr(fig, "_workbench_fitted", None) == dpi:
+        return  # saved in a second format: measured already
+    fig._workbench_fitted = dpi
+    for _ in range(rounds):
+        boxes = [b for _, b in drawn_texts(fig, dpi)]
+        fb = fig.bbox
+        if not boxes:
+            return
+        out_x = max(0.0, fb.x0 - min(b.x0 for b in boxes)) + max(
+            0.0, max(b.x1 for b in boxes) - fb.x1
+        )
+        out_y = max(0.0, fb.y0 - min(b.y0 for b in boxes)) + max(
+            0.0, max(b.y1 for b in boxes) - fb.y1
+        )
+        if out_x <= 0 and out_y <= 0:
+            return
+        w, h = fig.get_size_inches()
+        grow_x = (out_x + 2 * pad_px) / dpi if out_x > 0 else 0.0
+        grow_y = (out_y + 2 * pad_px) / dpi if out_y > 0 else 0.0
+        fig.set_size_inches(w + grow_x, h + grow_y)
+
+
 def save(fig: Any, path: Path, fmt: str) -> Path:
-    """Write ``fig`` to ``path`` whole: into a hidden temporary file first, then renamed."""
+    """Write ``fig`` to ``path`` whole: into a hidden temporary file first, then renamed. The
+    figure first grows until every text lies inside its canvas (``fit_canvas``)."""
+    fit_canvas(fig)
     return write_whole(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=DPI))
 
 

@@ -47,7 +47,7 @@ def fig_sweep(s: Session, floor: dict[tuple[str, str], float] | None = None) -> 
     sets = [x for x in SETS if x in (s.config.get("sets") or SETS)]
     order = sorted(recs, key=lambda n: (recs[n].get("score") is None, recs[n].get("score") or 0))
     fig, axes = plt.subplots(len(sets), 1, figsize=(max(7, 0.45 * len(order) + 3), 3.4 * len(sets)),
-                             squeeze=False)  # fmt: skip
+                             squeeze=False, layout="constrained")  # fmt: skip
     for ax, set_name in zip(axes[:, 0], sets, strict=True):
         defaults = []
         for i, name in enumerate(order):
@@ -83,7 +83,6 @@ def fig_sweep(s: Session, floor: dict[tuple[str, str], float] | None = None) -> 
         ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="best")
     gpu = (s.environment.get("gpu") or {}).get("name", "")
     fig.suptitle(f"tune {kernel} {tune.get('arm', '')} on {gpu}: {s.path.name}", fontsize=10)
-    fig.tight_layout()
     return fig
 
 
