@@ -72,13 +72,13 @@ def _pairs(journal: list[dict], cmp_id: str) -> list[tuple[list[float], list[flo
     return out
 
 
-def _blocks(journal: list[dict], cmp_id: str) -> list[int | None]:
-    """The block of each complete pair, in the order of ``_pairs``."""
+def _blocks(journal: list[dict], cmp_id: str, key: str = "block") -> list[int | None]:
+    """The block (or ``key``: the worker) of each complete pair, in the order of ``_pairs``."""
     slots: dict[int, dict[int, dict]] = {}
     for r in journal:
         if r["type"] == "sample" and r["cmp"] == cmp_id and not r.get("excluded", False):
             slots.setdefault(r["pair"], {})[r["slot"]] = r
-    return [slots[p][0].get("block") for p in sorted(slots) if sorted(slots[p]) == [0, 1, 2, 3]]
+    return [slots[p][0].get(key) for p in sorted(slots) if sorted(slots[p]) == [0, 1, 2, 3]]
 
 
 def _expected(journal: list[dict], cmp_id: str) -> dict:
@@ -86,13 +86,22 @@ def _expected(journal: list[dict], cmp_id: str) -> dict:
     ratios = np.sort([sum(b) / sum(a) for a, b in pairs])
     n = len(ratios)
     exp = {"n": n, "median": float(np.median(ratios)), "k": int((ratios < 1).sum())}
-    by: dict[int, list[float]] = {}
-    for (a, b), blk in zip(pairs, _blocks(journal, cmp_id), strict=True):
+    by: dict[tuple, list[float]] = {}
+    blocks, workers = _blocks(journal, cmp_id), _blocks(journal, cmp_id, "worker")
+    for (a, b), blk, wk in zip(pairs, blocks, workers, strict=True):
         if blk is not None:
-            by.setdefault(blk, []).append(np.log(sum(b) / sum(a)))
-    if len(by) >= 2:
-        # blocks (docs/DESIGN.md §7.3): mean of the block median log-ratios, t-interval over them
+            by.setdefault((wk, blk), []).append(np.log(sum(b) / sum(a)))
+    per_worker: dict = {}
+    for (wk, _), v in by.items():
+        per_worker.setdefault(wk, []).append(np.median(v))
+    if len(per_worker) >= 2:
+        # workers (docs/DESIGN.md §7.3): each worker's mean of its block median log-ratios,
+        # t-interval over the workers
+        y = np.array([np.mean(v) for v in per_worker.values()])
+    else:
+        # one process: mean of the block median log-ratios, t-interval over the blocks
         y = np.array([np.median(v) for v in by.values()])
+    if len(by) >= 2:
         half = sps.t.ppf(0.975, y.size - 1) * y.std(ddof=1) / np.sqrt(y.size)
         exp["median"] = float(np.exp(y.mean()))
         exp["ci"] = (np.exp(y.mean() - half), np.exp(y.mean() + half))
