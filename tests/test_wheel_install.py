@@ -2,9 +2,12 @@
 sources and the example, builds go to the user's cache folder, and the light install (no GPU
 stack) browses.
 
-- compile tier: the wheel, installed into a fresh venv that reuses this machine's torch
-  (``--system-site-packages``), builds kernels with nvcc from another folder into
-  ``$XDG_CACHE_HOME/workbench/build`` and answers ``workbench check --help``;
+- compile tier: the wheel, installed into a folder of its own (``pip install --target``) beside
+  the torch of the interpreter running the tests, builds kernels with nvcc from another folder
+  into ``$XDG_CACHE_HOME/workbench/build`` and answers ``workbench check --help``. A venv with
+  ``--system-site-packages`` would see the *base* interpreter's packages, which inside a venv has
+  none of torch's (issue 34, item 5): the target folder works the same from a venv and from the
+  system Python;
 - slow tier: the wheel with its base dependencies only (pip resolves them, no torch) in a venv
   without system site-packages lists the committed sessions and names the extra for ``check``.
 """
@@ -74,21 +77,25 @@ def test_the_wheel_carries_the_kernel_sources_and_the_example(wheel):
 def test_the_installed_wheel_builds_from_another_folder(wheel, tmp_path):
     if reason := cuda_build_skip_reason():
         pytest.skip(reason)
-    venv = tmp_path / "venv"
-    _sh([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], cwd=tmp_path)
-    py = venv / "bin" / "python"
-    _sh([str(py), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)], tmp_path)
+    site = tmp_path / "site"
+    _sh(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site),
+         str(wheel)],
+        tmp_path, _clean_env(),
+    )  # fmt: skip
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = _clean_env(XDG_CACHE_HOME=str(tmp_path / "xdg"), TORCH_CUDA_ARCH_LIST="9.0")
+    # the wheel's folder first: it shadows the checkout's editable install, whose finder comes last
+    env = _clean_env(
+        XDG_CACHE_HOME=str(tmp_path / "xdg"), TORCH_CUDA_ARCH_LIST="9.0", PYTHONPATH=str(site)
+    )
     where = _sh(
-        [str(py), "-c", "import workbench, workbench.kernels.specs as s; "
+        [sys.executable, "-c", "import workbench, workbench.kernels.specs as s; "
          "print(workbench.__file__); print(s.csrc_dir())"],
         elsewhere, env,
     ).stdout.split()  # fmt: skip
-    site = venv / "lib"
     assert all(Path(p).is_relative_to(site) for p in where), where  # the wheel's, not a checkout's
-    wb = str(venv / "bin" / "workbench")
+    wb = str(site / "bin" / "workbench")
     rows = json.loads(
         _sh([wb, "build", "--kernel", "w2", "--no-calib", "--json"], elsewhere, env).stdout
     )
