@@ -1,5 +1,5 @@
 """Tune the triton-moe peer's M = 1 launch configs on this GPU and write its table
-(docs/DESIGN.md §4.7): workbench/triton_moe_configs.json, which the peer reads so that a timed
+(docs/DESIGN.md §4.7): workbench/kernels/triton_moe_configs.json, which the peer reads so that a timed
 run never autotunes.
 
     python3 benchmarks/tune_triton_moe.py [--preset qwen3.8-flash-next] [--out FILE.json]

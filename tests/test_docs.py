@@ -1,5 +1,7 @@
 """The design the code cites lives in the repository: every "§n" in code and docs is a heading of
-docs/DESIGN.md, code cites it as "docs/DESIGN.md §n", and no reference points outside the repository."""
+docs/DESIGN.md, code cites it as "docs/DESIGN.md §n", and no reference points outside the repository.
+docs/DESIGN.md stays a spec (issue 34): at most 45,000 bytes, no commit hash; what was measured and
+ruled out lives in dated files under docs/investigations/."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DESIGN = REPO / "docs" / "DESIGN.md"
-CODE_DIRS = ("workbench", "csrc", "tests", "benchmarks")
-CODE_SUFFIXES = {".py", ".cu", ".cuh", ".h", ".cpp", ".sh", ".tcss"}
+INVESTIGATIONS = REPO / "docs" / "investigations"
+CODE_DIRS = ("workbench", "csrc", "tests", "benchmarks", "examples")
+CODE_SUFFIXES = {".py", ".cu", ".cuh", ".h", ".cpp", ".sh", ".tcss", ".toml"}
 SECTION = re.compile(r"§\s*(\d+(?:\.\d+)*)")
 HEADING = re.compile(r"^#{2,4} §(\d+(?:\.\d+)*) \S", re.MULTILINE)
 # Files that exist only beside this checkout (the project's brief, machine notes, the seed), or
@@ -22,7 +25,14 @@ OUTSIDE = {
 }
 # Every mention of the design in code must be its repository path, "docs/DESIGN.md".
 BARE_DESIGN = re.compile(r"(?<!docs/)\bDESIGN\b|\bDESIGN\b(?!\.md)")
-DOC_PATH = re.compile(r"\bdocs/([\w.-]+\.md)\b")
+DOC_PATH = re.compile(r"\bdocs/((?:investigations/)?[\w.-]+\.md)\b")
+# An investigation named from DESIGN ("investigations/...") or from anywhere ("docs/investigations/...").
+INVESTIGATION = re.compile(r"\binvestigations/([\w.-]+\.md)\b")
+# A commit hash: 7 to 40 hex digits with at least one letter and one digit (so neither "1000000"
+# nor a word like "defaced" counts).
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+DESIGN_LIMIT = 45_000  # bytes: what the system does and why, not how it was found out
+DATED = re.compile(r"^\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md$")
 
 
 def code_files() -> list[Path]:
@@ -36,8 +46,9 @@ def code_files() -> list[Path]:
 
 
 def doc_files() -> list[Path]:
-    docs = sorted((REPO / "docs").glob("*.md"))
-    return [REPO / "README.md", *docs, *sorted((REPO / "benchmarks").rglob("README.md"))]
+    docs = sorted((REPO / "docs").glob("*.md")) + sorted(INVESTIGATIONS.glob("*.md"))
+    readmes = sorted((REPO / "benchmarks").rglob("README.md")) + [REPO / "examples" / "README.md"]
+    return [REPO / "README.md", *docs, *readmes]
 
 
 def lines_of(paths: list[Path]):
@@ -53,6 +64,11 @@ def citations(text: str) -> list[str]:
 
 def headings() -> list[str]:
     return HEADING.findall(DESIGN.read_text(encoding="utf-8"))
+
+
+def unresolved(lines, known: set[str]) -> list[str]:
+    """``where: §n`` for every section cited in ``lines`` ((where, text) pairs) not in ``known``."""
+    return [f"{where}: §{n}" for where, line in lines for n in citations(line) if n not in known]
 
 
 def test_citation_parser_reads_sections_ranges_and_subsections():
@@ -76,8 +92,61 @@ def test_every_cited_section_is_a_heading_of_the_design():
     # The scan must see the code's citations, or this test would pass on nothing.
     for d in ("workbench/", "csrc/", "tests/"):
         assert any(where.startswith(d) for where, _ in cited), f"no section cited under {d}"
-    missing = [f"{where}: §{n}" for where, n in cited if n not in known]
+    missing = unresolved(lines_of(code_files() + doc_files()), known)
     assert not missing, "cited but not a heading of docs/DESIGN.md:\n" + "\n".join(missing)
+
+
+def test_a_planted_bad_citation_is_caught():
+    """The check above would fail on a citation of a section that does not exist."""
+    known = set(headings())
+    assert "5.5" in known and "5.55" not in known
+    planted = [("csrc/x.cu:1", "// why: docs/DESIGN.md §5.5 and §5.55"), ("README.md:2", "§7.3")]
+    assert unresolved(planted, known) == ["csrc/x.cu:1: §5.55"]
+
+
+def test_the_design_is_a_spec_of_at_most_45_kb():
+    size = len(DESIGN.read_bytes())
+    assert size <= DESIGN_LIMIT, (
+        f"docs/DESIGN.md is {size} bytes (limit {DESIGN_LIMIT:,}): move investigations, lab notes "
+        "and owed runs into docs/investigations/, and narrative into the section's why in a line"
+    )
+
+
+def test_the_design_names_no_commit():
+    assert COMMIT.findall("at e414c6c, 35df7ad's tree; sha 8053b654") == [
+        "e414c6c",
+        "35df7ad",
+        "8053b654",
+    ]
+    assert not COMMIT.findall("943,718,400 bytes, 1000000, 1e-3, FP16, defaced, 0x23c, b3-coop")
+    found = [f"{w}: {h}" for w, line in lines_of([DESIGN]) for h in COMMIT.findall(line)]
+    assert not found, (
+        "docs/DESIGN.md names commits (say it in docs/investigations/):\n" + "\n".join(found)
+    )
+
+
+def test_investigations_are_dated_listed_and_name_their_sessions():
+    index = (INVESTIGATIONS / "README.md").read_text(encoding="utf-8")
+    files = sorted(p for p in INVESTIGATIONS.glob("*.md") if p.name != "README.md")
+    assert files, "no investigation under docs/investigations/"
+    for p in files:
+        text = p.read_text(encoding="utf-8")
+        assert DATED.match(p.name), f"{p.name}: name it YYYY-MM-DD-topic.md"
+        assert text.startswith("# "), f"{p.name}: starts with its title"
+        assert "Sessions" in text or "sessions/" in text, f"{p.name}: name its sessions (or none)"
+        assert f"({p.name})" in index, f"{p.name} is not listed in docs/investigations/README.md"
+    assert "investigations/README.md" in DESIGN.read_text(encoding="utf-8")
+
+
+def test_every_investigation_named_exists():
+    named = [
+        (where, name)
+        for where, line in lines_of(code_files() + doc_files())
+        for name in INVESTIGATION.findall(line)
+    ]
+    assert any(where.startswith("docs/DESIGN.md") for where, _ in named)
+    missing = [f"{w}: investigations/{n}" for w, n in named if not (INVESTIGATIONS / n).is_file()]
+    assert not missing, "names an investigation that does not exist:\n" + "\n".join(missing)
 
 
 def test_code_cites_the_design_by_its_repository_path():

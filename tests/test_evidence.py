@@ -179,9 +179,9 @@ def test_an_investigation_may_cite_stale_sessions_but_not_missing_ones(evidence)
     doc = tmp / "docs" / "investigations" / "2026-11-30-x.md"
     doc.write_text(md(f"# X\nThen: {stale}.\nAnd sessions/20261128T000000Z_lost/\n"))
     assert doc in doc_files(tmp)
+    rel = doc.relative_to(tmp).as_posix()
     assert check([doc], sessions, current=NOW, base=tmp) == [
-        "docs/investigations/2026-11-30-x.md:3: cites 20261128T000000Z_lost, which is not in "
-        "sessions/"
+        f"{rel}:3: cites 20261128T000000Z_lost, which is not in sessions/"
     ]
 
 
