@@ -170,11 +170,29 @@ def test_no_reference_points_outside_the_repository():
     assert not found, "references outside the repository:\n" + "\n".join(found)
 
 
+README_LIMIT = 15_000  # bytes
+
+
 def test_readme_is_a_page_a_newcomer_reads_in_five_minutes():
-    """The README stays the short page of issue 22 (about 13 KB, with issue 33's install line and
-    exit codes): the lab's notes and the history live in docs/KERNELS.md and docs/HISTORY.md."""
+    """The README stays the short page of issue 22: set-up and test commands, what it is for, the
+    terms, an example output, the commands and exit codes, the H200 findings. Issue 34 raised the
+    limit from 14,000 so that every term is defined where it is first used (session, seed, arm,
+    bank, flagged, priming placements, ...: about 1.7 KB of definitions) instead of being crammed
+    out; 15,000 leaves no room for lab notes, which live in docs/KERNELS.md, docs/HISTORY.md and
+    docs/investigations/."""
     size = len((REPO / "README.md").read_bytes())
-    assert size <= 14_000, f"README.md is {size} bytes; move detail into docs/ (limit 14,000)"
+    assert size <= README_LIMIT, (
+        f"README.md is {size} bytes; move detail into docs/ (limit {README_LIMIT:,})"
+    )
+
+
+def test_the_readme_starts_with_the_setup_and_the_test_command():
+    """CI runs what the README says: its first two commands are the set-up and the test command."""
+    blocks = re.findall(r"```bash\n(.*?)\n```", (REPO / "README.md").read_text(), re.S)
+    assert blocks[:2] == [
+        'python3 -m pip install -e ".[gpu]" && workbench ab',
+        'python3 -m pip install -e ".[gpu,dev]" && python3 -m pytest',
+    ], blocks[:2]
 
 
 def test_the_readme_exit_code_table_has_every_code_the_tool_returns():
