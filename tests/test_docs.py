@@ -31,6 +31,10 @@ INVESTIGATION = re.compile(r"\binvestigations/([\w.-]+\.md)\b")
 # A commit hash: 7 to 40 hex digits with at least one letter and one digit (so neither "1000000"
 # nor a word like "defaced" counts).
 COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+# A path inside the repository, as comments name files ("workbench/kernels/specs.py").
+REPO_PATH = re.compile(
+    r"\b(?:workbench|tests|benchmarks|csrc|examples|docs)/[\w./-]*\.(?:py|cuh?|h|cpp|md)\b"
+)
 DESIGN_LIMIT = 45_000  # bytes: what the system does and why, not how it was found out
 DATED = re.compile(r"^\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md$")
 
@@ -136,6 +140,19 @@ def test_investigations_are_dated_listed_and_name_their_sessions():
         assert "Sessions" in text or "sessions/" in text, f"{p.name}: name its sessions (or none)"
         assert f"({p.name})" in index, f"{p.name} is not listed in docs/investigations/README.md"
     assert "investigations/README.md" in DESIGN.read_text(encoding="utf-8")
+
+
+def test_every_file_the_kernel_sources_name_exists():
+    """A comment in csrc/ that names a repository file names one that is there (issue 34: three
+    pointed at files that had moved)."""
+    named = [
+        (where, path)
+        for where, line in lines_of(sorted(p for p in (REPO / "csrc").rglob("*") if p.is_file()))
+        for path in REPO_PATH.findall(line)
+    ]
+    assert any(path.startswith("tests/") for _, path in named)  # the scan sees the comments
+    missing = [f"{where}: {path}" for where, path in named if not (REPO / path).exists()]
+    assert not missing, "csrc/ names files that are not there:\n" + "\n".join(missing)
 
 
 def test_every_investigation_named_exists():
