@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs still owed on the H200 (issue 23): which of the ways block 0 differed from later blocks
-# (docs/DESIGN.md §5.5) made block 0's W13-hot and W2-hot ratios differ, each switched on and
+# (docs/investigations/2026-11-30-block-zero.md) made block 0's W13-hot and W2-hot ratios differ, each switched on and
 # off with the block protocol's options, and where W2's small-spin speed-up comes from. From the
 # repository root on the GPU machine:
 #   bash benchmarks/block_cause.sh STEP [STEP...]

@@ -7,7 +7,8 @@ blocks), the sets its first group measured, each counted block's median A and B 
 replay), block 0's A and B against the median of blocks 1.., and the verdict's t-interval over
 blocks with and without block 0 (workbench.core.stats, as the sessions' verdicts use). Read from
 the journals only. Calibration comparisons (w13/hot/spin=0...) match a --cmp prefix.
-(docs/DESIGN.md §5.5; the evidence it printed: benchmarks/results/h200_e414c6c/README.md.)
+(docs/investigations/2026-11-30-block-zero.md; the evidence it printed:
+benchmarks/results/h200_e414c6c/README.md.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Block 0 against the later blocks, per session and comparison (docs/DESIGN.md §5.5).
+"""Block 0 against the later blocks, per session and comparison
+(docs/investigations/2026-11-30-block-zero.md).
 
 For every counted block: median B over median A of its kept samples (the measure issue 23 used);
 then block 0's log ratio minus the mean of the others', and whether block 0 is the most extreme

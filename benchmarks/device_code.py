@@ -11,16 +11,18 @@ calibration builds):
 * the launch: grid, block and dynamic shared memory from the kernels' ``*_launch_shape``, for
   every preset at every valid tp, computed by a host program nvcc builds from each tree.
 
-The old tree comes from git (``git archive COMMIT csrc``) and must hash to the sources the
-sessions recorded. ``--write`` stores the fingerprints of both trees in
-benchmarks/results/device_code/equivalence.json; tests/test_evidence.py accepts a session whose
-sources differ from the working tree only when that file says both trees are equal on the
-session's architecture and was made for exactly these two trees, and a compile-tier test makes
-the fingerprints again and compares them with the file. The launchers' argument passing (host code
+Each old tree comes from git (``git archive COMMIT csrc``; ``--from`` once per tree that cited
+sessions recorded) and must hash to the sources those sessions recorded. ``--write`` stores the
+fingerprints of every tree in benchmarks/results/device_code/equivalence.json;
+tests/test_evidence.py accepts a session whose sources differ from the working tree only when that
+file says its tree and the working tree are equal on the session's architecture and was made for
+exactly these trees, and a compile-tier test makes the fingerprints again and compares them with
+the file. The launchers' argument passing (host code
 between the checks and the launch) is not fingerprinted: the GPU identity run owed in
 benchmarks/evidence.sh compares outputs.
 
-Usage: PYTHONPATH=. python3 benchmarks/device_code.py --from 35df7ad --arch 90 [--write]
+Usage: PYTHONPATH=. python3 benchmarks/device_code.py --from COMMIT [--from COMMIT ...] --arch 90
+[--write]
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "benchmarks" / "results" / "device_code" / "equivalence.json"
-SCHEMA = "workbench.device-code-equivalence/1"
+SCHEMA = "workbench.device-code-equivalence/2"
 
 
 def tree_hashes(csrc: Path) -> dict[str, str]:
@@ -156,36 +158,42 @@ def fingerprint(csrc: Path, arch: str) -> dict:
     return out
 
 
-def compare(old_commit: str, arch: str) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        old = tree_at(old_commit, Path(tmp))
-        old_fp, old_hashes = fingerprint(old, arch), tree_hashes(old)
+def compare(old_commits: list[str], arch: str) -> dict:
+    """The record: every old tree's sources and fingerprints beside the working tree's."""
+    olds = []
+    for commit in old_commits:
+        with tempfile.TemporaryDirectory() as tmp:
+            old = tree_at(commit, Path(tmp))
+            olds.append((commit, tree_hashes(old), fingerprint(old, arch)))
     new = REPO / "csrc"
     new_fp, new_hashes = fingerprint(new, arch), tree_hashes(new)
-    same = old_fp == new_fp
     return {
         "schema": SCHEMA,
-        "from_commit": old_commit,
-        "from_sources": old_hashes,
+        "from": [{"commit": c, "sources": hashes} for c, hashes, _ in olds],
         "to_sources": new_hashes,
         "arch": f"compute_{arch}",
-        "identical": same,
-        "variants": {n: {"from": old_fp[n], "to": new_fp.get(n)} for n in old_fp},
+        "identical": all(fp == new_fp for _, _, fp in olds),
+        "variants": {
+            n: {"to": fp, "from": {c: old_fp.get(n) for c, _, old_fp in olds}}
+            for n, fp in new_fp.items()
+        },
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--from", dest="old", required=True, help="git commit of the old csrc/")
+    ap.add_argument("--from", dest="old", action="append", required=True,
+                    help="git commit of an old csrc/ (once per tree)")  # fmt: skip
     ap.add_argument("--arch", default="90", help="compute capability, e.g. 90 (default)")
     ap.add_argument("--write", action="store_true", help=f"store the result in {RECORD}")
     args = ap.parse_args(argv)
     rec = compare(args.old, args.arch)
-    diff = [n for n, v in rec["variants"].items() if v["from"] != v["to"]]
-    print(
-        f"{len(rec['variants'])} variants, compute_{args.arch}: "
-        + ("device code and launches identical" if rec["identical"] else f"DIFFER: {diff}")
-    )
+    for c in args.old:
+        diff = [n for n, v in rec["variants"].items() if v["from"][c] != v["to"]]
+        print(
+            f"{c}: {len(rec['variants'])} variants, compute_{args.arch}: "
+            + (f"DIFFER: {diff}" if diff else "device code and launches identical")
+        )
     if args.write:
         RECORD.parent.mkdir(parents=True, exist_ok=True)
         RECORD.write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")

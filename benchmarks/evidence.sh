@@ -33,7 +33,7 @@ for step in "$@"; do
       for i in $(seq "${r%-*}" "${r#*-}"); do
         timed wb ab --slug "default-r$i" --sessions-dir "$S" --no-plots
       done ;;
-    user-default)  # what a user types, plots included (the run-time goal, docs/DESIGN.md §5.10)
+    user-default)  # what a user types, plots included (the run-time goal: docs/investigations/2026-12-03-worker-processes.md)
       timed wb ab --slug default-plots --sessions-dir "$S" --plots-dir "$L/plots" ;;
     pack) timed wb sessions pack --root "$S" "$S"/*/ ;;
     aa:*)

@@ -1,5 +1,5 @@
 """Tune the triton-moe peer's M = 1 launch configs on this GPU and write its table
-(docs/DESIGN.md §4.7): workbench/triton_moe_configs.json, which the peer reads so that a timed
+(docs/DESIGN.md §4.7): workbench/kernels/triton_moe_configs.json, which the peer reads so that a timed
 run never autotunes.
 
     python3 benchmarks/tune_triton_moe.py [--preset qwen3.8-flash-next] [--out FILE.json]
@@ -17,7 +17,7 @@ Two stages per kernel (W13, W2) of the shape:
    geometric mean of the hot and rotating µs per call; its table entry names its form.
 
 ``--out`` writes the table (the committed file's other entries kept, this GPU's entries for this
-shape replaced, marked measured); the lead copies it to workbench/triton_moe_configs.json.
+shape replaced, marked measured); copy it to workbench/kernels/triton_moe_configs.json.
 """
 
 from __future__ import annotations

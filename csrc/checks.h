@@ -147,7 +147,7 @@ inline void check_numel_at_least(const char* op, const char* name, const Tensor&
 
 // The kernels index K, N and the activations in 32-bit arithmetic: at most 2^21 groups
 // (K <= 67,108,864; W2's top_k * K / 8 then stays below 2^31) and 2^24 columns. Real models are
-// far inside (workbench/shapes.py caps hidden and inter at 65,536).
+// far inside (workbench/data/shapes.py caps hidden and inter at 65,536).
 constexpr int64_t kMaxGroups = int64_t{1} << 21;
 constexpr int64_t kMaxColumns = int64_t{1} << 24;
 

@@ -7,7 +7,8 @@ Convention (docs/EVIDENCE.md): a session folder name (``<YYYYmmddTHHMMSSZ>_<slug
 sessions/ and its recorded csrc/ hashes must equal the working tree's. A citation under a Markdown
 heading whose text contains "History" (any level, any case; the section runs until the next
 heading of the same or a higher level, so its subsections are historical too) is HISTORICAL: it
-must exist, and may be stale.
+must exist, and may be stale. So is every citation in docs/investigations/, whose files are dated
+notes of what was measured then.
 
 Headings come from markdown-it-py (CommonMark), so a ``#`` line inside a code block is not one.
 """
@@ -28,6 +29,7 @@ _NAMED_FILE = re.compile(
     r"_(summary|ratios|distributions|nvml|report|samples_[A-Za-z0-9.-]+)\.(png|svg|pdf|md)$"
 )
 HISTORY = "history"
+INVESTIGATIONS = "investigations"  # docs/investigations/: dated notes, historical throughout
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ def check(
             if name not in known:
                 problems.append(f"{where}: cites {name}, which is not in {sessions_root.name}/")
                 continue
-            if c.historical:
+            if c.historical or doc.parent.name == INVESTIGATIONS:
                 continue
             try:
                 files = load_session(sessions_root / name, nvml=False).provenance.get("files")
@@ -171,15 +173,23 @@ def same_device_code(
 ) -> bool:
     """Whether ``eq`` (benchmarks/device_code.py's record) shows that sources ``files`` and the
     working tree (or ``current``) give a GPU of ``arch`` the same device code and launches: made
-    for exactly these two trees, on that architecture, and found identical."""
+    for the working tree and, among its old trees, exactly ``files``, on that architecture, and
+    found identical."""
     from workbench.store.provenance import current_sources, kernel_files
 
     if not eq or not eq.get("identical") or arch is None or eq.get("arch") != arch:
         return False
     now = kernel_files(current_sources() if current is None else current)
-    return kernel_files(files) == eq.get("from_sources") and now == eq.get("to_sources")
+    olds = [old.get("sources") for old in eq.get("from", [])]
+    return kernel_files(files) in olds and now == eq.get("to_sources")
 
 
 def doc_files(repo: Path) -> list[Path]:
-    """The Markdown the convention covers: README.md and docs/*.md."""
-    return [p for p in [repo / "README.md", *sorted((repo / "docs").glob("*.md"))] if p.is_file()]
+    """The Markdown the convention covers: README.md, docs/*.md and docs/investigations/*.md."""
+    docs = repo / "docs"
+    found = [
+        repo / "README.md",
+        *sorted(docs.glob("*.md")),
+        *sorted(docs.glob("investigations/*.md")),
+    ]
+    return [p for p in found if p.is_file()]

@@ -46,7 +46,7 @@ NOISE = 0.003  # multiplicative, per call
 # padding gave the same ratio again, even in another process). 0.3 % is the spread of the W13
 # hot ratio over six placements there (0.9537..0.9626).
 PLACEMENT_SD = 0.003
-# First-block mechanisms (docs/DESIGN.md §5.5): each gives the scalar reader a speed factor tied
+# First-block mechanisms (docs/investigations/2026-11-30-block-zero.md): each gives the scalar reader a speed factor tied
 # to one way block 0 of a group differed from later blocks, so a test can show that the block
 # protocol's switch for it makes every counted block the same kind of draw. Off unless a test
 # sets one (name -> factor); 0.983 is the H200's size: b3-scalar W13 hot ran 3.74-3.75 us per

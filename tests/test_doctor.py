@@ -1,4 +1,4 @@
-"""`workbench doctor` (docs/DESIGN.md §4.3): the GPU, torch and nvcc checked against each other,
+"""`workbench doctor` (docs/DESIGN.md §4.3.1): the GPU, torch and nvcc checked against each other,
 each mismatch named with what to install. The GPUs are simulated through their facts."""
 
 from __future__ import annotations

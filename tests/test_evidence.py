@@ -173,6 +173,18 @@ def test_a_missing_session_fails_even_in_history(evidence):
     ]
 
 
+def test_an_investigation_may_cite_stale_sessions_but_not_missing_ones(evidence):
+    tmp, sessions, fresh, stale, _ = evidence
+    (tmp / "docs" / "investigations").mkdir(parents=True)
+    doc = tmp / "docs" / "investigations" / "2026-11-30-x.md"
+    doc.write_text(md(f"# X\nThen: {stale}.\nAnd sessions/20261128T000000Z_lost/\n"))
+    assert doc in doc_files(tmp)
+    rel = doc.relative_to(tmp).as_posix()
+    assert check([doc], sessions, current=NOW, base=tmp) == [
+        f"{rel}:3: cites 20261128T000000Z_lost, which is not in sessions/"
+    ]
+
+
 def test_a_current_session_without_hashes_or_unreadable_fails(evidence):
     tmp, sessions, fresh, _, unknown = evidence
     (sessions / fresh / "journal.jsonl").write_text('{"type": "note"}\n{"t": 1}\n')
@@ -201,8 +213,9 @@ def test_cited_sessions_exist_and_current_ones_match_the_kernels():
 # ------------------------------------------------------------------------ same device code
 
 
-def _eq_record(frm, to, arch="compute_90", identical=True):
-    return {"schema": "workbench.device-code-equivalence/1", "from_sources": dict(frm),
+def _eq_record(frm, to, arch="compute_90", identical=True, also=()):
+    olds = [{"commit": f"c{i}", "sources": dict(s)} for i, s in enumerate([frm, *also])]
+    return {"schema": "workbench.device-code-equivalence/2", "from": olds,
             "to_sources": dict(to), "arch": arch, "identical": identical}  # fmt: skip
 
 
@@ -219,6 +232,10 @@ def test_same_device_code_needs_both_trees_the_arch_and_identity():
     assert not same_device_code("compute_90", {"csrc/w13.cu": "5" * 64}, NOW, rec)
     assert not same_device_code("compute_90", OLD, NOW, _eq_record(OLD, NOW, identical=False))
     assert not same_device_code("compute_90", OLD, NOW, None)
+    # a record of several old trees covers a session of any of them, and no other
+    other = {**OLD, "csrc/w13.cu": "6" * 64}
+    assert same_device_code("compute_90", other, NOW, _eq_record(OLD, NOW, also=[other]))
+    assert not same_device_code("compute_90", other, NOW, rec)
 
 
 def test_a_stale_session_counts_as_current_only_with_a_matching_record(tmp_path):
@@ -255,15 +272,17 @@ def test_the_committed_equivalence_record_holds(tmp_path):
     rec = load_equivalence()
     assert rec is not None and rec["identical"], "no equivalence record, or one that differs"
     arch = rec["arch"].removeprefix("compute_")
+    froms = " ".join(f"--from {old['commit']}" for old in rec["from"])
     assert device_code.tree_hashes(REPO / "csrc") == rec["to_sources"], (
         "csrc/ changed since benchmarks/results/device_code/equivalence.json was made: run "
-        f"benchmarks/device_code.py --from {rec['from_commit']} --write"
+        f"benchmarks/device_code.py {froms} --write"
     )
     now = device_code.fingerprint(REPO / "csrc", arch)
     assert now == {n: v["to"] for n, v in rec["variants"].items()}
-    old = device_code.tree_at(rec["from_commit"], tmp_path / "old")
-    assert device_code.tree_hashes(old) == rec["from_sources"]
-    assert device_code.fingerprint(old, arch) == now
+    for i, entry in enumerate(rec["from"]):
+        old = device_code.tree_at(entry["commit"], tmp_path / f"old{i}")
+        assert device_code.tree_hashes(old) == entry["sources"], entry["commit"]
+        assert device_code.fingerprint(old, arch) == now, entry["commit"]
     # controls: one changed instruction, and one changed launch, are both seen
     bad = tmp_path / "bad" / "csrc"
     shutil.copytree(REPO / "csrc", bad)

@@ -28,7 +28,7 @@ of HMMA steps, one per (group, k-half) in the warp's order, each adding 4 exact 
 running FP32 sum; then ``(P[0] + P[2]) + (P[1] + P[3])``; then the CTA adds its warps in order (as
 on sm_80). How one HMMA step rounds is the hardware's: ``warp_group_sums`` can take it exact
 (float64), rounded to nearest FP32, or truncated to FP32 (what published measurements of V100
-tensor cores report), which bounds what the docs state (docs/DESIGN.md §4.3).
+tensor cores report), which bounds what the docs state (docs/investigations/2026-12-01-volta-path.md).
 """
 
 from __future__ import annotations

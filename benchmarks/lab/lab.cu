@@ -8,7 +8,7 @@
 
 namespace {
 
-// Qwen-MoE default shape (workbench/shapes.py, qwen3.8-flash-next at tp 4).
+// Qwen-MoE default shape (workbench/data/shapes.py, qwen3.8-flash-next at tp 4).
 constexpr int kTopK = 10, kExperts = 64, kBanks = 48, kCalls = 48, kRotGraphs = 2;
 struct OpShape {
   int K, N;

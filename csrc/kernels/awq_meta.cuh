@@ -5,8 +5,8 @@
 //   WB_LAYOUT_B4 | WB_LAYOUT_B3      4-byte {scale, bias} or 3-byte {scale_lo, scale_hi, zero} records
 //   WB_READER_SCALAR | WB_READER_COOP  byte-by-byte reads, or one 96-byte tile per warp + shuffles
 // Layouts: docs/ARCHITECTURE.md and docs/DESIGN.md §3. The cooperative index arithmetic is held to the NumPy
-// model in workbench/coop_model.py; the tensor-core fragment mapping to workbench/fragment_model.py
-// (sm_75+) and, on sm_70, to workbench/kernels/volta_model.py (mma_sm70.h).
+// model in tests/coop_model.py; the tensor-core fragment mapping to tests/fragment_model.py
+// (sm_75+) and, on sm_70, to tests/volta_model.py (mma_sm70.h).
 #pragma once
 #include <cuda_fp16.h>
 
@@ -91,11 +91,11 @@ __device__ __forceinline__ unsigned read_meta(const unsigned char* __restrict__ 
 // architecture, chosen at compile time; every path ends with lane L holding the sum of column L:
 //   sm_80+  (WB_DOT_M16N8K16) two m16n8k16 products per k-half, A = weights (row = column), B =
 //           activations replicated over the 8 n: the quad's lanes are summed by the tensor cores
-//           (workbench/kernels/fragment_model.py);
+//           (tests/fragment_model.py);
 //   sm_75   (WB_DOT_M16N8K8) the same products, each split into two m16n8k8 (k 0..7, then 8..15);
 //   sm_70   (WB_DOT_M8N8K4) eight m8n8k4 products per quadpair (mma_sm70.h): A = a lane's own
 //           weights of one column, B = activations or zeros, so each product adds 4-k sums of
-//           single lanes; the quad's lanes are added at the end (workbench/kernels/volta_model.py);
+//           single lanes; the quad's lanes are added at the end (tests/volta_model.py);
 //   WB_DOT_FMA, or below sm_70 (no tensor cores): FP32 FMAs per lane, the quad added at the end.
 #if defined(__CUDA_ARCH__) && !defined(WB_DOT_FMA) && __CUDA_ARCH__ >= 800
 #define WB_DOT_M16N8K16 1

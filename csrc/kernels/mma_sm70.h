@@ -1,7 +1,7 @@
 // The index arithmetic of the sm_70 tensor-core dot (awq_meta.cuh, dot_group under WB_DOT_M8N8K4):
 // which m8n8k4 product takes which weights and activations, and where each lane's sums land.
 // Plain C++ (no CUDA headers), so a host program can print every value: tests/test_volta_model.py
-// compiles this header with the host compiler and holds it to workbench/kernels/volta_model.py.
+// compiles this header with the host compiler and holds it to tests/volta_model.py.
 //
 // The packing (layouts.pack_int4) is the sm_80 one: lane L = 4*qd + t holds in word c the 8 weights
 // of column 4*qd + c at k = 8t + 0..7 (pairs p = 0..3). An m8n8k4 (.row.col, FP32 accumulate) runs

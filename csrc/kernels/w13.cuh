@@ -13,7 +13,7 @@
 
 namespace wb {
 
-// Spec parameters (workbench/specs.py BUILTIN_PARAMS): a build may set them with -D; the
+// Spec parameters (workbench/kernels/specs.py BUILTIN_PARAMS): a build may set them with -D; the
 // defaults here must equal the spec's (a CPU test holds them together).
 #ifndef WB_W13_UNROLL
 #define WB_W13_UNROLL 5

@@ -1,5 +1,5 @@
 """`workbench doctor`: whether the GPU, torch and nvcc here agree, before a build that takes
-minutes (docs/DESIGN.md §4.3). Exit 0 when runs and builds can go ahead, 3 when something stops
+minutes (docs/DESIGN.md §4.3.1). Exit 0 when runs and builds can go ahead, 3 when something stops
 them (no GPU, a torch or nvcc that cannot serve it), each named with what to install."""
 
 from __future__ import annotations

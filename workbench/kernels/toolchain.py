@@ -1,4 +1,4 @@
-"""What this machine can build and run (`workbench doctor`, docs/DESIGN.md §4.3).
+"""What this machine can build and run (`workbench doctor`, docs/DESIGN.md §4.3.1).
 
 Three sources are asked, each on its own so that one missing piece never hides the others:
 
@@ -29,7 +29,7 @@ MIB = 1 << 20
 # docs/DESIGN.md §5.3); used only when no CUDA torch can ask the device itself.
 KNOWN_L2 = (("H200", 60 * MIB), ("H100", 50 * MIB), ("A100", 40 * MIB), ("V100", 6 * MIB))
 
-# What to install where the stack cannot serve a GPU (docs/DESIGN.md §4.3, README "On a V100").
+# What to install where the stack cannot serve a GPU (docs/DESIGN.md §4.3.1, README "On a V100").
 # torch 2.10.0 is the newest PyPI wheel with sm_70 kernels (a CUDA 12.8 build); 2.11 and later are
 # CUDA 13 builds, and CUDA 13 cannot target sm_70 (benchmarks/results/torch_sm70.txt, from the
 # wheels' metadata and the ELF images of their libtorch_cuda.so).

@@ -66,7 +66,7 @@ class FnArm:
 class ProtocolConfig:
     """Knobs of the protocol; ``validate()`` names the bad one."""
 
-    # Defaults: workbench.core.defaults (why: docs/DESIGN.md §5.5).
+    # Defaults: workbench.core.defaults (why: docs/DESIGN.md §5.10.1).
     pairs: int = defaults.PAIRS  # ABBA pairs per block
     blocks: int = defaults.BLOCKS  # blocks per comparison, each at its own memory placement
     placement_seed: int | None = None  # None: drawn fresh per run (and journaled)
@@ -78,7 +78,7 @@ class ProtocolConfig:
     min_blocks: int = 3  # adaptive mode: never stop on fewer blocks (a 2-block t has 1 dof)
     max_blocks: int = defaults.MAX_BLOCKS  # adaptive mode: the cap on blocks
     # The block protocol's switches (docs/DESIGN.md §5.5), one per candidate cause of block 0's
-    # difference; prime_placements=0, neighbours_first=False, warmup_blocks=0 is the protocol
+    # difference (docs/investigations/2026-11-30-block-zero.md); prime_placements=0, neighbours_first=False, warmup_blocks=0 is the protocol
     # of the sessions before them.
     prime_placements: int = defaults.PRIME_PLACEMENTS  # untimed placements before block 0
     neighbours_first: bool = True  # every peer and kernel op of a group made before it places
