@@ -143,10 +143,14 @@ def launch_shapes(csrc: Path, v, work: Path) -> str:
     return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
 
 
-def fingerprint(csrc: Path, arch: str) -> dict:
+def fingerprint(csrc: Path, arch: str, names: set[str] | None = None) -> dict:
+    """{variant: hashes of its device code and of its launches} for every variant (or those
+    named)."""
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for v in variants():
+            if names is not None and v.name not in names:
+                continue
             ptx = strip_ptx(device_ptx(csrc, v, arch))
             shapes = launch_shapes(csrc, v, Path(tmp))
             out[v.name] = {

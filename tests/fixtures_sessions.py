@@ -6,12 +6,17 @@ comparisons against the 4-byte baseline and the tinygemm peer, one `step` confir
 gates, memory records of b4 and b3 banks and 20 Hz NVML readings. Every sample carries its
 replay times; one sample is flagged and re-measured, one is flagged and kept.
 
-Real H200 sessions committed under ``sessions/`` are used as fixtures too (``real_sessions``).
+Real H200 sessions committed under ``sessions/`` are used as fixtures too (``real_sessions``; one
+of each kind: ``representative_sessions``).
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
+import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -295,3 +300,60 @@ def real_sessions() -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(d for d in root.iterdir() if (d / "session.json").is_file())
+
+
+def session_signature(path: Path) -> tuple:
+    """What decides which code paths loading, analysing and plotting a session take: its mode,
+    whether it is an A/A, its status and kernels, the fields its protocol recorded (they grew over the protocol's versions)
+    and the record types of its journal (blocks, notes, candidates, workers...)."""
+    meta = json.loads((path / "session.json").read_text())
+    config = meta.get("config") or {}
+    protocol = config.get("protocol")
+    types: set[bytes] = set()
+    for journal in path.glob("journal.jsonl*"):
+        raw = journal.read_bytes()
+        raw = gzip.decompress(raw) if journal.suffix == ".gz" else raw
+        types |= set(re.findall(rb'"type": "(\w+)"', raw))
+    return (
+        config.get("mode"),
+        config.get("a") == config.get("b"),  # an A/A session recommends nothing
+        meta.get("status"),
+        tuple(config.get("kernels") or ()),
+        tuple(sorted(protocol)) if isinstance(protocol, dict) else repr(protocol),
+        tuple(sorted(t.decode() for t in types)),
+    )
+
+
+def _largest_by(key) -> list[Path]:
+    kinds: dict[tuple, Path] = {}
+    for path in real_sessions():
+        k = key(session_signature(path))
+        if k not in kinds or _size(path) > _size(kinds[k]):
+            kinds[k] = path
+    return sorted(kinds.values())
+
+
+@functools.cache
+def representative_sessions() -> list[Path]:
+    """One committed session per signature (session_signature), the largest of each: the
+    committed sessions grew to dozens of replicates of a few kinds, and a test that renders each
+    of them spent minutes on what one of a kind already covers. The largest of a kind carries
+    the most samples, so it also meets the size limits first."""
+    return _largest_by(lambda sig: sig)
+
+
+@functools.cache
+def sessions_to_plot() -> list[Path]:
+    """The largest committed session of each mode (ab, calibrate, tune), an ab session being
+    one run in worker processes (today's protocol): plotting one session draws 5 to 21 figures
+    (5 to 40 s on the 2-core CI machine); the figures' code paths depend on the mode, which the
+    synthetic sessions of tests/test_plots*.py vary one by one."""
+
+    def key(sig: tuple) -> tuple:
+        return sig[0], "worker" in sig[-1]
+
+    return [p for p in _largest_by(key) if key(session_signature(p)) != ("ab", False)]
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.iterdir() if f.is_file())

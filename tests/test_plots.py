@@ -12,11 +12,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures_sessions import real_sessions, write_session
+from fixtures_sessions import REPO, sessions_to_plot, write_session
 
 from workbench.cli import main
 from workbench.core.errors import BadArgument, SessionError
-from workbench.plots import COLOR_A, COLOR_B, COLOR_FLAG, existing_plots, plot_session
+from workbench.plots import (
+    COLOR_A,
+    COLOR_B,
+    COLOR_FLAG,
+    existing_plots,
+    plot_session,
+    read_floor_file,
+)
+from workbench.store.session import load_session
+
+MAX_SVG = 500 * 1024  # the evidence rule: cited figures stay small
+FLOOR_FILE = REPO / "benchmarks" / "results" / "h200_floor.txt"
 
 KINDS = ["summary", "ratios", "distributions", "nvml"]
 KINDS += [f"samples_{k}-{s}" for k in ("w13", "w2") for s in ("hot", "rotating")]
@@ -131,12 +142,20 @@ def test_interrupted_session(tmp_path):
     assert "INTERRUPTED" in (tmp_path / "p" / f"{sess.name}_summary.svg").read_text()
 
 
-@pytest.mark.parametrize("path", real_sessions(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sessions_to_plot(), ids=lambda p: p.name)
 def test_real_sessions_plot(tmp_path, path):
-    files = plot_session(path, tmp_path, formats=("png",))
-    assert any(f.name.endswith("_summary.png") for f in files)
+    """The largest committed session of each mode plots (the synthetic sessions above check the
+    PNGs); every SVG stays under 500 KB, the replays drawn as pixels inside it, the text as text."""
+    floor = read_floor_file(FLOOR_FILE)
+    files = plot_session(path, tmp_path, formats=("svg",), floor=floor, floor_source="test")
+    assert any(f.name.endswith("_summary.svg") for f in files)
+    assert any(f.name.endswith("_distributions.svg") for f in files)
     for f in files:
-        _assert_real_png(f)
+        assert f.stat().st_size < MAX_SVG, f"{f.name}: {f.stat().st_size / 1024:.0f} KB"
+    # the replays are pixels inside the SVG (they made it 3.5-5.7 MB as vectors), the text is text
+    dist = next(f for f in files if f.name.endswith("_distributions.svg")).read_text()
+    if load_session(path).samples:
+        assert "<image" in dist and "ms per replay" in dist
 
 
 def test_bad_format_and_bad_session(tmp_path, capsys):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures_sessions import real_sessions, write_calibration_session, write_session
+from fixtures_sessions import representative_sessions, write_calibration_session, write_session
 from scipy import stats as sps
 
 from workbench.analysis import analyse
@@ -182,7 +182,7 @@ def test_numbers_match_the_journal_synthetic(synthetic):
     _check_numbers(synthetic)
 
 
-@pytest.mark.parametrize("path", real_sessions(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", representative_sessions(), ids=lambda p: p.name)
 def test_numbers_match_the_journal_real(path):
     _check_numbers(path)
 
