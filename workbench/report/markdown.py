@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
+from workbench.analysis.counters import tables as counter_tables
 from workbench.core import stats
 from workbench.report.plot_files import existing_plots
+from workbench.store import counters
 from workbench.store.listing import find_session
 from workbench.store.provenance import stale_sources, staleness_text
 from workbench.store.session import Session, load_session
@@ -480,6 +482,21 @@ def _calibration(an: Analysis) -> list[str]:
     ]
 
 
+def _counters(session: Session) -> list[str]:
+    """A beside B per comparison, from the session's counters.json (`ab --counters`)."""
+    doc = counters.load(session.path)
+    out: list[str] = []
+    for t in counter_tables(doc):
+        out += [f"**{t.title}**", ""]
+        out += _table(["counter", "A", "B", "B/A"], [list(r) for r in t.rows], "lrrr") + [""]
+    if out:
+        out.append(
+            f"ncu {doc['ncu']}, one eager launch per arm after the timed blocks (hot: L2 warmed "
+            "with the routed experts first; rotating: caches flushed); never part of a verdict."
+        )
+    return out
+
+
 def provenance_line(session: Session) -> str:
     env, prov = session.environment, session.provenance
     gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
@@ -554,6 +571,7 @@ def render_report(
         ("Step confirmation", _confirmation(an)),
         ("Metadata memory: measured vs computed", _memory(an)),
         ("Working set and L2", _working_set(an)),
+        ("Hardware counters", _counters(s)),
     ]
     links = _plot_links(s, Path(plots_dir) if plots_dir else None, link_base and Path(link_base))
     if links:
