@@ -5,11 +5,14 @@ each main comparison of w13 and w2, in a fresh process of its own: ``python3 -m
 workbench.measure.counters MANIFEST`` is the program ncu runs, and it launches nothing else that
 ncu's kernel filter matches. Nothing here touches a timed sample, so no verdict can move.
 
-One ncu run per expert set. hot: the program reads the routed experts' weights and records once
-before each launch, so they sit in L2 as in the timed hot graphs, and ncu leaves the caches alone;
-rotating: ncu flushes the caches before each launch, so it reads from DRAM like the timed
-rotating calls. One launch is not the graph of ``calls`` launches the timing replays: these
-counters explain a ratio, they do not measure one.
+One ncu run per expert set. ncu replays each launch some tens of times to read all its counters,
+saving and restoring the process's device memory around every pass; so the program's banks hold
+only the routed experts (``experts = top_k``: the same work per launch), which keeps all of its
+device memory well inside the L2. hot: ncu leaves the caches alone, the program reads the routed
+experts once more before each launch, and the launch finds them in L2 as the timed hot graphs do;
+rotating: ncu flushes the caches before each pass, so it reads from DRAM like the timed rotating
+calls. The DRAM bytes row shows which it was. One launch is not the graph of ``calls`` launches
+the timing replays: these counters explain a ratio, they do not measure one.
 """
 
 from __future__ import annotations
@@ -128,7 +131,10 @@ def ncu_version(ncu_path: str) -> str:
 
 def _target(manifest_path: str) -> int:
     """The program ncu profiles: per manifest item, one eager launch on fresh synthetic inputs
-    (bank 0 of the run's seed), all builds and inputs made before the first launch."""
+    (bank 0 of the run's seed, its experts cut to the routed ones), all builds and inputs made
+    before the first launch."""
+    import dataclasses
+
     import torch
 
     from workbench.data.shapes import Shape
@@ -136,7 +142,8 @@ def _target(manifest_path: str) -> int:
     from workbench.measure.plan import bank_seed, parse_arm_spec
 
     m = json.loads(Path(manifest_path).read_text())
-    shape = Shape(**m["shape"])
+    full = Shape(**m["shape"])
+    shape = dataclasses.replace(full, experts=full.top_k)  # every expert is routed: small banks
     prepared = []
     for kernel, arm in m["items"]:
         variant = parse_arm_spec(kernel, arm).variant(kernel)
@@ -144,6 +151,7 @@ def _target(manifest_path: str) -> int:
         inputs = make_inputs(shape, kernel, seed=m["seed"] * 1000 + 500)
         prepared.append((KernelOp(variant, shape), bank, inputs))
     torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # what ncu saves and restores is what the process holds
     for op, bank, inputs in prepared:
         act = inputs["x"] if op.kernel == "w13" else inputs["inter"]
         if m["set"] == "hot":  # the routed experts' bytes into L2, by kernels ncu does not match

@@ -21,7 +21,7 @@ from pathlib import Path
 from workbench.core.errors import EXIT_NO_GPU, WorkbenchError
 
 # What ncu collects: these sections' metrics, plus the byte counts named below, on every launch.
-SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats")
+SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "SchedulerStats", "WarpStateStats")
 EXTRA_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum")
 
 # our key -> the ncu metric (raw page) it is read from
@@ -38,21 +38,40 @@ METRICS = {
     "grid": "launch__grid_size",
     "block": "launch__block_size",
     "waves": "launch__waves_per_multiprocessor",
+    "sm_hz": "sm__cycles_elapsed.avg.per_second",
+}
+# other names of the same quantity (ncu releases differ)
+FALLBACK = {
+    "dram_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "sm_hz": "smsp__cycles_elapsed.avg.per_second",
 }
-# older ncu releases name DRAM throughput without the gpu__ prefix
-FALLBACK = {"dram_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed"}
 # warp cycles per issued instruction spent in each stall reason (WarpStateStats)
 STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 NOT_A_STALL = {"selected"}  # the warp that issued: ncu charts it beside the stalls
 
-# base units -> factor to seconds, bytes, hertz; units not listed are kept as printed
-UNIT = {
-    "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-    "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9,
-    "hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/nsecond": 1e9,
+# the unit (lower case) ncu prints -> factor to seconds, bytes or hertz, per dimension
+TIME = {
+    "nsecond": 1e-9,
+    "ns": 1e-9,
+    "usecond": 1e-6,
+    "us": 1e-6,
+    "msecond": 1e-3,
+    "ms": 1e-3,
+    "second": 1.0,
+    "s": 1.0,
+}
+BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9}
+RATE = {
+    "hz": 1.0,
+    "khz": 1e3,
+    "mhz": 1e6,
+    "ghz": 1e9,
+    "cycle/second": 1.0,
     "cycle/usecond": 1e6,
-}  # fmt: skip
+    "cycle/nsecond": 1e9,
+}
+DIMENSION = {"duration_s": TIME, "dram_read_bytes": BYTES, "dram_write_bytes": BYTES,
+             "l2_bytes": BYTES, "sm_hz": RATE}  # fmt: skip
 
 PERMISSION = "ERR_NVGPUCTRPERM"  # what ncu prints when the user may not read the counters
 
@@ -173,20 +192,28 @@ def parse_csv(text: str) -> list[Launch]:
     return out
 
 
-def _value(r: list[str], col: dict[str, int], units: list[str], metric: str) -> float | None:
+def _value(r: list[str], col: dict[str, int], units: list[str], key: str, metric: str):
+    """A metric in our unit; a unit this module does not know for its dimension is an error,
+    never a number off by a power of ten."""
     i = col.get(metric)
-    if i is None:
+    v = None if i is None else number(r[i])
+    if v is None:
         return None
-    v = number(r[i])
-    return None if v is None else v * UNIT.get(units[i], 1.0)
+    table = DIMENSION.get(key)
+    unit = units[i].strip().lower()
+    if table is None:
+        return v
+    if unit not in table:
+        raise CountersFailed(f"ncu printed {metric} in {units[i]!r}, a unit not known here")
+    return v * table[unit]
 
 
 def _launch(r: list[str], col: dict[str, int], units: list[str]) -> Launch:
     metrics = {}
     for key, metric in METRICS.items():
-        v = _value(r, col, units, metric)
+        v = _value(r, col, units, key, metric)
         if v is None and key in FALLBACK:
-            v = _value(r, col, units, FALLBACK[key])
+            v = _value(r, col, units, key, FALLBACK[key])
         metrics[key] = v
     stalls = {}
     for name, i in col.items():
