@@ -120,5 +120,22 @@ def text_lines(doc: dict[str, Any] | None) -> list[str]:
             ]
             out.append("  " + "  ".join(cells).rstrip())
     if doc and out:
-        out.append(f"(ncu {doc['ncu']}; hot: L2 warmed first, rotating: caches flushed by ncu)")
+        out.append(
+            f"(ncu {doc['ncu']}; hot: the routed experts in L2 first, rotating: caches "
+            "flushed; one launch each, after the timed blocks)"
+        )
+    return out
+
+
+def markdown_lines(doc: dict[str, Any] | None) -> list[str]:
+    """The tables in Markdown (the report, the TUI)."""
+    out: list[str] = []
+    for t in tables(doc):
+        out += [f"**{t.title}**", "", "| counter | A | B | B/A |", "| --- | ---: | ---: | ---: |"]
+        out += [f"| {' | '.join(r)} |" for r in t.rows] + [""]
+    if doc and out:
+        out.append(
+            f"ncu {doc['ncu']}, one eager launch per arm after the timed blocks (hot: the routed "
+            "experts in L2 first; rotating: caches flushed); never part of a verdict."
+        )
     return out

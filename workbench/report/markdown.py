@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
-from workbench.analysis.counters import tables as counter_tables
+from workbench.analysis.counters import markdown_lines as counter_markdown
 from workbench.core import stats
 from workbench.report.plot_files import existing_plots
 from workbench.store import counters
@@ -484,17 +484,7 @@ def _calibration(an: Analysis) -> list[str]:
 
 def _counters(session: Session) -> list[str]:
     """A beside B per comparison, from the session's counters.json (`ab --counters`)."""
-    doc = counters.load(session.path)
-    out: list[str] = []
-    for t in counter_tables(doc):
-        out += [f"**{t.title}**", ""]
-        out += _table(["counter", "A", "B", "B/A"], [list(r) for r in t.rows], "lrrr") + [""]
-    if out:
-        out.append(
-            f"ncu {doc['ncu']}, one eager launch per arm after the timed blocks (hot: L2 warmed "
-            "with the routed experts first; rotating: caches flushed); never part of a verdict."
-        )
-    return out
+    return counter_markdown(counters.load(session.path))
 
 
 def provenance_line(session: Session) -> str:
