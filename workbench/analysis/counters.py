@@ -54,7 +54,7 @@ ROWS = (
     ("grid (CTAs)", _m("grid"), "{:.0f}"),
     ("block (threads)", _m("block"), "{:.0f}"),
     ("waves per SM", _m("waves"), "{:.2f}"),
-    ("SM clock (MHz)", _m("sm_hz", 1e6), "{:.0f}"),
+    ("SM clock (MHz)", _m("sm_hz", 1e6), "{:.0f}"),  # ncu's "SM Frequency" (GPC cycles)
 )
 TOP_STALLS = 4  # stall reasons shown: the largest of either side
 

@@ -38,12 +38,12 @@ METRICS = {
     "grid": "launch__grid_size",
     "block": "launch__block_size",
     "waves": "launch__waves_per_multiprocessor",
-    "sm_hz": "sm__cycles_elapsed.avg.per_second",
+    "sm_hz": "gpc__cycles_elapsed.avg.per_second",  # SpeedOfLight's "SM Frequency"
 }
 # other names of the same quantity (ncu releases differ)
 FALLBACK = {
     "dram_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-    "sm_hz": "smsp__cycles_elapsed.avg.per_second",
+    "sm_hz": "sm__cycles_elapsed.avg.per_second",
 }
 # warp cycles per issued instruction spent in each stall reason (WarpStateStats)
 STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
@@ -74,6 +74,8 @@ DIMENSION = {"duration_s": TIME, "dram_read_bytes": BYTES, "dram_write_bytes": B
              "l2_bytes": BYTES, "sm_hz": RATE}  # fmt: skip
 
 PERMISSION = "ERR_NVGPUCTRPERM"  # what ncu prints when the user may not read the counters
+NOTHING = "No kernels were profiled"  # its warning when no launch matched --kernel-name
+KERNEL_FILTER = "regex:^(w13|w2)_kernel"  # ncu matches the name before its parameter list
 
 
 class CountersUnavailable(WorkbenchError):
@@ -103,7 +105,10 @@ class Launch:
         return sorted(self.stalls.items(), key=lambda kv: -kv[1])[:n]
 
 
-def find_ncu(env: dict[str, str] | None = None) -> str:
+TOOLKITS = ("/usr/local/cuda*/bin/ncu",)  # where CUDA toolkits install it
+
+
+def find_ncu(env: dict[str, str] | None = None, toolkits: tuple[str, ...] = TOOLKITS) -> str:
     """ncu's path: $WORKBENCH_NCU, the PATH, $CUDA_HOME/bin, beside nvcc, /usr/local/cuda*/bin."""
     env = os.environ if env is None else env
     given = env.get("WORKBENCH_NCU")
@@ -117,7 +122,7 @@ def find_ncu(env: dict[str, str] | None = None) -> str:
     nvcc = shutil.which("nvcc", path=env.get("PATH"))
     if nvcc:
         candidates.append(str(Path(nvcc).resolve().parent / "ncu"))
-    candidates += sorted(glob.glob("/usr/local/cuda*/bin/ncu"), reverse=True)
+    candidates += [c for pattern in toolkits for c in sorted(glob.glob(pattern), reverse=True)]
     for c in candidates:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return c
@@ -134,7 +139,7 @@ def command(ncu: str, log_file: str, warm_l2: bool, target: list[str]) -> list[s
     else ncu flushes them before each launch (a rotating set, read from DRAM). Clocks stay as the
     GPU runs them (--clock-control none): the timed runs do not lock them either."""
     cmd = [ncu, "--csv", "--page", "raw", "--print-units", "base", "--log-file", log_file]
-    cmd += ["--kernel-name", "regex:^(w13|w2)_kernel", "--clock-control", "none"]
+    cmd += ["--kernel-name", KERNEL_FILTER, "--clock-control", "none"]
     cmd += ["--cache-control", "none" if warm_l2 else "all"]
     for s in SECTIONS:
         cmd += ["--section", s]
@@ -151,6 +156,8 @@ def check_log(text: str, returncode: int) -> None:
     errors = [ln.strip() for ln in text.splitlines() if ln.startswith("==ERROR==")]
     if errors:
         raise CountersFailed(f"ncu: {errors[0].removeprefix('==ERROR==').strip()}")
+    if NOTHING in text:
+        raise CountersFailed(f"ncu profiled no launch: none matched {KERNEL_FILTER}")
     if returncode != 0:
         raise CountersFailed(f"ncu exited with status {returncode} and no ==ERROR== line")
 
