@@ -49,7 +49,7 @@ ROWS = (
     ("L2 (GB/s)", _rate("l2_bytes"), "{:.0f}"),
     ("L2 throughput (% of peak)", _m("l2_pct"), "{:.1f}"),
     ("achieved occupancy (%)", _m("occupancy_pct"), "{:.1f}"),
-    ("issue slots busy (%)", _m("issue_pct"), "{:.1f}"),
+    ("scheduler issued (% of cycles)", _m("issue_pct"), "{:.1f}"),
     ("registers per thread", _m("registers"), "{:.0f}"),
     ("grid (CTAs)", _m("grid"), "{:.0f}"),
     ("block (threads)", _m("block"), "{:.0f}"),
