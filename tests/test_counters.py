@@ -167,7 +167,9 @@ def test_ab_counters_after_the_timed_run(monkeypatch, capsys, tmp_path):
     # sessions show and the report carry them
     assert cli.main(["sessions", "show", str(folder)]) == 0
     shown = capsys.readouterr().out
-    assert "w2/rotating: A b3-scalar, B b3-coop" in shown and "scheduler issued (% of cycles)" in shown
+    assert (
+        "w2/rotating: A b3-scalar, B b3-coop" in shown and "scheduler issued (% of cycles)" in shown
+    )
     report = render_report(folder)
     assert (
         "## Hardware counters" in report and "| registers per thread | 80 | 83 | 1.038 |" in report
