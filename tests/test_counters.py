@@ -103,19 +103,24 @@ log = a[a.index("--log-file") + 1]
 if {deny!r}:
     open(log, "w").write("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\\n")
     sys.exit(1)
+if {crash!r}:
+    open(log, "w").write("==ERROR== The application returned an error code (1).\\n")
+    sys.stderr.write("Traceback (most recent call last):\\nRuntimeError: CUDA out of memory\\n")
+    sys.exit(1)
 shutil.copy({csv!r}, log)
 open(log + ".args", "w").write(" ".join(a))
 """
 
 
-def _fake_ncu(tmp_path: Path, deny: bool = False) -> Path:
+def _fake_ncu(tmp_path: Path, deny: bool = False, crash: bool = False) -> Path:
     path = tmp_path / "ncu"
-    path.write_text(f"#!{sys.executable}\n" + FAKE_NCU.format(deny=deny, csv=str(HOT_CSV)))
+    text = FAKE_NCU.format(deny=deny, crash=crash, csv=str(HOT_CSV))
+    path.write_text(f"#!{sys.executable}\n" + text)
     path.chmod(0o755)
     return path
 
 
-def _timed_run(monkeypatch, tmp_path, order: list) -> Path:
+def _timed_run(monkeypatch, tmp_path, order: list, exit_code: int = 0) -> Path:
     """`ab`'s timing stood in by a finished real session (copied): what --counters does after it
     runs for real; the timing itself is tests/test_ab_cli.py's."""
     folder = tmp_path / "sessions" / SESSION.name
@@ -123,7 +128,7 @@ def _timed_run(monkeypatch, tmp_path, order: list) -> Path:
 
     def drive(cfg, args):
         order.append("timed")
-        return RunResult("complete", folder, {}), 0
+        return RunResult("complete", folder, {}), exit_code
 
     def finish_output(result, args, render):
         order.append("tables")
@@ -207,3 +212,24 @@ def test_python_arms_and_step_get_no_counters():
     assert [(i.cmp, i.side, i.arm) for i in items] == [
         ("w2/rotating", "A", "b4-scalar"), ("w2/rotating", "B", "b3-coop")
     ]  # fmt: skip
+
+
+def test_a_run_that_did_not_finish_gets_no_counters(monkeypatch, capsys, tmp_path):
+    folder = _timed_run(monkeypatch, tmp_path, [], exit_code=130)
+    monkeypatch.setenv("WORKBENCH_NCU", str(_fake_ncu(tmp_path)))
+    assert cli.main(["ab", "--counters", "--kernel", "w13"]) == 130
+    assert "counters: not recorded (the run ended with exit 130)" in capsys.readouterr().err
+    assert stored.load(folder) is None
+
+
+def test_a_crash_of_the_profiled_program_names_its_last_line(tmp_path):
+    from workbench.data.shapes import PRESETS
+
+    items = [counters.Item("w13/hot", "w13", "hot", "A", "b3-scalar", "b3-scalar")]
+    fake = str(_fake_ncu(tmp_path, crash=True))
+    with pytest.raises(counters.ncu.CountersFailed) as e:
+        counters.collect(tmp_path, PRESETS["qwen3.8-flash-next"], 0, items, fake, say=print)
+    assert str(e.value) == (
+        "ncu: The application returned an error code (1) on the hot set "
+        "(the program said: RuntimeError: CUDA out of memory)"
+    )

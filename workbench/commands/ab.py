@@ -13,6 +13,7 @@ to read the counters; the timed session is kept), 4 build failed, 5 numerics dif
 from __future__ import annotations
 
 import argparse
+import sys
 
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
 from workbench.core import defaults
@@ -125,15 +126,16 @@ def run(args: argparse.Namespace) -> int:
     result, code = drive(cfg, args)
     if result is not None:
         code = finish_output(result, args, render_ab) or code
-    if result is not None and ncu_path is not None and code == 0:
-        code = _counters(cfg, args, result.session_path, ncu_path)
+    if result is not None and ncu_path is not None:
+        if code == 0:
+            code = _counters(cfg, args, result.session_path, ncu_path)
+        else:  # counters explain a finished run; an interrupted or failed one gets none
+            print(f"counters: not recorded (the run ended with exit {code})", file=sys.stderr)
     return code
 
 
 def _counters(cfg, args: argparse.Namespace, session_path, ncu_path: str) -> int:
     """Profile A and B after the timed run; the tables on stdout (stderr with --json)."""
-    import sys
-
     from workbench.analysis.counters import text_lines
     from workbench.measure import counters
     from workbench.store import counters as stored

@@ -86,12 +86,18 @@ def collect(
         except subprocess.TimeoutExpired:
             raise ncu.CountersFailed(f"ncu ran past {TIMEOUT_S} s on the {set_name} set") from None
         text = log.read_text() if log.exists() else ""
-        ncu.check_log(text + done.stdout + done.stderr, done.returncode)
+        said = (done.stderr.strip().splitlines() or ["nothing"])[-1]  # the program's last word
+        try:
+            ncu.check_log(text + done.stdout + done.stderr, done.returncode)
+        except ncu.CountersFailed as e:
+            raise ncu.CountersFailed(
+                f"{str(e).rstrip('.')} on the {set_name} set (the program said: {said})"
+            ) from None
         got = ncu.parse_csv(text if '"ID","Process ID"' in text else done.stdout)
         if len(got) != len(todo):
             raise ncu.CountersFailed(
                 f"ncu profiled {len(got)} launches of the {set_name} set, expected {len(todo)} "
-                f"(the program said: {(done.stderr.strip().splitlines() or ['nothing'])[-1]})"
+                f"(the program said: {said})"
             )
         for item, launch in zip(todo, got, strict=True):
             if not launch.kernel_name.startswith(f"{item.kernel}_kernel"):

@@ -330,11 +330,15 @@ class WorkbenchApp(App[None]):
     def action_rescan(self) -> None:
         self.list_sessions()
 
+    def _session_in_view(self) -> Path | None:
+        """The open session, else the highlighted one, else None."""
+        if self.open_path is not None:
+            return self.open_path
+        info = self.query_one(SessionBrowser).highlighted()
+        return info.path if info else None
+
     def action_export(self) -> None:
-        path = self.open_path
-        if path is None:
-            info = self.query_one(SessionBrowser).highlighted()
-            path = info.path if info else None
+        path = self._session_in_view()
         if path is None:
             self.notify("Open or highlight a session to export.", severity="warning")
             return
@@ -346,10 +350,7 @@ class WorkbenchApp(App[None]):
         from workbench.analysis.counters import markdown_lines
         from workbench.store import counters
 
-        path = self.open_path
-        if path is None:
-            info = self.query_one(SessionBrowser).highlighted()
-            path = info.path if info else None
+        path = self._session_in_view()
         if path is None:
             self.notify("Open or highlight a session first.", title="Counters", severity="warning")
             return
