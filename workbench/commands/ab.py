@@ -3,13 +3,17 @@
 Per (kernel, expert set): ABBA pairs of CUDA-Graph replays after a bit-identity gate, with
 reference arms (b4-scalar, tinygemm, triton-moe) timed alongside; then a reader recommendation per kernel
 and, over both kernels, a confirmation of the recommended mix on the combined step.
-Exit codes: 0 done, 2 bad arguments, 3 no usable GPU, 4 build failed, 5 numerics differ,
+With --counters, Nsight Compute then profiles one launch of A and one of B per w13/w2
+comparison, after the timed blocks and in processes of its own, into the session's counters.json.
+Exit codes: 0 done, 2 bad arguments, 3 no usable GPU (or, with --counters, no ncu or no permission
+to read the counters; the timed session is kept), 4 build failed, 5 numerics differ,
 130 interrupted (the session is kept as interrupted).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from workbench.commands._measure import add_protocol_arguments, drive, finish_output
 from workbench.core import defaults
@@ -53,6 +57,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-confirm",
         action="store_true",
         help="skip the step confirmation of the recommended mix after w13 and w2",
+    )
+    g.add_argument(
+        "--counters",
+        action="store_true",
+        help="after timing, profile one launch of A and one of B per w13/w2 comparison with "
+        "Nsight Compute (ncu) and keep the counters side by side in the session",
     )
     add_protocol_arguments(p, defaults.REPLAYS)
     add_checkpoint_arguments(p)
@@ -108,7 +118,40 @@ def run(args: argparse.Namespace) -> int:
     from workbench.commands._tables import render_ab
 
     cfg = config_from_args(args)
+    ncu_path = None
+    if args.counters:  # before any timing: a missing ncu costs no run
+        from workbench.measure.ncu import find_ncu
+
+        ncu_path = find_ncu()
     result, code = drive(cfg, args)
     if result is not None:
         code = finish_output(result, args, render_ab) or code
+    if result is not None and ncu_path is not None:
+        if code == 0:
+            code = _counters(cfg, args, result.session_path, ncu_path)
+        else:  # counters explain a finished run; an interrupted or failed one gets none
+            print(f"counters: not recorded (the run ended with exit {code})", file=sys.stderr)
     return code
+
+
+def _counters(cfg, args: argparse.Namespace, session_path, ncu_path: str) -> int:
+    """Profile A and B after the timed run; the tables on stdout (stderr with --json)."""
+    from workbench.analysis.counters import text_lines
+    from workbench.measure import counters
+    from workbench.store import counters as stored
+
+    stream = sys.stderr if args.json else sys.stdout
+    items, notes = counters.plan(cfg.comparisons, args.a, args.b)
+    for note in notes:
+        print(f"counters: {note}", file=stream)
+    if not items:
+        print("counters: no w13/w2 comparison of kernel arms to profile", file=stream)
+        return 0
+    if cfg.checkpoint is not None:
+        print("counters: synthetic banks of the run's shape, not the checkpoint's", file=stream)
+    say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    doc = counters.collect(session_path, cfg.shape, cfg.seed, items, ncu_path, say=say)
+    path = stored.save(session_path, doc)
+    print("\n".join(text_lines(stored.load(session_path))), file=stream)
+    print(f"counters: {path}", file=stream)
+    return 0

@@ -163,11 +163,14 @@ def _gpu_line(env: dict[str, Any]) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     from workbench.analysis import analyse
+    from workbench.analysis.counters import text_lines
+    from workbench.store import counters
     from workbench.store.provenance import source_digest, stale_sources, staleness_text
     from workbench.store.session import load_session
 
     s = load_session(resolve(args.session, args.root))
     an = analyse(s, args.m)
+    hw = counters.load(s.path)
     results, recs = an.results, list(an.recommendations.values())
     files = s.provenance.get("files")
     stale = stale_sources(files)
@@ -183,6 +186,7 @@ def _show(args: argparse.Namespace) -> int:
                 "m": an.m,
                 "comparisons": [r.to_dict() for r in results],
                 "recommendations": [r.to_dict() for r in recs],
+                "counters": hw,
             }
         )
         return 0
@@ -260,6 +264,8 @@ def _show(args: argparse.Namespace) -> int:
             print(f"  {line}")
     if recs:
         print(f"\nrule: {recs[0].rule}")
+    for line in text_lines(hw):
+        print(line)
     return 0
 
 

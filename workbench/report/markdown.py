@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
+from workbench.analysis.counters import markdown_lines as counter_markdown
 from workbench.core import stats
 from workbench.report.plot_files import existing_plots
+from workbench.store import counters
 from workbench.store.listing import find_session
 from workbench.store.provenance import stale_sources, staleness_text
 from workbench.store.session import Session, load_session
@@ -480,6 +482,11 @@ def _calibration(an: Analysis) -> list[str]:
     ]
 
 
+def _counters(session: Session) -> list[str]:
+    """A beside B per comparison, from the session's counters.json (`ab --counters`)."""
+    return counter_markdown(counters.load(session.path))
+
+
 def provenance_line(session: Session) -> str:
     env, prov = session.environment, session.provenance
     gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
@@ -554,6 +561,7 @@ def render_report(
         ("Step confirmation", _confirmation(an)),
         ("Metadata memory: measured vs computed", _memory(an)),
         ("Working set and L2", _working_set(an)),
+        ("Hardware counters", _counters(s)),
     ]
     links = _plot_links(s, Path(plots_dir) if plots_dir else None, link_base and Path(link_base))
     if links:

@@ -98,6 +98,7 @@ class WorkbenchApp(App[None]):
         Binding("o", "open_session", "Open"),
         Binding("x", "compare", "Compare"),
         Binding("e", "export", "Export"),
+        Binding("h", "counters", "Counters", show=False),
         Binding("s", "rescan", "Rescan", show=False),
         Binding("t", "tune", "Tune", show=False),
         Binding("1", "tab('run')", "Build & run", show=False),
@@ -329,16 +330,45 @@ class WorkbenchApp(App[None]):
     def action_rescan(self) -> None:
         self.list_sessions()
 
+    def _session_in_view(self) -> Path | None:
+        """The open session, else the highlighted one, else None."""
+        if self.open_path is not None:
+            return self.open_path
+        info = self.query_one(SessionBrowser).highlighted()
+        return info.path if info else None
+
     def action_export(self) -> None:
-        path = self.open_path
-        if path is None:
-            info = self.query_one(SessionBrowser).highlighted()
-            path = info.path if info else None
+        path = self._session_in_view()
         if path is None:
             self.notify("Open or highlight a session to export.", severity="warning")
             return
         self.set_status(f"Exporting {path.name}…")
         self.export_session(path)
+
+    def action_counters(self) -> None:
+        """The open (else highlighted) session's hardware counters, A beside B (ab --counters)."""
+        from workbench.analysis.counters import markdown_lines
+        from workbench.store import counters
+
+        path = self._session_in_view()
+        if path is None:
+            self.notify("Open or highlight a session first.", title="Counters", severity="warning")
+            return
+        try:
+            doc = counters.load(path)
+        except WorkbenchError as e:
+            self.notify(str(e), title="Counters", severity="error")
+            return
+        if doc is None:
+            self.notify(
+                f"{path.name} has no counters: `workbench ab --counters` records them.",
+                title="Counters",
+                severity="warning",
+            )
+            return
+        self.push_screen(
+            CompareScreen(f"Hardware counters: {path.name}", "\n".join(markdown_lines(doc)))
+        )
 
     def action_compare(self) -> None:
         browser = self.query_one(SessionBrowser)

@@ -15,6 +15,7 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("Open session", "Open the highlighted saved session in the Results tab", "open_session"),
     ("Compare sessions", "Compare the marked session with the highlighted one", "compare"),
     ("Export plots and report", "Write the open session's plots and Markdown report", "export"),
+    ("Hardware counters", "The open session's Nsight Compute counters, A beside B", "counters"),
     ("Rescan sessions", "Reload the list of saved sessions", "rescan"),
     ("Go to Build & run", "Variant matrix, run form and progress", "tab('run')"),
     ("Go to Results", "Results table and recommendation", "tab('results')"),

@@ -52,6 +52,7 @@ terminal, the GPU panel is one line at the bottom.
 | `m` | mark a session for comparison |
 | `x` | compare the marked session with the highlighted one |
 | `e` | export plots and report of the open session |
+| `h` | hardware counters of the open session, A beside B (`workbench ab --counters`) |
 | `s` | rescan the sessions folder |
 | `t` | tune: screen a kernel's parameter values, confirm the best (`workbench tune`) |
 | `pagedown` `pageup` `home` `end` | scroll the Results tab (the recommendation is at its end) |
