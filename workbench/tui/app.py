@@ -86,18 +86,20 @@ class WorkbenchApp(App[None]):
     TITLE = "workbench"
     SUB_TITLE = "AWQ int4 MoE metadata readers"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
+    # Every key works on every tab; the footer shows help, quit and cancel, and the keys of
+    # the focused table (its BINDINGS name the same app actions): at 80 columns a footer of
+    # every key lost Export (issue 33).
     BINDINGS = [
-        # help and quit first: on an 80-column terminal the footer shows only its first keys
         Binding("question_mark", "help", "Help"),
         Binding("f1", "help", "Help", show=False),
         Binding("q", "quit", "Quit"),
-        Binding("b", "build", "Build"),
-        Binding("r", "run", "Run"),
         Binding("escape", "cancel", "Cancel"),
-        Binding("l", "compiler_log", "Log"),
-        Binding("o", "open_session", "Open"),
-        Binding("x", "compare", "Compare"),
-        Binding("e", "export", "Export"),
+        Binding("b", "build", "Build", show=False),
+        Binding("r", "run", "Run", show=False),
+        Binding("l", "compiler_log", "Log", show=False),
+        Binding("o", "open_session", "Open", show=False),
+        Binding("x", "compare", "Compare", show=False),
+        Binding("e", "export", "Export", show=False),
         Binding("h", "counters", "Counters", show=False),
         Binding("s", "rescan", "Rescan", show=False),
         Binding("t", "tune", "Tune", show=False),
@@ -156,6 +158,7 @@ class WorkbenchApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#variants").focus()  # the footer shows its keys: b, r, l
         self.probe_gpu()
         self.list_sessions()
         self.refresh_monitor()
@@ -191,14 +194,15 @@ class WorkbenchApp(App[None]):
         else:
             tools = self.build_tools
             can_build = tools is not None and tools.available
+            # what works first, then why runs do not: the banner wraps rather than cut it
             banner.update(
                 Text.assemble(
                     ("Browse mode", "bold"),
-                    ": saved sessions and builds (b); runs need a GPU: "
+                    ": saved sessions and builds (b). No runs: "
                     if can_build
-                    else ": saved sessions only; runs need a GPU: ",
+                    else ": saved sessions only. No runs: ",
                     gpu.reason,
-                    "" if can_build else f"; builds: {tools.reason if tools else 'unknown'}",
+                    "" if can_build else f"; no builds: {tools.reason if tools else 'unknown'}",
                 )
             )
             banner.set_class(True, "browse")
