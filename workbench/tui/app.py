@@ -22,11 +22,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from workbench.core.errors import BadArgument, WorkbenchError
 from workbench.tui.backend import Backend, BuildStatus, GpuStatus, RunConfig
 from workbench.tui.commands import WorkbenchCommands
+from workbench.tui.detached import Abandoned, detached
 from workbench.tui.headless import EXIT_INTERRUPTED
 from workbench.tui.messages import (
     BuildEnded,
@@ -288,15 +289,34 @@ class WorkbenchApp(App[None]):
             self.stop_work.set()
             self.set_status("Cancelling the build…")
 
+    def exporting(self) -> bool:
+        return any(w.group == "export" and not w.is_finished for w in self.workers)
+
     async def action_quit(self) -> None:
         """Quit; during a build or run, cancel it first so that its session is closed properly
-        ("interrupted", every measured sample kept). A second q quits at once."""
-        if self.busy and not self.quit_when_idle:
+        ("interrupted", every measured sample kept); during an export, once it is written. The
+        screen stays up meanwhile, saying so. A second q quits at once."""
+        if (self.busy or self.exporting()) and not self.quit_when_idle:
             self.quit_when_idle = True
-            self.action_cancel()
-            self.set_status("Quitting once the sample in flight is saved (q again: quit now)…")
+            if self.busy:
+                self.action_cancel()
+                self.set_status("Quitting once the sample in flight is saved (q again: quit now)…")
+            else:
+                self.set_status(
+                    "Quitting once the export is written (q again: quit now, leaving it unfinished)…"
+                )
             return
         self.leave()
+
+    def leave_if_idle(self) -> None:
+        """After a build, run or export ended: quit if a q is waiting for it and nothing else
+        is left running."""
+        if self.quit_when_idle and not self.busy and not self.exporting():
+            self.leave()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "export" and event.worker.is_finished:
+            self.leave_if_idle()
 
     async def action_interrupt(self) -> None:
         """Ctrl-C: quit as q does (a build or run is cancelled first, its session kept), with
@@ -400,6 +420,10 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, group="probe", exit_on_error=False)
     def probe_gpu(self) -> None:
+        with contextlib.suppress(Abandoned):
+            self.post_message(detached(self._probe))
+
+    def _probe(self) -> GpuProbed:
         try:
             status = self.backend.gpu_status()
         except Exception as e:  # a probe must never take the app down
@@ -413,12 +437,14 @@ class WorkbenchApp(App[None]):
         except Exception as e:
             variants = []
             self._fail("variants", e)
-        self.post_message(GpuProbed(status, variants, build))
+        return GpuProbed(status, variants, build)
 
     @work(thread=True, group="sessions", exclusive=True, exit_on_error=False)
     def list_sessions(self) -> None:
         try:
-            self.post_message(SessionsListed(self.backend.sessions()))
+            self.post_message(SessionsListed(detached(self.backend.sessions)))
+        except Abandoned:
+            pass
         except Exception as e:
             self._fail("list sessions", e)
 
@@ -458,21 +484,27 @@ class WorkbenchApp(App[None]):
     @work(thread=True, group="open", exclusive=True, exit_on_error=False)
     def open_session(self, path: Path) -> None:
         try:
-            self.post_message(SessionOpened(self.backend.open_session(path)))
+            self.post_message(SessionOpened(detached(lambda: self.backend.open_session(path))))
+        except Abandoned:
+            pass
         except Exception as e:
             self.post_message(WorkFailed(f"open {path.name}", describe(e)))
 
     @work(thread=True, group="export", exit_on_error=False)
     def export_session(self, path: Path) -> None:
         try:
-            self.post_message(Exported(self.backend.export(path)))
+            self.post_message(Exported(detached(lambda: self.backend.export(path))))
+        except Abandoned:
+            pass
         except Exception as e:
             self._fail(f"export {path.name}", e)
 
     @work(thread=True, group="compare", exclusive=True, exit_on_error=False)
     def compare_sessions(self, a: Path, b: Path) -> None:
         try:
-            text = self.backend.compare(a, b)
+            text = detached(lambda: self.backend.compare(a, b))
+        except Abandoned:
+            return
         except Exception as e:
             self._fail("compare", e)
             return
@@ -496,7 +528,7 @@ class WorkbenchApp(App[None]):
     def on_build_ended(self, message: BuildEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
-            self.leave()
+            self.leave_if_idle()
             return
         if message.error:
             self.set_status(f"Build failed: {message.error}", error=True)
@@ -514,7 +546,7 @@ class WorkbenchApp(App[None]):
     def on_run_ended(self, message: RunEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
-            self.leave()
+            self.leave_if_idle()
             return
         progress = self.query_one(RunProgress)
         if message.error:
