@@ -93,6 +93,35 @@ async def test_open_export_and_compare_sessions(roots):
 
 
 @drive
+async def test_ctrl_c_during_an_export_waits_for_it_on_screen_then_exits_130(roots):
+    """Ctrl-C while the export is written: the app used to restore the terminal and leave it
+    blank until the export's thread ended (issue 33). Now the screen stays up, says what it
+    waits for, and the app exits once the export is written."""
+    source, _, plots = roots
+    app, backend = make_app(roots)
+    gate = threading.Event()
+    real_export = backend.export
+
+    def gated_export(path):
+        gate.wait(timeout=60)
+        return real_export(path)
+
+    backend.export = gated_export
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_session(source)
+        await settle(pilot)
+        await pilot.press("e", "ctrl+c")
+        await pilot.pause()
+        assert app.is_running and "Quitting once the export is written" in status_text(app)
+        gate.set()
+        await settle(pilot)
+        assert not app.is_running
+    assert app.return_code == 130
+    assert (plots / f"{SYNTHETIC_NAME}_report.md").is_file()
+
+
+@drive
 async def test_corrupt_session_shows_an_error_not_a_crash(roots):
     source, sessions, _ = roots
     bad = sessions / "20261129T130000Z_truncated"
