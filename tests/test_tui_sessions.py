@@ -38,12 +38,8 @@ from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
 # -------------------------------------------------------------------------------- sessions
 
 
-@drive
-async def test_open_export_and_compare_sessions(roots):
-    source, sessions, plots = roots
-    app, backend = make_app(roots)
-    # The export waits for this gate, so "still running while the UI answers" does not depend on
-    # how fast matplotlib is on the machine (a fast one finished before the check).
+def gate_export(backend: ReplayBackend) -> threading.Event:
+    """Make ``backend``'s export wait until the returned event is set (60 s at most)."""
     gate = threading.Event()
     real_export = backend.export
 
@@ -52,6 +48,16 @@ async def test_open_export_and_compare_sessions(roots):
         return real_export(path)
 
     backend.export = gated_export
+    return gate
+
+
+@drive
+async def test_open_export_and_compare_sessions(roots):
+    source, sessions, plots = roots
+    app, backend = make_app(roots)
+    # The export waits for this gate, so "still running while the UI answers" does not depend on
+    # how fast matplotlib is on the machine (a fast one finished before the check).
+    gate = gate_export(backend)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("r")  # a second session to compare with
@@ -99,14 +105,7 @@ async def test_ctrl_c_during_an_export_waits_for_it_on_screen_then_exits_130(roo
     waits for, and the app exits once the export is written."""
     source, _, plots = roots
     app, backend = make_app(roots)
-    gate = threading.Event()
-    real_export = backend.export
-
-    def gated_export(path):
-        gate.wait(timeout=60)
-        return real_export(path)
-
-    backend.export = gated_export
+    gate = gate_export(backend)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         app.open_session(source)
