@@ -35,11 +35,16 @@ R2_LATER = "20261203T102235Z_default-r2"  # the same slug a day later
 
 @pytest.fixture
 def views(roots, monkeypatch):
-    """``roots`` with three committed sessions beside the synthetic one."""
+    """``roots``, staleness switched off."""
     monkeypatch.setattr(provenance, "current_sources", lambda: {})
+    return roots
+
+
+def add_committed(roots) -> None:
+    """Three committed sessions beside the synthetic one (only where a view shows them: each
+    is read in full at the first listing)."""
     for name in (R1, R2, R2_LATER):
         shutil.copytree(REPO / "sessions" / name, roots[1] / name)
-    return roots
 
 
 def screen_lines(app) -> list[str]:
@@ -179,6 +184,7 @@ def check_help(app, size) -> list[str]:
     return []  # the snapshot
 
 
+SHOWS_COMMITTED = {"sessions", "results", "compare", "browse"}
 VIEWS = {
     "run": (reach_run, check_run, {}),
     "sessions": (reach_sessions, check_sessions, {}),
@@ -194,6 +200,8 @@ VIEWS = {
 @pytest.mark.parametrize("view", list(VIEWS))
 def test_view(views, snap_compare, view, size):
     reach, check, kwargs = VIEWS[view]
+    if view in SHOWS_COMMITTED:
+        add_committed(views)
     app, _ = make_app(views, **kwargs)
     problems: list[str] = []
 
