@@ -1,6 +1,6 @@
 """Two sessions side by side: the comparison the backend writes, as Markdown.
 
-Its prose is shown as Markdown; its table as a table of the app's own (`Table`): Markdown's
+Its prose is shown as Markdown; each of its tables as a table of the app's own (`Table`): Markdown's
 tables squeeze every column to the screen's width, and at 80 columns each cell read `0.9…`;
 a `Table` keeps every cell whole and scrolls sideways."""
 
@@ -17,22 +17,32 @@ from workbench.tui.widgets.table import Table
 HINT = "escape closes · tab: the table, ←→ its columns"
 
 
-def split_table(markdown: str) -> tuple[str, list[list[str]], str]:
-    """(the Markdown before the first pipe table, its rows (the header first, the ``|---|``
-    line dropped), the Markdown after it). No table: (markdown, [], "")."""
-    lines = markdown.split("\n")
-    start = next((i for i, ln in enumerate(lines) if ln.startswith("|")), None)
-    if start is None:
-        return markdown, [], ""
-    end = start
-    while end < len(lines) and lines[end].startswith("|"):
-        end += 1
-    rows = [
-        [cell.strip() for cell in ln.strip().strip("|").split("|")]
-        for ln in lines[start:end]
-        if not set(ln) <= set("|-: ")
-    ]
-    return "\n".join(lines[:start]), rows, "\n".join(lines[end:])
+def _plain(cell: str) -> str:
+    # a table cell is shown as text: no code or bold marks
+    return cell.strip().replace("`", "").replace("**", "")
+
+
+def split_tables(markdown: str) -> list[str | list[list[str]]]:
+    """``markdown`` as its parts in order: Markdown text (a str) and pipe tables (their rows,
+    the header first, the ``|---|`` line dropped)."""
+    parts: list[str | list[list[str]]] = []
+    text: list[str] = []
+    rows: list[list[str]] = []
+    for line in [*markdown.split("\n"), ""]:
+        if line.startswith("|"):
+            if text:
+                parts.append("\n".join(text))
+                text = []
+            if not set(line) <= set("|-: "):
+                rows.append([_plain(cell) for cell in line.strip().strip("|").split("|")])
+            continue
+        if rows:
+            parts.append(rows)
+            rows = []
+        text.append(line)
+    if "\n".join(text).strip():
+        parts.append("\n".join(text))
+    return parts
 
 
 class CompareScreen(ModalScreen[None]):
@@ -42,23 +52,24 @@ class CompareScreen(ModalScreen[None]):
         super().__init__()
         self.title_text = title
         self.markdown = markdown
+        self.tables: list[list[list[str]]] = []  # the rows of each table, in order
 
     def compose(self) -> ComposeResult:
-        before, rows, after = split_table(self.markdown)
         body = VerticalScroll(id="compare-body", classes="modal-body")
         body.border_title = self.title_text
         body.border_subtitle = HINT
         with body:
-            yield Markdown(before, id="compare-notes")
-            if rows:
-                yield Table(id="compare-table", zebra_stripes=True, cursor_type="row")
-            if after.strip():
-                yield Markdown(after, id="compare-method")
+            for part in split_tables(self.markdown):
+                if isinstance(part, str):
+                    if part.strip():
+                        yield Markdown(part, classes="compare-notes")
+                    continue
+                self.tables.append(part)
+                yield Table(classes="compare-table", zebra_stripes=True, cursor_type="row")
 
     def on_mount(self) -> None:
-        _, rows, _ = split_table(self.markdown)
-        if rows:
-            table = self.query_one("#compare-table", Table)
-            table.add_columns(*rows[0])
-            for row in rows[1:]:
-                table.add_row(*(cell.replace("`", "") for cell in row))
+        widgets = self.query(".compare-table").results(Table)
+        for table, (header, *rows) in zip(widgets, self.tables, strict=True):
+            table.add_columns(*header)
+            for row in rows:
+                table.add_row(*row[: len(header)], *[""] * (len(header) - len(row)))
