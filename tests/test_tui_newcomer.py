@@ -13,10 +13,9 @@ from tui_backend_double import drive, make_app, settle  # noqa: E402
 from workbench.tui.backend import RatioPoint  # noqa: E402
 from workbench.tui.engine import EngineBackend  # noqa: E402
 from workbench.tui.screens.help import HELP  # noqa: E402
+from workbench.tui.widgets.evidence import EvidencePanel  # noqa: E402
 from workbench.tui.widgets.ratio_chart import RatioChart  # noqa: E402
-from workbench.tui.widgets.recommendation import RecommendationPanel  # noqa: E402
 from workbench.tui.widgets.results_table import ResultsTable  # noqa: E402
-from workbench.tui.widgets.results_view import ResultsView  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
 from workbench.tui.widgets.variant_matrix import VariantMatrix  # noqa: E402
 
@@ -54,30 +53,32 @@ async def test_sessions_table_keeps_sources_and_recommendation_at_80x24(roots):
 
 
 @drive
-async def test_pagedown_and_end_reach_the_recommendation_from_the_table(roots):
+async def test_pagedown_and_end_reach_the_evidence_from_the_table(roots):
+    """The recommendation is in view above the table; its evidence and the rule are at the end
+    of the scrolling column below it, which the paging keys reach from the table."""
     app, _ = make_app(roots)
     async with app.run_test(size=SMALL) as pilot:
         await settle(pilot)
         app.open_session(roots[0])
         await settle(pilot)
-        view = app.query_one(ResultsView)
+        column = app.query_one("#results-scroll")
         table = app.query_one(ResultsTable)
         table.focus()
         await settle(pilot)
-        assert view.max_scroll_y > 0  # the recommendation is below the fold at 80x24
-        start = view.scroll_y
+        assert column.max_scroll_y > 0  # the evidence is below the fold at 80x24
+        start = column.scroll_y
         await pilot.press("pagedown")
         await settle(pilot)
-        assert view.scroll_y > start
+        assert column.scroll_y > start
         await pilot.press("end")
         await settle(pilot)
-        assert view.scroll_y == view.max_scroll_y
-        panel = app.query_one(RecommendationPanel)
-        assert panel.region.height > 0 and panel.region.y < app.screen.region.bottom
+        assert column.scroll_y == column.max_scroll_y
+        evidence = app.query_one(EvidencePanel)
+        assert evidence.region.height > 0 and evidence.region.y < app.screen.region.bottom
         assert app.focused is table  # the keys worked without leaving the table
         await pilot.press("home")
         await settle(pilot)
-        assert view.scroll_y == 0
+        assert column.scroll_y == 0
 
 
 def test_help_names_every_key_the_app_binds():

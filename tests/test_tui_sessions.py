@@ -38,12 +38,8 @@ from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
 # -------------------------------------------------------------------------------- sessions
 
 
-@drive
-async def test_open_export_and_compare_sessions(roots):
-    source, sessions, plots = roots
-    app, backend = make_app(roots)
-    # The export waits for this gate, so "still running while the UI answers" does not depend on
-    # how fast matplotlib is on the machine (a fast one finished before the check).
+def gate_export(backend: ReplayBackend) -> threading.Event:
+    """Make ``backend``'s export wait until the returned event is set (60 s at most)."""
     gate = threading.Event()
     real_export = backend.export
 
@@ -52,6 +48,16 @@ async def test_open_export_and_compare_sessions(roots):
         return real_export(path)
 
     backend.export = gated_export
+    return gate
+
+
+@drive
+async def test_open_export_and_compare_sessions(roots):
+    source, sessions, plots = roots
+    app, backend = make_app(roots)
+    # The export waits for this gate, so "still running while the UI answers" does not depend on
+    # how fast matplotlib is on the machine (a fast one finished before the check).
+    gate = gate_export(backend)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await pilot.press("r")  # a second session to compare with
@@ -90,6 +96,28 @@ async def test_open_export_and_compare_sessions(roots):
         assert isinstance(app.screen, CompareScreen)
         assert "w13/hot" in app.screen.markdown and "shift" in app.screen.markdown
         await pilot.press("escape")
+
+
+@drive
+async def test_ctrl_c_during_an_export_waits_for_it_on_screen_then_exits_130(roots):
+    """Ctrl-C while the export is written: the app used to restore the terminal and leave it
+    blank until the export's thread ended (issue 33). Now the screen stays up, says what it
+    waits for, and the app exits once the export is written."""
+    source, _, plots = roots
+    app, backend = make_app(roots)
+    gate = gate_export(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.open_session(source)
+        await settle(pilot)
+        await pilot.press("e", "ctrl+c")
+        await pilot.pause()
+        assert app.is_running and "Quitting once the export is written" in status_text(app)
+        gate.set()
+        await settle(pilot)
+        assert not app.is_running
+    assert app.return_code == 130
+    assert (plots / f"{SYNTHETIC_NAME}_report.md").is_file()
 
 
 @drive

@@ -139,7 +139,7 @@ def view_from_session(s: Any) -> SessionView:
             recs.append(
                 Recommendation(
                     row.kernel,
-                    f"{row.verdict}: {row.b} against {row.a}",
+                    f"{row.verdict} on {row.set}: {row.b} against {row.a}",
                     f"confirmation of the recommended mix on the combined step ({row.set} set)",
                     (f"{row.set}: {row.verdict} ({row.note})",),
                 )
@@ -167,23 +167,26 @@ def compare_markdown(diff: analysis.SessionDiff) -> str:
         f"- **B** `{b.path.name}` ({b.status}, {b.gpu_name or 'GPU unknown'})",
         "",
     ]
-    lines += [f"> **WARNING:** {w}" for w in diff.warnings]
-    lines += [f"> note: {n}" for n in diff.notes]
+    # one paragraph each: lines of one quote would run together
+    lines += [f"- **WARNING:** {w}" for w in diff.warnings]
+    lines += [f"- note: {n}" for n in diff.notes]
     if diff.warnings or diff.notes:
         lines.append("")
     if diff.shifts:
         conf = f"{diff.shifts[0].conf * 100:g}%"
+        # what changed first, the figures behind it after (at 80 columns the table scrolls)
         lines += [
-            f"| comparison | ratio in A [CI] | ratio in B [CI] | verdicts A/B | shift B−A | {conf} interval | changed |",
+            f"| comparison | shift B−A | {conf} interval | changed | ratio in A [CI] | ratio in B [CI] | verdicts A/B |",
             "|---|---|---|---|---|---|---|",
         ]
         for s in diff.shifts:
             va, vb = s.a.verdict, s.b.verdict
             lines.append(
-                f"| {s.id} | {_fmt(va.median)} [{_fmt(va.ci_low)}, {_fmt(va.ci_high)}] "
+                f"| {s.id} | {_fmt(s.shift, '+.4f')} | [{_fmt(s.low, '+.4f')}, {_fmt(s.high, '+.4f')}] "
+                f"| {'yes' if s.changed else 'no'} "
+                f"| {_fmt(va.median)} [{_fmt(va.ci_low)}, {_fmt(va.ci_high)}] "
                 f"| {_fmt(vb.median)} [{_fmt(vb.ci_low)}, {_fmt(vb.ci_high)}] "
-                f"| {s.a.verdict_words}/{s.b.verdict_words} | {_fmt(s.shift, '+.4f')} "
-                f"| [{_fmt(s.low, '+.4f')}, {_fmt(s.high, '+.4f')}] | {'yes' if s.changed else 'no'} |"
+                f"| {s.a.verdict_words}/{s.b.verdict_words} |"
             )
         lines += ["", f"Method: {diff.method}"]
     else:

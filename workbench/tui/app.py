@@ -22,11 +22,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from workbench.core.errors import BadArgument, WorkbenchError
 from workbench.tui.backend import Backend, BuildStatus, GpuStatus, RunConfig
 from workbench.tui.commands import WorkbenchCommands
+from workbench.tui.detached import Abandoned, detached
 from workbench.tui.headless import EXIT_INTERRUPTED
 from workbench.tui.messages import (
     BuildEnded,
@@ -86,18 +87,20 @@ class WorkbenchApp(App[None]):
     TITLE = "workbench"
     SUB_TITLE = "AWQ int4 MoE metadata readers"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
+    # Every key works on every tab; the footer shows help, quit and cancel, and the keys of
+    # the focused table (its BINDINGS name the same app actions): at 80 columns a footer of
+    # every key lost Export (issue 33).
     BINDINGS = [
-        # help and quit first: on an 80-column terminal the footer shows only its first keys
         Binding("question_mark", "help", "Help"),
         Binding("f1", "help", "Help", show=False),
         Binding("q", "quit", "Quit"),
-        Binding("b", "build", "Build"),
-        Binding("r", "run", "Run"),
         Binding("escape", "cancel", "Cancel"),
-        Binding("l", "compiler_log", "Log"),
-        Binding("o", "open_session", "Open"),
-        Binding("x", "compare", "Compare"),
-        Binding("e", "export", "Export"),
+        Binding("b", "build", "Build", show=False),
+        Binding("r", "run", "Run", show=False),
+        Binding("l", "compiler_log", "Log", show=False),
+        Binding("o", "open_session", "Open", show=False),
+        Binding("x", "compare", "Compare", show=False),
+        Binding("e", "export", "Export", show=False),
         Binding("h", "counters", "Counters", show=False),
         Binding("s", "rescan", "Rescan", show=False),
         Binding("t", "tune", "Tune", show=False),
@@ -156,6 +159,7 @@ class WorkbenchApp(App[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#variants").focus()  # the footer shows its keys: b, r, l
         self.probe_gpu()
         self.list_sessions()
         self.refresh_monitor()
@@ -191,14 +195,15 @@ class WorkbenchApp(App[None]):
         else:
             tools = self.build_tools
             can_build = tools is not None and tools.available
+            # what works first, then why runs do not: the banner wraps rather than cut it
             banner.update(
                 Text.assemble(
                     ("Browse mode", "bold"),
-                    ": saved sessions and builds (b); runs need a GPU: "
+                    ": saved sessions and builds (b). No runs: "
                     if can_build
-                    else ": saved sessions only; runs need a GPU: ",
+                    else ": saved sessions only. No runs: ",
                     gpu.reason,
-                    "" if can_build else f"; builds: {tools.reason if tools else 'unknown'}",
+                    "" if can_build else f"; no builds: {tools.reason if tools else 'unknown'}",
                 )
             )
             banner.set_class(True, "browse")
@@ -284,15 +289,34 @@ class WorkbenchApp(App[None]):
             self.stop_work.set()
             self.set_status("Cancelling the build…")
 
+    def exporting(self) -> bool:
+        return any(w.group == "export" and not w.is_finished for w in self.workers)
+
     async def action_quit(self) -> None:
         """Quit; during a build or run, cancel it first so that its session is closed properly
-        ("interrupted", every measured sample kept). A second q quits at once."""
-        if self.busy and not self.quit_when_idle:
+        ("interrupted", every measured sample kept); during an export, once it is written. The
+        screen stays up meanwhile, saying so. A second q quits at once."""
+        if (self.busy or self.exporting()) and not self.quit_when_idle:
             self.quit_when_idle = True
-            self.action_cancel()
-            self.set_status("Quitting once the sample in flight is saved (q again: quit now)…")
+            if self.busy:
+                self.action_cancel()
+                self.set_status("Quitting once the sample in flight is saved (q again: quit now)…")
+            else:
+                self.set_status(
+                    "Quitting once the export is written (q again: quit now, leaving it unfinished)…"
+                )
             return
         self.leave()
+
+    def leave_if_idle(self) -> None:
+        """After a build, run or export ended: quit if a q is waiting for it and nothing else
+        is left running."""
+        if self.quit_when_idle and not self.busy and not self.exporting():
+            self.leave()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "export" and event.worker.is_finished:
+            self.leave_if_idle()
 
     async def action_interrupt(self) -> None:
         """Ctrl-C: quit as q does (a build or run is cancelled first, its session kept), with
@@ -396,6 +420,10 @@ class WorkbenchApp(App[None]):
 
     @work(thread=True, group="probe", exit_on_error=False)
     def probe_gpu(self) -> None:
+        with contextlib.suppress(Abandoned):
+            self.post_message(detached(self._probe))
+
+    def _probe(self) -> GpuProbed:
         try:
             status = self.backend.gpu_status()
         except Exception as e:  # a probe must never take the app down
@@ -409,12 +437,14 @@ class WorkbenchApp(App[None]):
         except Exception as e:
             variants = []
             self._fail("variants", e)
-        self.post_message(GpuProbed(status, variants, build))
+        return GpuProbed(status, variants, build)
 
     @work(thread=True, group="sessions", exclusive=True, exit_on_error=False)
     def list_sessions(self) -> None:
         try:
-            self.post_message(SessionsListed(self.backend.sessions()))
+            self.post_message(SessionsListed(detached(self.backend.sessions)))
+        except Abandoned:
+            pass
         except Exception as e:
             self._fail("list sessions", e)
 
@@ -454,21 +484,27 @@ class WorkbenchApp(App[None]):
     @work(thread=True, group="open", exclusive=True, exit_on_error=False)
     def open_session(self, path: Path) -> None:
         try:
-            self.post_message(SessionOpened(self.backend.open_session(path)))
+            self.post_message(SessionOpened(detached(lambda: self.backend.open_session(path))))
+        except Abandoned:
+            pass
         except Exception as e:
             self.post_message(WorkFailed(f"open {path.name}", describe(e)))
 
     @work(thread=True, group="export", exit_on_error=False)
     def export_session(self, path: Path) -> None:
         try:
-            self.post_message(Exported(self.backend.export(path)))
+            self.post_message(Exported(detached(lambda: self.backend.export(path))))
+        except Abandoned:
+            pass
         except Exception as e:
             self._fail(f"export {path.name}", e)
 
     @work(thread=True, group="compare", exclusive=True, exit_on_error=False)
     def compare_sessions(self, a: Path, b: Path) -> None:
         try:
-            text = self.backend.compare(a, b)
+            text = detached(lambda: self.backend.compare(a, b))
+        except Abandoned:
+            return
         except Exception as e:
             self._fail("compare", e)
             return
@@ -492,7 +528,7 @@ class WorkbenchApp(App[None]):
     def on_build_ended(self, message: BuildEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
-            self.leave()
+            self.leave_if_idle()
             return
         if message.error:
             self.set_status(f"Build failed: {message.error}", error=True)
@@ -510,7 +546,7 @@ class WorkbenchApp(App[None]):
     def on_run_ended(self, message: RunEnded) -> None:
         self.busy = ""
         if self.quit_when_idle:
-            self.leave()
+            self.leave_if_idle()
             return
         progress = self.query_one(RunProgress)
         if message.error:

@@ -25,12 +25,17 @@ then times them as ABBA pairs of CUDA-Graph replays on a hot and a rotating expe
    form, so that the keys below act again. The progress panel shows pair *k* of *n* and the
    current ratio B/A with its 95 % CI, and charts it. `escape` cancels: the samples measured so
    far are kept as an *interrupted* session.
-3. **Results** tab: per (kernel, set) the median ms of A and B, µs per call, the ratio, its CI,
-   the Wilcoxon p, how many pairs favour B, and the verdict (FASTER, SLOWER, SAME, AMBIGUOUS).
-   The recommendation panel below names the reader per kernel, the rule and the evidence:
-   `pagedown` or `end` scrolls down to it (`tab` moves the focus out of the table).
+3. **Results** tab: first the recommendation, one line per kernel (the reader it names and
+   why); then per (kernel, set) the verdict (FASTER, SLOWER, SAME, AMBIGUOUS), the ratio, its
+   CI, the Wilcoxon p, how many pairs favour B, the median ms of A and B, the blocks a verdict
+   rests on and µs per call; the comparisons that decide come first, then the step
+   confirmations, then the references (dim). Below the table: the ratio chart, then the
+   evidence per set and the rule: `pagedown` or `end` scrolls down to them (`tab` moves the
+   focus out of the table).
 4. **Sessions** tab: `enter` opens a saved session, `m` marks one, `x` compares the marked one
-   with the highlighted one, `e` exports plots and the Markdown report of the open session.
+   with the highlighted one (a table that scrolls sideways: `tab` to it, then the arrows), `e`
+   exports plots and the Markdown report of the open session. The footer shows the keys of
+   the table in focus; every key works on every tab.
 
 Without a terminal (a GPU machine over ssh, CI): `workbench tui --screenshot out.svg --run`
 performs the default run headless and saves an SVG of the finished screen.
@@ -55,7 +60,7 @@ terminal, the GPU panel is one line at the bottom.
 | `h` | hardware counters of the open session, A beside B (`workbench ab --counters`) |
 | `s` | rescan the sessions folder |
 | `t` | tune: screen a kernel's parameter values, confirm the best (`workbench tune`) |
-| `pagedown` `pageup` `home` `end` | scroll the Results tab (the recommendation is at its end) |
+| `pagedown` `pageup` `home` `end` | scroll the Results tab (the evidence and the rule are at its end) |
 | `tab`, `shift+tab` | move the focus between the tables, the form and the panels |
 | `1` `2` `3` | Build & run, Results, Sessions tabs |
 | `ctrl+p` | command palette (every action above) |
@@ -68,5 +73,7 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close")]
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help-body", classes="modal-body"):
+        body = VerticalScroll(id="help-body", classes="modal-body")
+        body.border_subtitle = "escape closes · ↑↓ scroll"
+        with body:
             yield Markdown(HELP)

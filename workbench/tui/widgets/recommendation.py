@@ -1,6 +1,11 @@
-"""The recommendation panel: the reader chosen per kernel, the rule, and the evidence behind it."""
+"""The recommendation, where it is seen first: one line per kernel, above the results table.
+
+Its evidence and the rule take many lines; they are the `EvidencePanel` at the end of the
+results, which the first line of this panel says how to reach."""
 
 from __future__ import annotations
+
+import re
 
 from rich.console import Group
 from rich.text import Text
@@ -8,32 +13,41 @@ from textual.widgets import Static
 
 from workbench.tui.backend import Recommendation
 
+HINT = "end: evidence and rule"
 
-def _choice_style(choice: str) -> str:
+
+def choice_style(choice: str) -> str:
     if "inconclusive" in choice:
         return "bold yellow"
     return "bold green" if "coop" in choice else "bold cyan"
 
 
-class RecommendationPanel(Static):
-    """Renders the session's recommendations; empty until a session is open."""
+def short_arms(text: str) -> str:
+    """``w13=b3-coop,w2=b3-scalar`` as ``b3-coop,b3-scalar``: a step arm always names W13's
+    reader then W2's (as the results table shows it), and the prefixes cost a third of a line."""
+    return re.sub(r"\b(w13|w2)=", "", text)
 
-    def show(self, recommendations: tuple[Recommendation, ...], rule: str) -> None:
+
+class RecommendationPanel(Static):
+    """One line per recommendation, cut to the width (never wrapped): the reader chosen, then
+    why. Empty until a session is open."""
+
+    def show(self, recommendations: tuple[Recommendation, ...]) -> None:
         if not recommendations:
             self.update(Text("No recommendation: this session has no reader comparison.", "dim"))
             return
-        parts: list[Text] = []
+        lines = [Text.assemble(("Recommendation", "bold"), (f"   {HINT}", "dim"))]
         for rec in recommendations:
-            head = Text.assemble(
-                (f"{rec.kernel.upper():<5}", "bold"), " → ", (rec.choice, _choice_style(rec.choice))
+            line = Text.assemble(
+                (f"{rec.kernel.upper():<5}", "bold"),
+                " → ",
+                (short_arms(rec.choice), choice_style(rec.choice)),
+                (f"   {rec.reason}", "dim"),
+                no_wrap=True,
+                overflow="ellipsis",
             )
-            parts.append(head)
-            parts.append(Text(f"  {rec.reason}"))
-            for line in rec.evidence:
-                parts.append(Text(f"    • {line}", style="default"))
-        parts.append(Text(""))
-        parts.append(Text("Rule: " + rule, style="italic dim"))
-        self.update(Group(*parts))
+            lines.append(line)
+        self.update(Group(*lines))
 
     def clear_view(
         self, message: str = "Open a session or finish a run to see a recommendation."

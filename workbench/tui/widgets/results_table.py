@@ -43,17 +43,37 @@ def _arm(arm: str) -> str:
     return ",".join(part.split("=", 1)[-1] for part in arm.split(","))
 
 
-class ResultsTable(Table):
-    """One row per comparison of the open session, in journal order.
+# the role after a comparison's id, unless the id says it already ("step/hot/confirm")
+# (a reference's id ends in its arm, "w13/hot/tinygemm": no tag, dim)
+ROLE_TAG = {"confirm": "confirm"}
+ROLE_STYLE = {"main": "bold", "reference": "dim"}
 
-    The table sits in the results view's scrolling column, above the recommendation: the
-    paging keys scroll that column (a table of a dozen rows needs no paging of its own), so
-    that PageDown and End reach the recommendation while the table keeps the focus."""
+
+def _name(r: ResultRow) -> Text:
+    tag = ROLE_TAG.get(r.role, "")
+    name = r.cmp_id if not tag or r.cmp_id.endswith(tag) else f"{r.cmp_id} ({tag})"
+    return Text(name, style=ROLE_STYLE.get(r.role, ""))
+
+
+def split_verdict(words: str) -> tuple[str, str]:
+    """``"AMBIGUOUS (rests on block 0)"`` as ``("AMBIGUOUS", "block 0")``: the verdict keeps its
+    own narrow column, the blocks it rests on get one of their own (docs/DESIGN.md §7)."""
+    head, _, rest = words.partition(" (")
+    return head, rest.removesuffix(")").removeprefix("rests on ")
+
+
+class ResultsTable(Table):
+    """One row per comparison of the open session, in the order the results view gives.
+
+    The table sits in the results view's scrolling column, above the chart and the evidence:
+    the paging keys scroll that column (the table shows every row, it needs no paging of its
+    own), so that PageDown and End reach the evidence while the table keeps the focus."""
 
     BINDINGS = [
         Binding("pagedown", "view('page_down')", "Page down", show=False),
         Binding("pageup", "view('page_up')", "Page up", show=False),
-        Binding("end", "view('end')", "End", show=False),
+        Binding("end", "view('end')", "Evidence"),
+        Binding("e", "app.export", "Export"),  # the app's key, shown in the footer
         Binding("home", "view('home')", "Home", show=False),
     ]
 
@@ -65,7 +85,8 @@ class ResultsTable(Table):
          "end": view.scroll_end, "home": view.scroll_home}[where]()  # fmt: skip
 
     # The decision first (verdict, ratio, CI), the evidence after, the arms last: on a narrow
-    # terminal the table scrolls sideways and what matters most stays in view.
+    # terminal the table scrolls sideways and what matters most stays in view; at 140 columns
+    # everything up to B ms is.
     COLUMNS = (
         "comparison",
         "verdict",
@@ -75,6 +96,7 @@ class ResultsTable(Table):
         "k/n",
         "A ms",
         "B ms",
+        "rests on",
         "µs/call A→B",
         "flagged",
         "A",
@@ -90,16 +112,17 @@ class ResultsTable(Table):
     def show(self, rows: tuple[ResultRow, ...] | list[ResultRow]) -> None:
         self.clear()
         for r in rows:
-            name = r.cmp_id if r.role == "main" else f"{r.cmp_id} ({r.role})"
+            verdict, rests_on = split_verdict(r.verdict)
             self.add_row(
-                name,
-                Text(r.verdict, style=verdict_style(r.verdict)),
+                _name(r),
+                Text(verdict, style=verdict_style(r.verdict)),
                 Text(_f(r.ratio), style="bold"),
                 f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}]",
                 _p(r.p),
                 f"{r.k}/{r.n}",
                 _f(r.a_ms),
                 _f(r.b_ms),
+                rests_on or "–",
                 f"{_f(r.a_us_per_call, 2)}→{_f(r.b_us_per_call, 2)}",
                 str(r.flagged),
                 _arm(r.a),

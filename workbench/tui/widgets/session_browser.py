@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from workbench.tui.backend import SessionInfo
 from workbench.tui.widgets.table import Table
@@ -26,8 +27,13 @@ _STATUS_STYLE = {
 class SessionBrowser(Table):
     """One row per session folder, newest first."""
 
+    # the app's keys for sessions, shown in the footer while the table has the focus
     BINDINGS = [
+        Binding("o", "app.open_session", "Open"),
         Binding("m", "mark", "Mark"),
+        Binding("x", "app.compare", "Compare"),
+        Binding("e", "app.export", "Export"),
+        Binding("s", "app.rescan", "Rescan"),
     ]
 
     @dataclass
@@ -41,17 +47,18 @@ class SessionBrowser(Table):
 
     def on_mount(self) -> None:
         for key, label in (
-            # what decides first (STALE sources, the recommendation): at 80 columns the
-            # table shows about 75 cells before it scrolls sideways
+            # what tells sessions apart and what decides first (the date, STALE sources, the
+            # recommendation): at 80 columns the table shows about 75 cells before it scrolls
+            # sideways; at 140 (beside the GPU panel), up to the shape
             ("mark", " "),
+            ("created", "when (UTC)"),
             ("slug", "session"),
             ("status", "status"),
             ("sources", "sources"),
             ("recommendation", "recommendation"),
-            ("created", "when (UTC)"),
+            ("shape", "shape"),
             ("gpu", "GPU"),
             ("commit", "commit"),
-            ("shape", "shape"),
             ("kernels", "comparisons"),
             ("samples", "samples"),
         ):
@@ -69,22 +76,30 @@ class SessionBrowser(Table):
     def show(self, sessions: list[SessionInfo]) -> None:
         self.clear()
         self.infos = {}
+        # Sessions of one year: the year goes in the header, "12-02 00:35" in the cells (five
+        # cells of 80 for the recommendation); slugs repeat ("default"), the date tells them apart.
+        years = {info.created[:4] for info in sessions if info.created}
+        year = years.pop() if len(years) == 1 else None
+        self.columns[ColumnKey("created")].label = Text(f"{year} (UTC)" if year else "when (UTC)")
+        for column in self.columns.values():  # widths follow these rows, not earlier ones
+            column.content_width = column.label.cell_len
         for info in sessions:
             key = str(info.path)
             self.infos[key] = info
             status = Text(info.status, style=_STATUS_STYLE.get(info.status, ""))
             # the folder is <when>_<slug>: show the slug, or the whole name when unreadable
             slug = info.name.partition("_")[2] if info.created else info.name
+            when = info.created[5:] if year and info.created else info.created
             self.add_row(
                 "*" if info.path == self.marked else " ",
+                when or "–",
                 slug or info.name,
                 status,
                 self._sources(info),
                 info.recommendation or "–",
-                info.created or "–",
+                info.shape or "–",
                 info.gpu or "–",
                 info.commit or "–",
-                info.shape or "–",
                 info.error or info.kernels,
                 str(info.samples),
                 key=key,

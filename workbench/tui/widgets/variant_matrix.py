@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.binding import Binding
 
 from workbench.tui.backend import VariantRow
 from workbench.tui.widgets.table import Table
@@ -22,6 +23,13 @@ def _num(value: int | float | None, fmt: str = "{}") -> str:
 
 class VariantMatrix(Table):
     """One row per variant, keyed by the variant name; rows update in place as builds finish."""
+
+    # the app's keys for builds and runs, shown in the footer while the matrix has the focus
+    BINDINGS = [
+        Binding("b", "app.build", "Build"),
+        Binding("r", "app.run", "Run"),
+        Binding("l", "app.compiler_log", "Log"),
+    ]
 
     DEFAULT_CSS = """
     VariantMatrix { height: auto; max-height: 14; }
