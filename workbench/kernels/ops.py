@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from workbench.core.errors import BadArgument
-from workbench.data.layouts import NIBBLE_OF_ELEMENT, PACK_AXES, TILE
+from workbench.data.layouts import PACK_AXES, TILE
 from workbench.data.synthetic import (
     SCALE_RANGE,  # realistic ranges, defined once: docs/DESIGN.md §3.4
 )
