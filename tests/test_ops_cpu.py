@@ -32,8 +32,8 @@ def test_bank_matches_layouts(kernel):
 
 @pytest.mark.parametrize("shape", [(64, 32), (3, 96, 64), (2, 2, 32, 160)])
 def test_torch_packing_is_the_layouts_packing(shape):
-    # every nibble value at every position of a word: the byte-wise packing (docs/DESIGN.md
-    # §5.10) must give the same int32 words as the reference, sign bit included
+    # every nibble value at every position of a word: the byte-wise packing must give the same
+    # int32 words as the reference, sign bit included
     q = torch.randint(0, 16, shape, generator=torch.Generator().manual_seed(5), dtype=torch.uint8)
     words = pack_int4_torch(q)
     assert words.dtype == torch.int32 and words.is_contiguous()

@@ -84,9 +84,9 @@ def pack_int4_torch(q: torch.Tensor) -> torch.Tensor:
 
     Built in bytes: element 2p + e sits at nibble NIBBLE_OF_ELEMENT[2p + e], so with the pair
     p = 2pp + x, byte 2e + pp of a word holds pair x = 0 in its low nibble and x = 1 in its high
-    one, and four bytes are one little-endian word. Two passes over ``q`` in place of widening
-    it to int32 and or-ing eight shifted copies (about ten times the bytes moved: most of a
-    synthetic bank's generation time on the H200, docs/DESIGN.md §5.10)."""
+    one, and four bytes are one little-endian word. Two passes over ``q``, where widening it to
+    int32 and or-ing eight shifted copies moved about ten times the bytes (every synthetic bank
+    of every worker process is packed here)."""
     *lead, k, n = q.shape
     nl = len(lead)
     g = k // GROUP
