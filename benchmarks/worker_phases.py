@@ -3,8 +3,10 @@
     python3 benchmarks/worker_phases.py SESSION... [--json]
 
 For each session: its wall time (created to finished), the workers per round, and per worker
-its GPU, wall time, import time and seconds per phase (workbench.run.workers.PHASES), then the phases summed over the run's workers and their share of the summed wall
-time. Read from the sessions' ``worker`` records only (a single-process run has none: its
+its GPU, wall time, import time, the time it then waited for its turn (imported, before any
+CUDA call), its turn (told to go until its exit message: the GPU is its alone) and seconds per
+phase of the turn (workbench.run.workers.PHASES), then the phases summed over the run's workers
+and their share of the summed wall time. Read from the sessions' ``worker`` records only (a single-process run has none: its
 phases are in its summary, printed as one row). The run's own wall time is what a user waits;
 workers on one GPU overlap their imports with the previous worker's measuring, so the workers'
 summed wall time exceeds it.
@@ -50,17 +52,24 @@ def rows(path: str) -> dict:
     }
 
 
+def _turn(w: dict) -> float | None:
+    """Seconds from a worker's go to its exit message (wall-clock instants of the parent)."""
+    t0, t1 = w.get("started"), w.get("ended")
+    return t1 - t0 if isinstance(t0, (int, float)) and isinstance(t1, (int, float)) else None
+
+
 def show(r: dict) -> None:
     wall = r["wall_s"]
     print(f"{r['session']} ({r['status']}): wall {wall:.1f} s" if wall else r["session"])
-    head = ["round", "w", "gpu", "wall", "import", *PHASES]
+    head = ["round", "w", "gpu", "wall", "import", "wait", "turn", *PHASES]
     print("  " + "  ".join(f"{h:>7}" for h in head))
     for w in r["workers"]:
         ph = w.get("phases") or {}
         cells = [
             str(w.get("round")), str(w.get("worker")), str(w.get("uuid") or w.get("gpu") or "-")[-7:],
             *(f"{float(v):7.2f}" if isinstance(v, (int, float)) else "      -"
-              for v in (w.get("wall_s"), w.get("import_s"), *(ph.get(p) for p in PHASES))),
+              for v in (w.get("wall_s"), w.get("import_s"), w.get("wait_s"), _turn(w),
+                        *(ph.get(p) for p in PHASES))),
         ]  # fmt: skip
         print("  " + "  ".join(f"{c:>7}" for c in cells))
     summed = r["summed_worker_wall_s"] or sum(r["phases"].values()) or 1.0

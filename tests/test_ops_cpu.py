@@ -7,7 +7,7 @@ import torch
 from workbench.core.errors import BadArgument
 from workbench.data import layouts
 from workbench.data.shapes import Shape
-from workbench.kernels.ops import make_bank, make_inputs
+from workbench.kernels.ops import make_bank, make_inputs, pack_int4_torch
 
 SMALL = Shape(hidden=128, inter=256, experts=6, top_k=3, layers=2, tp=4)
 
@@ -28,6 +28,17 @@ def test_bank_matches_layouts(kernel):
     assert (b3.dequantized(experts[:2]).view("u2") == b4.dequantized(experts[:2]).view("u2")).all()
     s = scales.float()
     assert s.min() >= 1e-3 * 0.999 and s.max() <= 1e-2 * 1.001
+
+
+@pytest.mark.parametrize("shape", [(64, 32), (3, 96, 64), (2, 2, 32, 160)])
+def test_torch_packing_is_the_layouts_packing(shape):
+    # every nibble value at every position of a word: the byte-wise packing must give the same
+    # int32 words as the reference, sign bit included
+    q = torch.randint(0, 16, shape, generator=torch.Generator().manual_seed(5), dtype=torch.uint8)
+    words = pack_int4_torch(q)
+    assert words.dtype == torch.int32 and words.is_contiguous()
+    assert torch.equal(words, layouts.pack_int4(q))
+    assert bool((words < 0).any())
 
 
 def test_bank_seed_changes_content():

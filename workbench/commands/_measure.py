@@ -302,11 +302,16 @@ def drive(cfg, args: argparse.Namespace):
     """Run ``cfg`` with progress on stderr. Returns (RunResult or None, exit code)."""
     from workbench.run.runner import Runner, require_gpu
 
-    require_gpu()  # NoGPUError -> exit 3 with the plain message, before any build
     console = _console()
     live = _Live(console, cfg.protocol.pairs, cfg.protocol.block_goal)
     cancel = threading.Event()
     runner = Runner(cfg, progress=live.progress, events=live.event, cancel=cancel)
+    runner.start_workers()  # their imports overlap this process's torch import just below
+    try:
+        require_gpu()  # NoGPUError -> exit 3 with the plain message, before any build
+    except BaseException:
+        runner.end_workers()
+        raise
     in_main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGINT, _sigint_handler(live, cancel)) if in_main else None
     try:
@@ -329,6 +334,7 @@ def drive(cfg, args: argparse.Namespace):
             )
         return None, EXIT_INTERRUPTED
     finally:
+        runner.end_workers()  # a no-op once run() has joined them
         if in_main:
             signal.signal(signal.SIGINT, old)
     fault = result.summary.get("fault")

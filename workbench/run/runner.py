@@ -197,7 +197,7 @@ class Runner:
         if self.uses_workers():
             from workbench.run.workers import WorkerRun
 
-            status = WorkerRun(self).run()
+            status = (self.early_workers or WorkerRun(self)).run()
             return RunResult(status, self.session.path, self.summary(status))
         self.monitor = Monitor()
         engine = self.make_engine()
@@ -248,6 +248,20 @@ class Runner:
     def uses_workers(self) -> bool:
         """Whether this run measures in worker processes (docs/DESIGN.md §5.10)."""
         return self.cfg.workers > 1
+
+    early_workers: Any = None  # a started workbench.run.workers.WorkerRun (start_workers)
+
+    def start_workers(self) -> None:
+        """Spawn the run's first worker processes before the caller's GPU check, so that their
+        imports overlap the parent's (docs/DESIGN.md §5.10); end_workers() if run() never comes."""
+        from workbench.run.workers import WorkerRun
+
+        self.early_workers = WorkerRun.early(self) if self.uses_workers() else None
+
+    def end_workers(self) -> None:
+        if self.early_workers is not None:
+            self.early_workers.end()
+            self.early_workers = None
 
     def run_plan(self, engine: Any) -> None:
         """The order of work: the plan's comparisons, then the recommendation, then the step

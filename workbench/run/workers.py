@@ -10,8 +10,9 @@ over the workers (workbench.core.stats.block_ci).
 The parent owns the order of work: round "main" (the plan's comparisons) on every worker, then
 the recommendation from the merged journal, then round "confirm" (the step confirmation of the
 recommended mix) on every worker. Workers run one after another on one GPU and in parallel, one
-per GPU, on several GPUs of one model; the next worker on a GPU starts its imports while the one
-before it measures, and touches CUDA only once that one has exited.
+per GPU, on several GPUs of one model; the next worker on a GPU does its imports while the one
+before it measures, and makes its first CUDA call only once that one has sent its last message
+(its banks freed, its blocks timed).
 
 Every record a worker makes travels to the parent, which journals it into the one session, with
 the worker's number and with pair and block numbers made unique across workers. A worker whose
@@ -28,6 +29,7 @@ import dataclasses
 import os
 import queue
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,8 +166,9 @@ def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
                 job = jobs.get(timeout=5.0)
             except queue.Empty:
                 return
-        elif stop.is_set():
+        elif stop.is_set() or not _parent_alive():
             return
+    info["wait_s"] = time.monotonic() - t0 - info["import_s"]  # imported, waiting for its turn
     if job.index < 0:  # a spare the run did not need
         return
     idx = job.index
@@ -229,7 +232,16 @@ def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
             if k in info:
                 phases[k[:-2]] = info[k]
         out.put(("exit", idx, {"phases": phases, "import_s": info.get("import_s"),
+                               "wait_s": info.get("wait_s"),
                                "wall_s": time.monotonic() - t0}))  # fmt: skip
+
+
+def _parent_alive() -> bool:
+    """False once the parent has gone without a word (killed): a waiting spare then leaves."""
+    import multiprocessing as mp
+
+    parent = mp.parent_process()
+    return parent is None or parent.is_alive()
 
 
 # ------------------------------------------------------------------------------ the parent
@@ -273,8 +285,9 @@ class WorkerRun:
     asks for workers. Writes the runner's session; run() returns its status.
 
     Each GPU lane keeps one spare process that has done its imports and waits for a job: the
-    first spares start before the build, and the next one whenever a worker says hello, so
-    no worker after the first waits for Python and torch to import (docs/DESIGN.md §5.10)."""
+    first spares start before the parent's own GPU check (early(), from the command) or at
+    run(), and the next one whenever a worker says hello, so no worker waits for Python and
+    torch to import once the run has begun (docs/DESIGN.md §5.10)."""
 
     def __init__(self, runner: Any, setup: tuple[str, dict[str, Any]] | None = None) -> None:
         self.r = runner
@@ -291,22 +304,49 @@ class WorkerRun:
         self.spares: dict[int, _Proc] = {}  # GPU lane -> its waiting process
         self.procs: list[Any] = []  # every process spawned, joined at the end
         self._pending: list[_Worker] = []  # ended before the session began: flushed once it has
+        self.started = False  # start() has spawned the first processes
 
     # -------------------------------------------------------------- the run
 
-    def run(self) -> str:
-        """Measure every round; returns the run's status (the runner makes its result)."""
+    @classmethod
+    def early(cls, runner: Any) -> WorkerRun | None:
+        """A started WorkerRun for ``runner`` when its run has workers and NVML names every
+        visible GPU, else None: its first processes then import while the parent does its own
+        (torch for the GPU check), not after. Where NVML cannot tell, run() starts them."""
+        if not runner.uses_workers():
+            return None
+        gpus = visible_gpus()
+        if not all(g.name for g in gpus):
+            return None
+        run = cls(runner)
+        run.start(gpus)
+        return run
+
+    def start(self, gpus: list[GPU] | None = None) -> None:
+        """The run's GPUs (one model, or BadArgument before anything runs), then each GPU
+        lane's first process, spawned to do its imports and wait for a job. Once only."""
         import multiprocessing as mp
 
-        r, cfg = self.r, self.cfg
-        self.gpus = visible_gpus()
+        if self.started:
+            return
+        self.gpus = visible_gpus() if gpus is None else gpus
         check_one_model(self.gpus)
         self.ctx = mp.get_context("spawn")  # a forked CUDA context is unusable in the child
         self.out, self.stop = self.ctx.Queue(), self.ctx.Event()
+        self.started = True
+        try:
+            for g in range(min(len(self.gpus), self.cfg.workers)):
+                self._spare(g)
+        except BaseException:
+            self._end()
+            raise
+
+    def run(self) -> str:
+        """Measure every round; returns the run's status (the runner makes its result)."""
+        r, cfg = self.r, self.cfg
+        self.start()  # a no-op where early() did it
         status, error = "complete", None
         try:
-            for g in range(min(len(self.gpus), cfg.workers)):
-                self._spare(g)  # their imports overlap the build
             self._build()
             self.run_round("main", list(cfg.comparisons))
             if self._go_on():
@@ -370,11 +410,19 @@ class WorkerRun:
         go, jobs = ctx.Event(), ctx.Queue()
         saved = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = self.gpus[g].visible  # inherited by the child
+        # Ctrl-C is the parent's to decide: a child started with SIGINT ignored keeps it ignored
+        # from its first instruction, its imports included (worker_main ignores it too)
+        main = threading.current_thread() is threading.main_thread()
+        handler = signal.getsignal(signal.SIGINT) if main else None
+        if handler is not None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             proc = ctx.Process(target=worker_main, args=(self.setup, self.out, go, self.stop, jobs),
                                name=f"workbench-worker-gpu{g}")  # fmt: skip
             proc.start()
         finally:
+            if handler is not None:
+                signal.signal(signal.SIGINT, handler)
             if saved is None:
                 os.environ.pop("CUDA_VISIBLE_DEVICES", None)
             else:
@@ -396,6 +444,11 @@ class WorkerRun:
         w.status = "running"
 
     _describing = False  # a worker was asked for the session's environment and provenance
+
+    def end(self) -> None:
+        """Release what start() spawned, for a run that will not run (the GPU check failed)."""
+        if self.started:
+            self._end()
 
     def _end(self) -> None:
         """Release the spares and join every process (what a killed worker sent is kept)."""
@@ -627,7 +680,8 @@ class WorkerRun:
             "started": _wall(w.started), "ended": _wall(w.ended),
             "placement_seed": w.job.cfg.protocol.placement_seed,
             "blocks": w.job.cfg.protocol.block_goal, "phases": phases,
-            "import_s": exit_.get("import_s"), "wall_s": exit_.get("wall_s"),
+            "import_s": exit_.get("import_s"), "wait_s": exit_.get("wait_s"),
+            "wall_s": exit_.get("wall_s"),
             "error": w.error or (w.fault or {}).get("error"),
         }  # fmt: skip
         if w.fault is not None:
