@@ -170,8 +170,9 @@ def test_engine_coverage_blocks_vs_one_placement(device, capsys, tmp_path):
             hit += v["ci_low"] <= truth <= v["ci_high"]
         return hit / n
 
-    assert cover(["--blocks", "1", "--pairs", "12"], 20) <= 0.6
-    assert cover(["--blocks", "6", "--pairs", "2"], 20) >= 0.8
+    # 10 seeded runs each read 0.2 and 0.9 (20 each read no different verdict, at twice the time)
+    assert cover(["--blocks", "1", "--pairs", "12"], 10) <= 0.6
+    assert cover(["--blocks", "6", "--pairs", "2"], 10) >= 0.8
 
 
 def test_a_failed_block_costs_only_itself(device, monkeypatch, capsys, tmp_path):

@@ -31,7 +31,9 @@ def test_report_and_plot_take_the_bare_names_sessions_show_takes(
 ):
     name = next(sessions.glob("*_newer")).name
     extra = ["--no-plots"] if command == "report" else ["--out", str(tmp_path / "p")]
-    for arg in (name, "newer", name[:15] + "Z_new"):
+    # plot draws every figure of the session each time: one name form there (one resolver)
+    forms = (name, "newer", name[:15] + "Z_new") if command == "report" else (name[:15] + "Z_new",)
+    for arg in forms:
         rc = main([command, arg, "--root", str(sessions), *extra])
         out, err = capsys.readouterr()
         assert rc == 0, err

@@ -9,9 +9,9 @@ and statistics; only probing, builds, runs and NVML are replayed.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
+from fixtures_sessions import representative_sessions
 
 pytest.importorskip("textual")
 
@@ -215,10 +215,11 @@ def test_analysis_recomputes_verdicts_from_the_journal(roots):
     assert "slower in none" in view.rule
 
 
-COMMITTED = [
-    pytest.param(p, id=p.parent.name)
-    for p in sorted((Path(__file__).parent.parent / "sessions").glob("*/session.json"))
-] or [pytest.param(None, marks=pytest.mark.skip(reason="no session committed under sessions/"))]
+# one committed session of each kind (fixtures_sessions.representative_sessions): replaying all
+# of them spent minutes on dozens of replicates of the same kinds
+COMMITTED = [pytest.param(p / "session.json", id=p.name) for p in representative_sessions()] or [
+    pytest.param(None, marks=pytest.mark.skip(reason="no session committed under sessions/"))
+]
 
 
 @pytest.mark.parametrize("meta", COMMITTED)
