@@ -146,11 +146,12 @@ def test_tui_browser_shows_commit_sources_stale_and_recommendation(root, tmp_pat
             unhashed = cells[str(root["unhashed"])]
             # mark, session, status, sources, recommendation, when, GPU, commit (issue 25: what
             # decides first, so that 80 columns show it)
-            assert fresh[1] == "fresh" and fresh[7] == "abcdef1234"
-            assert fresh[3] == source_digest(source_hashes())
-            assert fresh[4] == "w13 cooperative, w2 scalar"
-            assert stale[7] == "abcdef1234+" and stale[3].endswith(" STALE")
-            assert unhashed[3] == "?"
+            # mark, date, session, status, sources, recommendation, shape, GPU, commit, ...
+            assert fresh[2] == "fresh" and fresh[8] == "abcdef1234"
+            assert fresh[4] == source_digest(source_hashes())
+            assert fresh[5] == "w13 cooperative, w2 scalar"
+            assert stale[8] == "abcdef1234+" and stale[4].endswith(" STALE")
+            assert unhashed[4] == "?"
             bad = browser.infos[keys[3]]
             assert bad.status == "unreadable" and "unknown status" in bad.error
             assert "1 unreadable session folder(s) skipped" in str(app.query_one("#status").content)
