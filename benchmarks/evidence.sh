@@ -27,7 +27,7 @@ timed() {  # run "$@", print its wall time and exit code
 for step in "$@"; do
   case "$step" in
     build) timed wb build ;;
-    gputests) timed python3 -m pytest -q -p no:cacheprovider -m gpu tests/ ;;
+    gputests) timed python3 -m pytest -q -n 0 -p no:cacheprovider -m gpu tests/ ;;  # one GPU: in one process
     default:*)
       r=${step#default:}
       for i in $(seq "${r%-*}" "${r#*-}"); do
