@@ -1,13 +1,13 @@
-"""Results per comparison (kernel, set): median times, µs per call, ratio, CI, p, k/n, verdict."""
+"""Results per comparison (kernel, set): median times, µs per call, ratio, CI, p, k/n, verdict:
+the cells of the one comparison table (workbench.analysis.table), laid into a DataTable."""
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
 
-from workbench.tui.backend import ResultRow
 from workbench.tui.widgets.table import Table
 
 VERDICT_STYLE = {
@@ -24,23 +24,6 @@ def verdict_style(words: str) -> str:
     head = words.split(" ", 1)[0]
     key = "SAME" if head.endswith("<m") else "AMBIGUOUS" if head.endswith("~m") else head
     return VERDICT_STYLE.get(key, "")
-
-
-def _p(p: float | None) -> str:
-    if p is None:
-        return "n/a"
-    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
-
-
-def _f(x: float, digits: int = 4) -> str:
-    # infinite CI bounds mean "too few pairs for an interval": say so with a dash, not "inf"
-    return f"{x:.{digits}f}" if math.isfinite(x) else "–"
-
-
-def _arm(arm: str) -> str:
-    # A step arm names both kernels' readers ("w13=b3-coop,w2=b3-scalar"); the order is
-    # always W13 then W2, so the kernel prefixes only cost width.
-    return ",".join(part.split("=", 1)[-1] for part in arm.split(","))
 
 
 class ResultsTable(Table):
@@ -65,43 +48,30 @@ class ResultsTable(Table):
          "end": view.scroll_end, "home": view.scroll_home}[where]()  # fmt: skip
 
     # The decision first (verdict, ratio, CI), the evidence after, the arms last: on a narrow
-    # terminal the table scrolls sideways and what matters most stays in view.
-    COLUMNS = (
-        "comparison",
-        "verdict",
-        "ratio B/A",
-        "95% CI",
-        "p",
-        "k/n",
-        "A ms",
-        "B ms",
-        "µs/call A→B",
-        "flagged",
-        "A",
-        "B",
-    )
+    # terminal the table scrolls sideways and what matters most stays in view. Keys of
+    # workbench.analysis.table.COLUMNS.
+    COLUMNS = ("label", "verdict", "ratio", "ci", "p", "k/n", "a_ms", "b_ms", "us", "flagged",
+               "a", "b")  # fmt: skip
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
 
     def on_mount(self) -> None:
-        self.add_columns(*self.COLUMNS)
+        from workbench.analysis.table import headers
 
-    def show(self, rows: tuple[ResultRow, ...] | list[ResultRow]) -> None:
+        self.add_columns(*headers(self.COLUMNS))
+
+    def show(self, results: tuple[Any, ...] | list[Any]) -> None:
+        """One row per ``workbench.analysis.ComparisonResult``."""
+        from workbench.analysis.table import comparison_table
+
         self.clear()
-        for r in rows:
-            name = r.cmp_id if r.role == "main" else f"{r.cmp_id} ({r.role})"
+        table = comparison_table(results, self.COLUMNS)
+        styles = {"verdict": verdict_style, "ratio": lambda _: "bold"}
+        for row in table.rows:
             self.add_row(
-                name,
-                Text(r.verdict, style=verdict_style(r.verdict)),
-                Text(_f(r.ratio), style="bold"),
-                f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}]",
-                _p(r.p),
-                f"{r.k}/{r.n}",
-                _f(r.a_ms),
-                _f(r.b_ms),
-                f"{_f(r.a_us_per_call, 2)}→{_f(r.b_us_per_call, 2)}",
-                str(r.flagged),
-                _arm(r.a),
-                _arm(r.b),
+                *(
+                    Text(x, style=styles[c.key](x)) if c.key in styles else x
+                    for c, x in zip(table.columns, row.cells, strict=True)
+                )
             )
