@@ -85,17 +85,16 @@ def event_line(kind: str, data: Any) -> str | None:
     return None
 
 
-def results_table(results: list[Any], title: str = "results"):
+def results_table(results: list[Any]):
     """A rich Table of the analysis model's comparisons: the cells of
     workbench.analysis.table, laid out (verdicts coloured by their class)."""
-    from rich import box
     from rich.table import Table
     from rich.text import Text
 
     from workbench.analysis.table import comparison_table
 
     tab = comparison_table(results, RESULT_COLUMNS)
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for c, h in zip(tab.columns, tab.headers, strict=True):
         fold = c.key in ("a", "b")  # long step arms fold on a narrow terminal
         t.add_column(h, justify="left" if c.align == "l" else "right",
@@ -130,6 +129,8 @@ def render_results(out, an: Any) -> None:
     """What `workbench ab` and `sessions show` print of an analysis (workbench.analysis.analyse):
     the comparison table, why each AMBIGUOUS verdict is one, what the block diagnostic finds, the
     recommendation per kernel and its rule."""
+    from rich.text import Text
+
     results = an.results
     if results:
         print_table(out, results_table(results))
@@ -137,20 +138,22 @@ def render_results(out, an: Any) -> None:
             f"(m = {an.m * 100:g} %; ratio = B/A, below 1 favours B; p: Wilcoxon signed-rank over "
             "the pairs; k/n: pairs favouring B; verdicts recomputed from the journal)"
         )
+        # the journal's words, never read as markup (arm names carry brackets)
         for r in results:
             if r.verdict.verdict == "AMBIGUOUS":
-                out.print(f"  {r.id}: {r.verdict.reason}")
+                out.print(f"  {r.id}: {r.verdict.reason}", markup=False)
         for r in results:  # the block diagnostic (§7.8), where it finds something
             d = r.diagnostic
             if d is not None and (d.rests_on or d.flagged):
-                out.print(f"  {r.id}: blocks: {d.summary()}")
+                out.print(f"  {r.id}: blocks: {d.summary()}", markup=False)
     recs = list(an.recommendations.values())
     for rec in recs:
-        out.print(f"\n[bold]recommendation {rec.kernel}[/]: {rec.decision} ({rec.arm})")
+        head = Text.assemble("\n", (f"recommendation {rec.kernel}", "bold"))
+        out.print(head + Text(f": {rec.decision} ({rec.arm})"))
         for line in rec.evidence:
-            out.print(f"  {line}")
+            out.print(f"  {line}", markup=False)
     if recs:
-        out.print(f"\n[dim]rule: {recs[0].rule}[/]")
+        out.print(Text(f"\nrule: {recs[0].rule}", style="dim"))
 
 
 def memory_table(memory: list[dict[str, Any]]):
