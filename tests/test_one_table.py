@@ -66,7 +66,7 @@ def row_builders(root: Path = PACKAGE) -> list[str]:
                 seen.add(n.attr)
             elif isinstance(n, ast.Constant) and isinstance(n.value, str):
                 seen.add(n.value)
-        if ROW_FIELDS <= seen:
+        if seen >= ROW_FIELDS:
             out.append(rel)
     return out
 
