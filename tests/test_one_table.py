@@ -84,7 +84,7 @@ def test_one_builder_of_comparison_rows():
     )
 
 
-PLANTED = '''
+PLANTED = """
 from dataclasses import dataclass
 from workbench.core import stats
 
@@ -101,7 +101,7 @@ class Held:
 
 def cells(v):
     return [f"{v.wilcoxon_p:.2g}", f"{v.k_faster}/{v.n}"]
-'''
+"""
 
 
 def test_the_checks_find_a_planted_model_and_row_builder(tmp_path):

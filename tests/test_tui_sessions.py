@@ -205,6 +205,7 @@ def test_replaying_a_committed_session_reproduces_its_results(meta, tmp_path):
     events = []
     path = backend.run(config, events.append, lambda: False)
     replayed = backend.open_session(path)
+
     def key(rows):
         return [(r.id, r.verdict.n, r.verdict_words, r.verdict.median, r.verdict.ci_low,
                  r.verdict.ci_high) for r in rows]  # fmt: skip
