@@ -190,8 +190,21 @@ def test_default_ab_run_end_to_end(device, capsys, tmp_path):
     assert sess.environment["gpu"]["l2_bytes"] == 40_000
     assert set(sess.provenance["builds"]) == {v.name for v in device}
     assert sess.provenance["files"], "kernel source hashes missing"
-    # the human output went to stderr (stdout is pure JSON)
-    assert "recommendation per kernel" in err and "step confirmation" in err
+    # the human output went to stderr (stdout is pure JSON): the merged journal's analysis
+    # through the renderer of `sessions show`, line for line
+    assert "recommendation w13: cooperative (b3-coop)" in err and "step/hot/confirm" in err
+    assert cli.main(["sessions", "show", s["session"]]) == 0
+    shown = capsys.readouterr().out
+    assert _results_block(err) == _results_block(shown)
+    assert "WS/L2" in _results_block(err)[0]
+
+
+def _results_block(text: str) -> list[str]:
+    """The lines of the comparison table's header through the rule line."""
+    lines = [ln.rstrip() for ln in text.splitlines()]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("comparison "))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("rule: "))
+    return lines[start : end + 1]
 
 
 def test_tinygemm_peers_repack_each_routing_once(device, capsys, tmp_path):

@@ -75,8 +75,8 @@ LAYERS = [
     "data",  # shapes, layouts, awq, checkpoints, synthetic data, reference, capacity
     "kernels",  # specs, variants, build, ops, argcases, the Triton peer
     "store",  # session folder, schema, provenance
-    "measure",  # plan, banks, gate, graphs, ABBA, engine, results, monitor
-    "analysis",  # the analysis model of sessions: summaries, compare, pool, recommend
+    "measure",  # plan, banks, gate, graphs, ABBA, engine, monitor
+    "analysis",  # the analysis model of sessions: comparisons, table, compare, pool, recommend
     "run",  # the runner and its progress events
     "report",  # the Markdown report and the figures' file names
     "plots",  # matplotlib figures

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from workbench.analysis import comparison_results
+from workbench.analysis.table import headers
 from workbench.cli import main
+from workbench.commands._tables import RESULT_COLUMNS
 from workbench.store.session import SessionWriter, load_session
 
 
@@ -130,6 +132,9 @@ def test_show_text(root, capsys):
     assert "(complete)" in out and "NVIDIA H200 (driver 570.1, cuda 12.8)" in out
     assert "1234567890 (dirty)" in out and 'preset="qwen3.8-flash-next"' in out
     s = load_session(next(root.glob("*_h200-ab")))
+    # the one comparison table's columns (workbench.analysis.table), as `workbench ab` prints them
+    header = next(ln for ln in out.splitlines() if ln.startswith("comparison "))
+    assert header.split() == " ".join(headers(RESULT_COLUMNS)).split()
     for r in comparison_results(s):
         row = next(ln for ln in out.splitlines() if ln.startswith(r.id + " "))
         assert (

@@ -155,7 +155,7 @@ async def test_configure_run_and_see_results_and_recommendation(roots):
         assert app.query_one(TabbedContent).active == "results", status_text(app)
         view = app.query_one(ResultsView).view
         assert view.info.path == saved
-        assert [(r.cmp_id, r.n, r.verdict) for r in view.rows] == [
+        assert [(r.id, r.verdict.n, r.verdict_words) for r in view.rows] == [
             ("w13/hot", 8, "FASTER"),
             ("w13/rotating", 8, "FASTER"),
         ]
@@ -205,7 +205,7 @@ async def test_cancel_mid_run_keeps_an_interrupted_session(roots):
         assert len(s.samples) == 3 * 4  # the three pairs measured before the cancel, no more
         view = app.query_one(ResultsView).view
         assert view.info.status == "interrupted"
-        assert view.rows[0].n == 3 and view.rows[0].verdict == "AMBIGUOUS"
+        assert view.rows[0].verdict.n == 3 and view.rows[0].verdict_words == "AMBIGUOUS"
         assert any(n.startswith("interrupted") for n in view.notes)
         statuses = {i.name: i.status for i in app.query_one(SessionBrowser).infos.values()}
         assert statuses[saved.name] == "interrupted"

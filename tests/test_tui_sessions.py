@@ -194,8 +194,8 @@ def test_engine_backend_build_status_needs_nvcc_alone(roots, monkeypatch):
 def test_analysis_recomputes_verdicts_from_the_journal(roots):
     source = roots[0]
     view = view_from_session(load_session(source))
-    rows = {r.cmp_id: r for r in view.rows}
-    assert {k: r.verdict for k, r in rows.items()} == {
+    rows = {r.id: r for r in view.rows}
+    assert {k: r.verdict_words for k, r in rows.items()} == {
         "w13/hot": "FASTER",
         "w13/rotating": "FASTER",
         "w2/hot": "SLOWER",
@@ -204,11 +204,12 @@ def test_analysis_recomputes_verdicts_from_the_journal(roots):
     }
     # true effects written into the synthetic journal: 0.93, 0.92, 1.11, 1.12, 0.96
     for cmp_id, ratio in (("w13/hot", 0.93), ("w2/rotating", 1.12), ("step/rotating", 0.96)):
-        assert rows[cmp_id].ci_lo < ratio * 1.01 and rows[cmp_id].ci_hi > ratio * 0.99
+        v = rows[cmp_id].verdict
+        assert v.ci_low < ratio * 1.01 and v.ci_high > ratio * 0.99
         assert abs(rows[cmp_id].b_ms / rows[cmp_id].a_ms - ratio) < 0.01
     assert abs(rows["w13/hot"].a_ms - 0.0912 * 1.002) < 0.001
     assert rows["w13/hot"].a_us_per_call == pytest.approx(rows["w13/hot"].a_ms * 1000 / 48)
-    assert rows["w13/hot"].k == 12 and rows["w2/hot"].k == 0
+    assert rows["w13/hot"].verdict.k_faster == 12 and rows["w2/hot"].verdict.k_faster == 0
     recs = {r.kernel: r for r in view.recommendations}
     assert recs["w13"].choice == "b3-coop" and recs["w2"].choice == "b3-scalar"
     assert len(recs["w13"].evidence) == 2 and recs["w13"].evidence[0].startswith("hot: FASTER")
@@ -233,8 +234,12 @@ def test_replaying_a_committed_session_reproduces_its_results(meta, tmp_path):
     events = []
     path = backend.run(config, events.append, lambda: False)
     replayed = backend.open_session(path)
-    key = [(r.cmp_id, r.n, r.verdict, r.ratio, r.ci_lo, r.ci_hi) for r in original.rows]
-    assert [(r.cmp_id, r.n, r.verdict, r.ratio, r.ci_lo, r.ci_hi) for r in replayed.rows] == key
+
+    def key(rows):
+        return [(r.id, r.verdict.n, r.verdict_words, r.verdict.median, r.verdict.ci_low,
+                 r.verdict.ci_high) for r in rows]  # fmt: skip
+
+    assert key(replayed.rows) == key(original.rows)
     assert [r.choice for r in replayed.recommendations] == [
         r.choice for r in original.recommendations
     ]

@@ -119,10 +119,10 @@ def check_results(app, size) -> list[str]:
     # at 80x24 the comparisons that decide; at 140x40 every one of the 18
     rows = [r for r in view.rows if r.role == "main" or size[1] >= 40]
     for r in rows:
-        head = re.escape(r.verdict.split(" ")[0])
-        row = re.compile(rf"^\s*{re.escape(r.cmp_id)}\s+{head}\s+{r.ratio:.4f}\b")
+        head = re.escape(r.verdict.words)
+        row = re.compile(rf"^\s*{re.escape(r.id)}\s+{head}\s+{r.verdict.median:.4f}\b")
         if not any(row.match(ln) for ln in lines):
-            problems.append(f"table row {r.cmp_id} not on screen")
+            problems.append(f"table row {r.id} not on screen")
     if size[0] >= 140 and not any(re.search(r"\bA ms\s+B ms\b", ln) for ln in lines):
         problems.append("column B ms not on screen")
     return problems

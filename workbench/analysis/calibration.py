@@ -1,7 +1,7 @@
 """The calibration resolution (docs/DESIGN.md §5.8): the smallest injected delay this GPU and
 protocol detect reliably. One rule, read by the runner (stored in the session summary) and by
-the report and plots (recomputed from the journal): both pass per-comparison summaries, dicts
-with the keys ``ComparisonResult.to_dict`` and ``results.CmpResult.summary`` share."""
+the report and plots (recomputed from the journal): both pass per-comparison summaries, the
+dicts of ``ComparisonResult.to_dict``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """One session's analysis, recomputed from its journal (docs/DESIGN.md §7, §8).
 
 ``analyse(session)`` is the analysis model every reader of a session shares: the report, the
-plots, `sessions show`, the TUI. Nothing here trusts the ``summary`` the runner stored: every
+plots, `sessions show`, `workbench ab`'s tables, the TUI. ``ComparisonResult`` is the one record
+of a measured comparison: the runner and the tuner get theirs from ``comparison_result`` on the
+records the engine journaled, the same builder the session's analysis uses. Nothing here trusts the ``summary`` the runner stored: every
 number comes from the ``sample`` records through ``workbench.core.stats`` (pair ratios, block-level
 intervals, verdicts) and the reader rule of ``workbench.analysis.recommend``.
 """
@@ -17,7 +19,6 @@ from workbench.analysis.calibration import calibration_summary, spin_of
 from workbench.analysis.recommend import Recommendation, not_counted, recommendations
 from workbench.core import stats
 from workbench.core.block_diagnostic import BlockDiagnostic, diagnose, rests_text
-from workbench.measure.results import comparison_summary, gate_summary
 from workbench.store.session import Session
 
 # Roles whose samples describe a variant's speed; calibration arms carry injected extra work.
@@ -39,9 +40,19 @@ GEOMETRY_KEYS = (
 )  # fmt: skip
 
 
+def gate_summary(gates: list[dict[str, Any]]) -> dict[str, Any]:
+    """One gate record for a comparison's result: the first failing block's, else the last
+    block's, with the number of blocks gated."""
+    if not gates:
+        return {"ok": False, "kind": "not run", "blocks": 0}
+    bad = [g for g in gates if not g["ok"]]
+    return {**(bad[0] if bad else gates[-1]), "blocks": len(gates), "failed_blocks": len(bad)}
+
+
 @dataclass
 class ComparisonResult:
-    """One comparison of a session, recomputed: its pair ratios, verdict and per-arm samples."""
+    """One comparison, from its journaled records: its pair ratios, verdict and per-arm samples
+    (the one comparison model: docs/DESIGN.md §7.7)."""
 
     cmp: dict[str, Any]
     ratios: stats.PairRatios
@@ -83,25 +94,34 @@ class ComparisonResult:
     def us_per_call(self, ms: float) -> float:
         return ms * 1000.0 / self.calls if self.cmp.get("calls") else math.nan
 
+    @property
+    def a_us_per_call(self) -> float | None:
+        """µs per call of arm A (None without pairs or without a call count)."""
+        return finite_or_none(self.us_per_call(self.a_ms))
+
+    @property
+    def b_us_per_call(self) -> float | None:
+        return finite_or_none(self.us_per_call(self.b_ms))
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe; the keys of the runner's per-comparison summary that the calibration reads
-        are among them (one calibration rule for both)."""
+        """JSON-safe: the per-comparison summary the session stores and the calibration reads
+        (non-finite times become None)."""
         c = self.cmp
         return {
-            **comparison_summary(
-                c,
-                spin=self.spin,
-                a_ms=self.a_ms,
-                b_ms=self.b_ms,
-                calls=c.get("calls"),
-                verdict=self.verdict,
-                pairs=self.verdict.n,
-                flagged=self.flagged,
-                excluded=self.excluded,
-                sm_mhz=self.sm_mhz,
-                gate=gate_summary(self.gates) if self.gates else None,
-                diagnostic=self.diagnostic,
-            ),
+            **{k: c.get(k) for k in ("id", "kernel", "set", "role", "a", "b")},
+            "spin": self.spin,
+            "a_ms": finite_or_none(self.a_ms),
+            "b_ms": finite_or_none(self.b_ms),
+            "a_us_per_call": self.a_us_per_call,
+            "b_us_per_call": self.b_us_per_call,
+            "verdict": self.verdict.to_dict(),
+            "pairs": self.verdict.n,
+            "blocks": self.verdict.blocks,
+            "flagged": self.flagged,
+            "excluded": self.excluded,
+            "sm_mhz": self.sm_mhz,
+            "gate": gate_summary(self.gates) if self.gates else None,
+            "block_diagnostic": None if self.diagnostic is None else self.diagnostic.to_dict(),
             **{k: c.get(k) for k in ("calls", "replays", "workers", *GEOMETRY_KEYS) if k in c},
             "ratios": self.ratios.values,
         }
@@ -151,25 +171,39 @@ def comparison_results(
         seen.add(first["id"])
         c = session.comparison(first["id"])
         samples = session.samples_for(c["id"])
-        pr = stats.pair_ratios(samples)
-        verdict = stats.compare(pr, m=m, conf=conf, detectable=detectable)
-        clocks = [s["sm_mhz_max"] for s in samples if s.get("sm_mhz_max")]
-        out.append(
-            ComparisonResult(
-                cmp=c,
-                ratios=pr,
-                verdict=verdict,
-                a_samples_ms=[x for p in pr for x in p.a_ms],
-                b_samples_ms=[x for p in pr for x in p.b_ms],
-                samples=len(samples),
-                flagged=sum(bool(s.get("flagged")) for s in samples),
-                excluded=sum(bool(s.get("excluded")) for s in samples),
-                gates=session.gates_for(c["id"]),
-                sm_mhz=statistics.median(clocks) if clocks else None,
-                diagnostic=diagnose(pr, m, conf, verdict=verdict) if verdict.n else None,
-            )
-        )
+        gates = session.gates_for(c["id"])
+        out.append(comparison_result(c, samples, gates, m, conf, detectable=detectable))
     return out
+
+
+def comparison_result(
+    cmp: dict[str, Any],
+    samples: list[dict[str, Any]],
+    gates: list[dict[str, Any]],
+    m: float,
+    conf: float = stats.DEFAULT_CONF,
+    *,
+    detectable: bool = True,
+) -> ComparisonResult:
+    """One comparison from its records: the ``comparison`` record, its ``sample`` records and
+    its ``gate`` records, as journaled. The one builder of a ``ComparisonResult``: a session's
+    analysis and a run's finished comparisons (workbench.run.sink) both call it."""
+    pr = stats.pair_ratios(samples)
+    verdict = stats.compare(pr, m=m, conf=conf, detectable=detectable)
+    clocks = [s["sm_mhz_max"] for s in samples if s.get("sm_mhz_max")]
+    return ComparisonResult(
+        cmp=cmp,
+        ratios=pr,
+        verdict=verdict,
+        a_samples_ms=[x for p in pr for x in p.a_ms],
+        b_samples_ms=[x for p in pr for x in p.b_ms],
+        samples=len(samples),
+        flagged=sum(bool(s.get("flagged")) for s in samples),
+        excluded=sum(bool(s.get("excluded")) for s in samples),
+        gates=list(gates),
+        sm_mhz=statistics.median(clocks) if clocks else None,
+        diagnostic=diagnose(pr, m, conf, verdict=verdict) if verdict.n else None,
+    )
 
 
 def estimate_words(results: list[ComparisonResult]) -> tuple[str, str]:

@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Any
 
+from workbench.commands import _tables
 from workbench.commands._paths import not_a_file
 from workbench.core import defaults, limits
 from workbench.core.errors import (
@@ -225,16 +226,6 @@ def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
     ).validate()
 
 
-def _console(stderr: bool = True):
-    from rich.console import Console
-
-    # Redirected to a file or a pipe, rich would assume 80 columns and squeeze the results
-    # table; 180 fits it. soft_wrap keeps messages (paths, errors) as whole lines.
-    stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else 180
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
-
-
 class _Live:
     """Progress bar (one task per comparison) and event lines, both on stderr."""
 
@@ -276,11 +267,9 @@ class _Live:
         self.bar.update(task, completed=min(done, total), total=total, stat=stat)
 
     def event(self, kind: str, data: Any) -> None:
-        from workbench.commands import _tables as t
-
         if kind == "session":
             self.measuring = True
-        line = t.event_line(kind, data)
+        line = _tables.event_line(kind, data)
         if line:
             self.console.print(line)
 
@@ -302,7 +291,7 @@ def drive(cfg, args: argparse.Namespace):
     """Run ``cfg`` with progress on stderr. Returns (RunResult or None, exit code)."""
     from workbench.run.runner import Runner, require_gpu
 
-    console = _console()
+    console = _tables.console()
     live = _Live(console, cfg.protocol.pairs, cfg.protocol.block_goal)
     cancel = threading.Event()
     runner = Runner(cfg, progress=live.progress, events=live.event, cancel=cancel)
@@ -377,9 +366,9 @@ def make_plots(session_path, plots_dir: str, console) -> list:
 def finish_output(result, args: argparse.Namespace, render) -> int:
     """Tables (stdout, or stderr with --json), plots, then the JSON summary on stdout.
     Returns 0, or EXIT_INTERRUPTED when Ctrl-C stopped the plots (the session is saved)."""
-    err = _console()
-    out = err if args.json else _console(stderr=False)
-    render(out, result.summary)
+    err = _tables.console()
+    out = err if args.json else _tables.console(stderr=False)
+    render(out, result)
     try:
         plots = [] if args.no_plots else make_plots(result.session_path, args.plots_dir, err)
     except KeyboardInterrupt:

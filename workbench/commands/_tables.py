@@ -1,21 +1,28 @@
-"""Rich rendering of a run's summary (runner.Runner.summary) for `workbench ab` / `calibrate`."""
+"""Rich rendering for the commands: the comparison table of an analysis (`workbench ab` and
+`sessions show` alike, the cells of workbench.analysis.table), a run's events, memory and
+calibration (`workbench ab` / `calibrate`)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 VERDICT_STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "cyan", "AMBIGUOUS": "yellow"}
 
+# the columns `workbench ab` and `sessions show` print (workbench.analysis.table.COLUMNS)
+RESULT_COLUMNS = ("comparison", "role", "a", "b", "pairs", "a_ms", "b_ms", "us", "ratio",
+                  "change", "ci", "p", "k/n", "flagged", "gate", "ws_l2", "verdict")  # fmt: skip
 
-def _words(v: dict[str, Any], c: dict[str, Any] | None = None) -> str:
-    """A verdict dict's printed words (workbench.core.stats.verdict_words), and "(rests on
-    block N)" where the comparison ``c``'s block diagnostic says so."""
-    from workbench.core.block_diagnostic import rests_text
-    from workbench.core.stats import verdict_words
 
-    rests = ((c or {}).get("block_diagnostic") or {}).get("rests_on") or []
-    tail = f" ({rests_text(rests)})" if rests else ""
-    return verdict_words(v["verdict"], v.get("ci_low"), v.get("ci_high")) + tail
+def console(stderr: bool = True):
+    from rich.console import Console
+
+    # Redirected to a file or a pipe, rich would assume 80 columns and squeeze the results
+    # table; 180 fits the messages, and a table is printed at its own width (print_table).
+    # soft_wrap keeps messages (paths, errors) as whole lines.
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 180
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
 GIB = float(1 << 30)
@@ -34,11 +41,6 @@ def _mib(x: int | None) -> str:
         if abs(x) >= size:
             return f"{x / size:,.2f} {unit}"
     return f"{x} B"
-
-
-def _arm(name: str) -> str:
-    # step arms "w13=..,w2=.." on two lines keep the table narrow
-    return name.replace(",", "\n")
 
 
 def event_line(kind: str, data: Any) -> str | None:
@@ -71,46 +73,87 @@ def event_line(kind: str, data: Any) -> str | None:
         state = "bit-identical" if data["ok"] else "DIFFER"
         gated = "" if data.get("gated", True) else " (recorded, not gated)"
         return f"  gate: {state} over {data.get('outputs', '?')} outputs{gated}"
-    if kind == "result":
-        v = data["verdict"]
-        return (
-            f"  {data['id']}: B/A {_f(v['median'], '.4f')} "
-            f"[{_f(v['ci_low'], '.4f')}, {_f(v['ci_high'], '.4f')}] {_words(v, data)}"
-            + (f", {data['flagged']} flagged" if data["flagged"] else "")
+    if kind == "result":  # a finished comparison (workbench.analysis.ComparisonResult)
+        from workbench.analysis.table import comparison_table
+
+        ratio, ci, words = comparison_table([data], ("ratio", "ci", "verdict")).rows[0].cells
+        return f"  {data.id}: B/A {ratio} {ci} {words}" + (
+            f", {data.flagged} flagged" if data.flagged else ""
         )
     if kind == "note":
         return f"[yellow]note[/]: {data}"
     return None
 
 
-def results_table(comparisons: list[dict[str, Any]], title: str = "results"):
-    from rich import box
+def results_table(results: list[Any]):
+    """A rich Table of the analysis model's comparisons: the cells of
+    workbench.analysis.table, laid out (verdicts coloured by their class)."""
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    cols = ["comparison", "A", "B", "A ms", "B ms", "A µs/call", "B µs/call", "B/A",
-            "95% CI", "p", "k/n", "verdict", "flagged", "WS/L2"]  # fmt: skip
-    for c in cols:
-        left = c in ("comparison", "A", "B", "verdict")
-        t.add_column(c, justify="left" if left else "right", no_wrap=c in ("comparison", "95% CI"))
-    for c in comparisons:
-        v = c["verdict"]
-        style = VERDICT_STYLE.get(v["verdict"], "")
-        ws = c.get("working_set_l2_ratio")
-        t.add_row(
-            c["id"] + (" (A/A)" if c["role"] == "aa" else ""),
-            _arm(c["a"]), _arm(c["b"]),
-            _f(c["a_ms"], ".4f"), _f(c["b_ms"], ".4f"),
-            _f(c["a_us_per_call"], ".2f"), _f(c["b_us_per_call"], ".2f"),
-            _f(v["median"], ".4f"),
-            f"[{_f(v['ci_low'], '.4f')}, {_f(v['ci_high'], '.4f')}]",
-            _f(v["wilcoxon_p"], ".2g", "n/a"),
-            f"{v['k_faster']}/{v['n']}",
-            f"[{style}]{_words(v, c)}[/]",
-            f"{c['flagged']}" + (f" ({c['excluded']} excl.)" if c["excluded"] else ""),
-            "–" if ws is None else f"{ws:.1f} ({c['graphs']}g)",
-        )  # fmt: skip
+    from workbench.analysis.table import comparison_table
+
+    tab = comparison_table(results, RESULT_COLUMNS)
+    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for c, h in zip(tab.columns, tab.headers, strict=True):
+        fold = c.key in ("a", "b")  # long step arms fold on a narrow terminal
+        t.add_column(h, justify="left" if c.align == "l" else "right",
+                     no_wrap=not fold, overflow="fold" if fold else "ellipsis")  # fmt: skip
+    verdict = tab.index("verdict")
+    for row in tab.rows:
+        # Text, not markup: arm names carry brackets ("b3-scalar[unroll=4]")
+        cells = [Text(x) for x in row.cells]
+        cells[verdict].stylize(VERDICT_STYLE.get(row.verdict, ""))
+        t.add_row(*cells)
     return t
+
+
+def print_table(out, table) -> None:
+    """``table`` at its natural width into a file or a pipe (rich would squeeze it into the
+    console's width); on a terminal, as wide as the terminal."""
+    from rich.measure import Measurement
+
+    if out.is_terminal:
+        out.print(table)
+        return
+    width = out.width
+    need = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
+    out.width = max(width, need)  # print caps its own width at the console's
+    try:
+        out.print(table)
+    finally:
+        out.width = width
+
+
+def render_results(out, an: Any) -> None:
+    """What `workbench ab` and `sessions show` print of an analysis (workbench.analysis.analyse):
+    the comparison table, why each AMBIGUOUS verdict is one, what the block diagnostic finds, the
+    recommendation per kernel and its rule."""
+    from rich.text import Text
+
+    results = an.results
+    if results:
+        print_table(out, results_table(results))
+        out.print(
+            f"(m = {an.m * 100:g} %; ratio = B/A, below 1 favours B; p: Wilcoxon signed-rank over "
+            "the pairs; k/n: pairs favouring B; verdicts recomputed from the journal)"
+        )
+        # the journal's words, never read as markup (arm names carry brackets)
+        for r in results:
+            if r.verdict.verdict == "AMBIGUOUS":
+                out.print(f"  {r.id}: {r.verdict.reason}", markup=False)
+        for r in results:  # the block diagnostic (§7.8), where it finds something
+            d = r.diagnostic
+            if d is not None and (d.rests_on or d.flagged):
+                out.print(f"  {r.id}: blocks: {d.summary()}", markup=False)
+    recs = list(an.recommendations.values())
+    for rec in recs:
+        head = Text.assemble("\n", (f"recommendation {rec.kernel}", "bold"))
+        out.print(head + Text(f": {rec.decision} ({rec.arm})"))
+        for line in rec.evidence:
+            out.print(f"  {line}", markup=False)
+    if recs:
+        out.print(Text(f"\nrule: {recs[0].rule}", style="dim"))
 
 
 def memory_table(memory: list[dict[str, Any]]):
@@ -148,44 +191,25 @@ def saving_lines(memory: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def render_ab(console, summary: dict[str, Any]) -> None:
-    cmps = summary["comparisons"]
-    main = [c for c in cmps if c["role"] != "confirm"]
-    if main:
-        console.print(results_table(main))
-    for c in cmps:
-        v = c["verdict"]
-        if v["verdict"] == "AMBIGUOUS" and c["role"] in ("main", "aa"):
-            console.print(f"  {c['id']}: {v['reason']}")
-        d = c.get("block_diagnostic")
-        if d and (d["rests_on"] or d["flagged"]):
-            console.print(f"  {c['id']}: blocks: {'; '.join(d['flags'])}")
-    recs = summary.get("recommendations") or {}
-    if recs:
-        console.print("[bold]recommendation per kernel[/]")
-        for kernel, r in recs.items():
-            console.print(f"  [bold]{kernel}[/]: {r['decision']} → {r['arm']}")
-            for e in r["evidence"]:
-                console.print(f"      {e}")
-        console.print(f"  [dim]rule: {next(iter(recs.values()))['rule']}[/]")
-    confirm = [c for c in cmps if c["role"] == "confirm"]
-    if confirm:
-        console.print(
-            results_table(confirm, "step confirmation: recommended mix (B) vs baseline (A)")
-        )
+def render_ab(out, result: Any) -> None:
+    """`workbench ab`'s results: the analysis of the merged journal through ``render_results``
+    (what `sessions show` prints), then the run's memory, flagged samples and notes."""
+    summary = result.summary
+    if result.analysis is not None:
+        render_results(out, result.analysis)
     if summary.get("memory"):
-        console.print(memory_table(summary["memory"]))
+        out.print(memory_table(summary["memory"]))
         for line in saving_lines(summary["memory"]):
-            console.print(f"  {line}")
+            out.print(f"  {line}")
     flagged, excluded = summary.get("flagged", 0), summary.get("excluded", 0)
     nvml = summary.get("nvml") or ""
-    console.print(
+    out.print(
         f"flagged samples: {flagged} ({excluded} excluded); "
         f"NVML {'available' if nvml == 'available' else 'unavailable'}; "
         f"{summary['calls']} calls per replay, {summary['replays']} replays per sample"
     )
     for n in summary.get("notes", []):
-        console.print(f"[yellow]note[/]: {n}")
+        out.print(f"[yellow]note[/]: {n}")
 
 
 def _detect_line(g: dict[str, Any]) -> str:
@@ -203,10 +227,11 @@ def _detect_line(g: dict[str, Any]) -> str:
     return f"detectable (interval excludes 1 in 95 % of runs, from the block spread): {can}; {seen}"
 
 
-def render_calibration(console, summary: dict[str, Any]) -> None:
+def render_calibration(console, result: Any) -> None:
     from rich import box
     from rich.table import Table
 
+    summary = result.summary
     cal = summary.get("calibration") or {}
     t = Table(title="calibration: injected spin vs measured delay", box=box.SIMPLE_HEAD)
     for c in ("comparison", "spin cycles", "injected µs/CTA", "injected %", "measured Δ µs/call",

@@ -206,64 +206,11 @@ def _show(args: argparse.Namespace) -> int:
         print(f"error     {s.meta['error']}")
     for w in s.warnings:
         print(f"warning   {w}")
-    if results:
-        print()
-        rows = [
-            [
-                "comparison",
-                "role",
-                "A -> B",
-                "pairs",
-                "A ms",
-                "B ms",
-                "us/call A/B",
-                "ratio",
-                "95% CI",
-                "p",
-                "k/n",
-                "flagged",
-                "gate",
-                "verdict",
-            ]
-        ]
-        for r in results:
-            v = r.verdict
-            rows.append(
-                [
-                    r.id,
-                    r.cmp["role"],
-                    f"{r.cmp['a']} -> {r.cmp['b']}",
-                    f"{v.n}" + (f" (-{v.dropped})" if v.dropped else ""),
-                    _f(r.a_ms),
-                    _f(r.b_ms),
-                    f"{_f(r.us_per_call(r.a_ms), '.2f')}/{_f(r.us_per_call(r.b_ms), '.2f')}",
-                    _f(v.median),
-                    _ci(v.ci_low, v.ci_high),
-                    _f(v.wilcoxon_p, ".2g"),
-                    f"{v.k_faster}/{v.n}",
-                    str(r.flagged),
-                    {True: "ok", False: "FAIL", None: "-"}[r.gate],
-                    r.verdict_words,
-                ]
-            )
-        print(_table(rows))
-        print(
-            f"(m = {an.m * 100:g} %; ratio = B/A, below 1 favours B; "
-            "verdicts recomputed from the journal)"
-        )
-        for r in results:
-            if r.verdict.verdict == "AMBIGUOUS":
-                print(f"  {r.id}: {r.verdict.reason}")
-        for r in results:  # the block diagnostic (§7.8), where it finds something
-            d = r.diagnostic
-            if d is not None and (d.rests_on or d.flagged):
-                print(f"  {r.id}: blocks: {d.summary()}")
-    for rec in recs:
-        print(f"\nrecommendation {rec.kernel}: {rec.decision} ({rec.arm})")
-        for line in rec.evidence:
-            print(f"  {line}")
-    if recs:
-        print(f"\nrule: {recs[0].rule}")
+    if results or recs:
+        from workbench.commands._tables import console, render_results
+
+        print(flush=True)
+        render_results(console(stderr=False), an)
     for line in text_lines(hw):
         print(line)
     return 0

@@ -50,7 +50,6 @@ from workbench.measure.plan import (
     kernels_of,
     placement_padding,
 )
-from workbench.measure.results import CmpResult, gate_summary, verdict_of
 
 
 def _sequence(fns: list[Callable[[], Any]]) -> Callable[[], None]:
@@ -73,6 +72,7 @@ class _CmpState:
     spec: ComparisonSpec
     geom: Geometry
     outcome: Outcome
+    record: dict[str, Any]  # the comparison record as journaled
     gates: list[dict[str, Any]] = field(default_factory=list)
     failed: int = 0
     done: bool = False
@@ -279,10 +279,7 @@ class Engine:
             if s.outcome.samples or s.gates:
                 if r.cancel.is_set():
                     s.outcome.stop = "cancelled"
-                gate = gate_summary(s.gates)
-                r.result(
-                    CmpResult(s.spec, s.geom, s.outcome, verdict_of(s.outcome, self.cfg.m), gate)
-                )
+                r.result(s.record, s.outcome.samples, s.gates, self.cfg.m)
         if ok_blocks == 0 and not r.cancel.is_set():
             raise WorkbenchError(
                 f"every block of {', '.join(c.id for c in cmps)} failed: see the notes"
@@ -411,7 +408,7 @@ class Engine:
                 return True
             return False
         if stats.should_stop(
-            half_width=verdict_of(s.outcome, self.cfg.m).half_width,
+            half_width=stats.compare(stats.pair_ratios(s.outcome.samples), self.cfg.m).half_width,
             n=blocks_done,
             min_n=proto.min_blocks,
             target=proto.target,
@@ -473,7 +470,7 @@ class Engine:
             record["spin"] = c.b.spin - c.a.spin  # injected cycles per CTA beyond A's own spin
         self.sink.record("comparison", **record)
         self.sink.emit("comparison", record)
-        return _CmpState(c, geom, Outcome(c.id, c.a.name, c.b.name))
+        return _CmpState(c, geom, Outcome(c.id, c.a.name, c.b.name), record)
 
     def _place(self, active: list[_CmpState], padding: int) -> None:
         """Place the banks these comparisons read anew, behind ``padding`` bytes (§5.5)."""

@@ -15,7 +15,22 @@ from workbench.plots._common import (
     suptitle,
     unzip_xy,
 )
-from workbench.report.markdown import fmt, fmt_ci, fmt_p, fmt_pct, provenance_line
+from workbench.analysis.table import comparison_table, fmt, fmt_pct
+from workbench.report.markdown import provenance_line
+
+# the verdict table of the summary page (workbench.analysis.table's columns)
+SUMMARY_COLUMNS = (
+    "comparison",
+    "a",
+    "b",
+    "ratio",
+    "change",
+    "ci",
+    "p",
+    "k/n",
+    "flagged",
+    "verdict",
+)
 
 
 def draw_ratios(ax: Any, an: Analysis, rows: list[ComparisonResult]) -> None:
@@ -120,16 +135,12 @@ def fig_summary(an: Analysis) -> Any:
     gs = fig.add_gridspec(3, 1, height_ratios=(0.45 + 0.22 * n_tab, 0.5 + 0.6 * len(rows), 1.6))
     axt = fig.add_subplot(gs[0])
     axt.set_axis_off()
-    header = ["comparison", "A", "B", "ratio", "change", "95 % CI", "p", "k/n", "flagged"]
-    header.append("verdict")
-    cells, colors = [], []
-    for r in an.results:
-        v = r.verdict
-        row = [r.id, r.cmp["a"], r.cmp["b"], fmt(v.median), fmt_pct(v.median), fmt_ci(v)]
-        cells.append(
-            row + [fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", str(r.flagged), r.verdict_words]
-        )
-        colors.append(["white"] * 9 + [VERDICT_COLORS[v.verdict] + "55"])
+    t = comparison_table(an.results, SUMMARY_COLUMNS)
+    header = list(t.headers)
+    cells = [list(row.cells) for row in t.rows]
+    colors = [
+        ["white"] * (len(header) - 1) + [VERDICT_COLORS[row.verdict] + "55"] for row in t.rows
+    ]
     if cells:
         tab = axt.table(
             cellText=cells, colLabels=header, cellColours=colors, loc="center", cellLoc="center"

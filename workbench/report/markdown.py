@@ -18,6 +18,7 @@ from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
 from workbench.analysis.counters import markdown_lines as counter_markdown
+from workbench.analysis.table import BLOCK_COLUMNS, comparison_table, fmt, fmt_ci, fmt_pct
 from workbench.core import stats
 from workbench.report.plot_files import existing_plots
 from workbench.store import counters
@@ -35,29 +36,6 @@ MIB = 1 << 20
 
 
 # ------------------------------------------------------------------------------ formatting
-
-
-def fmt(x: float | None, digits: int = 4) -> str:
-    """A number for a table: fixed digits; "n/a" for None, NaN and infinities."""
-    if x is None or x != x or x in (float("inf"), float("-inf")):
-        return "n/a"
-    return f"{x:.{digits}f}"
-
-
-def fmt_pct(ratio: float | None) -> str:
-    """Change of a ratio B/A in percent, signed: 0.925 -> "-7.50 %"."""
-    return "n/a" if fmt(ratio) == "n/a" else f"{(ratio - 1) * 100:+.2f} %"
-
-
-def fmt_ci(v: stats.Verdict) -> str:
-    """The CI as "[low, high]", or "n/a" when too few pairs give none."""
-    if fmt(v.ci_low) == "n/a" or fmt(v.ci_high) == "n/a":
-        return "n/a"
-    return f"[{fmt(v.ci_low)}, {fmt(v.ci_high)}]"
-
-
-def fmt_p(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.2g}"
 
 
 def fmt_bytes(n: float | None) -> str:
@@ -179,30 +157,16 @@ def _seed_tables(an: Analysis) -> list[str]:
 
 def _verdict_table(an: Analysis) -> list[str]:
     blocked = any(r.verdict.method == "blocks" for r in an.results)
-    header = ["comparison", "role", "A", "B", "ratio B/A", "change", "95 % CI", "Wilcoxon p"]
-    header += ["k/n"] + (
-        ["blocks", "between-block SD", "resolves", "detects", "blocks check"] if blocked else []
-    )
-    header += ["flagged", "verdict"]
-    body = []
-    for r in an.results:
-        v = r.verdict
-        ci = fmt_ci(v)
-        flag = f"{r.flagged} ({r.excluded} excluded)" if r.flagged else "0"
-        extra = []
-        if blocked:
-            sd = "n/a" if v.between_sd is None else f"{v.between_sd * 100:.2f} %"
-            res = "n/a" if v.resolution is None else f"±{v.resolution * 100:.2f} %"
-            det = "n/a" if v.detectable is None else f"{v.detectable * 100:.2f} %"
-            check = "n/a" if r.diagnostic is None else r.diagnostic.cell()
-            extra = [f"{v.k_blocks}/{v.blocks}" if v.k_blocks is not None else "1", sd, res]
-            extra += [det, check]
-        body.append(
-            [f"`{r.id}`", r.role, f"`{r.cmp['a']}`", f"`{r.cmp['b']}`", fmt(v.median)]
-            + [fmt_pct(v.median), ci, fmt_p(v.wilcoxon_p), f"{v.k_faster}/{v.n}", *extra, flag]
-            + [f"**{r.verdict_words}**"]
-        )
-    lines = _table(header, body, "lllllrrrr" + "rrrrl" * blocked + "rl")
+    keys = ("comparison", "role", "a", "b", "ratio", "change", "ci", "p", "k/n")
+    keys += BLOCK_COLUMNS * blocked + ("flagged", "verdict")
+    t = comparison_table(an.results, keys)
+    header = list(t.headers)
+    body = [
+        [f"`{x}`" if c.name else f"**{x}**" if c.key == "verdict" else x for c, x in
+         zip(t.columns, row.cells, strict=True)]
+        for row in t.rows
+    ]  # fmt: skip
+    lines = _table(header, body, t.aligns)
     lines.append("")
     if blocked:
         lines.append(
@@ -215,13 +179,14 @@ def _verdict_table(an: Analysis) -> list[str]:
             "of runs with this block spread; blocks check = the block diagnostic (§7.8): a "
             'verdict that changes when one block is left out "rests on" that block, a block '
             "that stands apart from the others or a drift over the blocks means they are not "
-            "exchangeable draws. Wilcoxon p and k/n (pairs favouring B) describe the pairs. "
+            "exchangeable draws. p (Wilcoxon signed-rank on log-ratios) and k/n (pairs favouring B) "
+            "describe the pairs. "
             f"Minimum effect m = {an.m * 100:g} %. {stats.WORDS_LEGEND}"
         )
     else:
         lines.append(
             f"Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B; median over pairs, "
-            f"distribution-free 95 % CI of the median, Wilcoxon signed-rank on log-ratios, k/n = "
+            f"distribution-free 95 % CI of the median, p = Wilcoxon signed-rank on log-ratios, k/n = "
             f"pairs favouring B. Minimum effect m = {an.m * 100:g} %. This session has no blocks: "
             "its intervals cover one memory placement only and are narrower than run-to-run "
             f"reality (docs/DESIGN.md §7.2). {stats.WORDS_LEGEND}"

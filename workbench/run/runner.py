@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.analysis.calibration import calibration_summary
+from workbench.analysis.model import ComparisonResult
 from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.core import defaults
 from workbench.core.errors import (
@@ -47,7 +48,6 @@ from workbench.measure.plan import (
     parse_arm_spec,
     plan_ab,
 )
-from workbench.measure.results import CmpResult
 from workbench.run.progress import ProgressEvent
 from workbench.run.sink import Sink
 
@@ -124,6 +124,9 @@ class RunResult:
     status: str  # complete | interrupted | failed
     session_path: Path | None
     summary: dict[str, Any]
+    # the analysis of the finished session's journal (workbench.analysis.Analysis): what `ab`
+    # prints, through the renderer of `sessions show`; None without a session
+    analysis: Any = None
 
 
 class Runner:
@@ -157,7 +160,7 @@ class Runner:
     # ------------------------------------------------------------------ plumbing
 
     @property
-    def results(self) -> list[CmpResult]:
+    def results(self) -> list[ComparisonResult]:
         """The comparisons measured in this process, as the engine handed them over."""
         return self.sink.results
 
@@ -171,8 +174,6 @@ class Runner:
             self.notes.append(data)
         elif kind == "memory":
             self.memory.append(data)
-        elif kind == "result" and isinstance(data, CmpResult):
-            data = data.summary(self.cfg.calls)
         if self._events is not None:
             self._events(kind, data)
 
@@ -198,7 +199,7 @@ class Runner:
             from workbench.run.workers import WorkerRun
 
             status = (self.early_workers or WorkerRun(self)).run()
-            return RunResult(status, self.session.path, self.summary(status))
+            return self.result(status)
         self.monitor = Monitor()
         engine = self.make_engine()
         builds = engine.build()
@@ -243,7 +244,7 @@ class Runner:
                 engine.release()
         self.phases = dict(engine.phases)
         self._finish(status, error)
-        return RunResult(status, writer.path, self.summary(status))
+        return self.result(status)
 
     def uses_workers(self) -> bool:
         """Whether this run measures in worker processes (docs/DESIGN.md §5.10)."""
@@ -332,11 +333,18 @@ class Runner:
 
         return analyse(load_session(self.session.path, nvml=False), self.cfg.m)
 
-    def summary(self, status: str) -> dict[str, Any]:
-        """The run's summary, computed from its journal by the analysis every reader of a
-        session shares (one data path: `ab` prints what `sessions show` prints)."""
-        calls = self.cfg.calls
+    def result(self, status: str) -> RunResult:
+        """The finished run: its summary and the analysis it comes from (one reading of the
+        journal, which `ab` prints as `sessions show` does)."""
         an = self.analysis()
+        return RunResult(status, self.session.path, self.summary(status, an), an)
+
+    def summary(self, status: str, an: Any = None) -> dict[str, Any]:
+        """The run's summary, computed from its journal by the analysis every reader of a
+        session shares (``an``, else read now; one data path: `ab` prints what `sessions
+        show` prints)."""
+        calls = self.cfg.calls
+        an = self.analysis() if an is None else an
         # the comparisons measured so far (one that an interruption left unstarted has no pairs)
         comparisons = (
             [] if an is None else [r.to_dict() for r in an.results if r.verdict.n > 0 or r.gates]

@@ -19,7 +19,6 @@ from workbench.store.provenance import staleness_text
 from workbench.tui.backend import (
     RatioPoint,
     Recommendation,
-    ResultRow,
     SessionInfo,
     SessionView,
 )
@@ -68,30 +67,6 @@ def info_from_session(s: Any) -> SessionInfo:
     return info_from_listing(session_info(s))
 
 
-def _row(r: analysis.ComparisonResult) -> ResultRow:
-    c, v = r.cmp, r.verdict
-    return ResultRow(
-        cmp_id=c["id"],
-        kernel=c["kernel"],
-        set=c["set"],
-        role=c["role"],
-        a=str(c["a"]),
-        b=str(c["b"]),
-        calls=int(c["calls"]),
-        a_ms=r.a_ms,
-        b_ms=r.b_ms,
-        ratio=v.median,
-        ci_lo=v.ci_low,
-        ci_hi=v.ci_high,
-        p=v.wilcoxon_p,
-        k=v.k_faster,
-        n=v.n,
-        verdict=r.verdict_words,
-        flagged=r.flagged,
-        note=v.reason + ("" if r.diagnostic is None else f"; blocks: {r.diagnostic.summary()}"),
-    )
-
-
 def _compact(line: str) -> str:
     head, sep, rest = line.partition(" (")
     why, sep2, facts = rest.partition("; ")
@@ -122,7 +97,7 @@ def view_from_session(s: Any) -> SessionView:
         if r.verdict.n == 0:
             notes.append(f"{r.id}: no complete pair measured")
         else:
-            rows.append(_row(r))
+            rows.append(r)
             role = r.cmp["role"]
             label = r.id if role == "main" else f"{r.id} ({role})"
             chart.append(
@@ -134,14 +109,16 @@ def view_from_session(s: Any) -> SessionView:
     if s.status == "interrupted":
         notes.insert(0, f"interrupted: {len(s.samples)} samples kept; incomplete pairs are dropped")
     recs = [_recommendation(rec) for rec in an.recommendations.values()]
-    for row in rows:
-        if row.role == "confirm":
+    for r in rows:
+        if r.role == "confirm":
+            words = r.verdict_words
+            blocks = "" if r.diagnostic is None else f"; blocks: {r.diagnostic.summary()}"
             recs.append(
                 Recommendation(
-                    row.kernel,
-                    f"{row.verdict} on {row.set}: {row.b} against {row.a}",
-                    f"confirmation of the recommended mix on the combined step ({row.set} set)",
-                    (f"{row.set}: {row.verdict} ({row.note})",),
+                    r.kernel,
+                    f"{words} on {r.set}: {r.cmp['b']} against {r.cmp['a']}",
+                    f"confirmation of the recommended mix on the combined step ({r.set} set)",
+                    (f"{r.set}: {words} ({r.verdict.reason}{blocks})",),
                 )
             )
     return SessionView(

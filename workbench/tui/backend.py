@@ -13,12 +13,15 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
 from workbench.data.shapes import DEFAULT_PRESET, Shape, resolve_shape
 from workbench.run.progress import ProgressEvent  # the runner's record, shown by the TUI
+
+if TYPE_CHECKING:  # NumPy and the statistics load with the first session opened, not before
+    from workbench.analysis.model import ComparisonResult
 
 KERNELS = ("w13", "w2", "step")
 SETS = ("hot", "rotating")
@@ -198,38 +201,6 @@ class SessionInfo:
 
 
 @dataclass(frozen=True)
-class ResultRow:
-    """One comparison's statistics (docs/DESIGN.md §7). Times are median ms per replay of ``calls``."""
-
-    cmp_id: str
-    kernel: str
-    set: str
-    role: str
-    a: str
-    b: str
-    calls: int
-    a_ms: float
-    b_ms: float
-    ratio: float
-    ci_lo: float
-    ci_hi: float
-    p: float | None  # None below the pairs a Wilcoxon test needs
-    k: int
-    n: int
-    verdict: str
-    flagged: int = 0
-    note: str = ""
-
-    @property
-    def a_us_per_call(self) -> float:
-        return 1000.0 * self.a_ms / self.calls
-
-    @property
-    def b_us_per_call(self) -> float:
-        return 1000.0 * self.b_ms / self.calls
-
-
-@dataclass(frozen=True)
 class Recommendation:
     """The reader chosen for one kernel (or "inconclusive") and the evidence behind it."""
 
@@ -284,7 +255,8 @@ class SessionView:
     """A session opened for the results view."""
 
     info: SessionInfo
-    rows: tuple[ResultRow, ...]
+    # the comparisons with pairs: the analysis model's records, shown through its one table
+    rows: tuple[ComparisonResult, ...]
     recommendations: tuple[Recommendation, ...]
     rule: str
     notes: tuple[str, ...] = ()

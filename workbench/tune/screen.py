@@ -65,14 +65,12 @@ def screen_one(engine: Any, task: Task, sets: tuple[str, ...], gpu: int) -> dict
     finally:
         done = r.results[before:]
         del r.results[before:]  # screening results live in candidate records, not the summary
-    calls = engine.cfg.calls
     for res in done:
-        s = res.summary(calls)
         v = res.verdict
-        out["sets"][res.spec.set] = {
-            "cmp": res.spec.id, "ratio": v.median if res.outcome.complete else None,
-            "ci": [v.ci_low, v.ci_high], "pairs": res.outcome.complete,
-            "a_us": s["a_us_per_call"], "b_us": s["b_us_per_call"],
+        out["sets"][res.set] = {
+            "cmp": res.id, "ratio": v.median if v.n else None,
+            "ci": [v.ci_low, v.ci_high], "pairs": v.n,
+            "a_us": res.a_us_per_call, "b_us": res.b_us_per_call,
         }  # fmt: skip
     out["seconds"] = time.monotonic() - t0
     complete = len(out["sets"]) == len(sets) and all(x["pairs"] for x in out["sets"].values())

@@ -218,7 +218,7 @@ class TuneRunner(Runner):
         engine.run_group(len(rest) + self.tcfg.top, cmps)
         # The one reader rule (docs/DESIGN.md §7.5) on these comparisons: scalar against
         # cooperative at the same parameters is a reader pair (plan.is_reader_comparison).
-        done = [r for r in self.results if r.spec.id in {c.id for c in cmps} and r.outcome.complete]
+        done = [r for r in self.results if r.id in {c.id for c in cmps} and r.verdict.n]
         if done:
             rec = recommendations(done).get(best.kernel)
             if rec is not None:
@@ -313,11 +313,11 @@ class TuneRunner(Runner):
             return
         sets = {}
         for r in self.results:
-            if r.spec.id in ids:
+            if r.id in ids:
                 v = r.verdict
-                sets[r.spec.set] = {"cmp": r.spec.id, "verdict": v.verdict, "estimate": v.median,
-                                    "ci": [v.ci_low, v.ci_high], "blocks": v.blocks,
-                                    "reason": v.reason}  # fmt: skip
+                sets[r.set] = {"cmp": r.id, "verdict": v.verdict, "estimate": v.median,
+                               "ci": [v.ci_low, v.ci_high], "blocks": v.blocks,
+                               "reason": v.reason}  # fmt: skip
         overall = _overall({s: x["verdict"] for s, x in sets.items()})
         est = [x["estimate"] for x in sets.values() if x["estimate"]]
         gm = math.exp(sum(map(math.log, est)) / len(est)) if est else None
@@ -339,8 +339,8 @@ class TuneRunner(Runner):
 
     # ------------------------------------------------------------------ summary
 
-    def summary(self, status: str) -> dict[str, Any]:
-        out = super().summary(status)
+    def summary(self, status: str, an: Any = None) -> dict[str, Any]:
+        out = super().summary(status, an)
         ranked = [r["candidate"] for r in self.ranked()]
         out["tune"] = {
             "kernel": self.tcfg.kernel, "arm": self.tcfg.arm, "gpu": self.gpu_name,

@@ -1,13 +1,13 @@
-"""Results per comparison (kernel, set): median times, µs per call, ratio, CI, p, k/n, verdict."""
+"""Results per comparison (kernel, set): median times, µs per call, ratio, CI, p, k/n, verdict:
+the cells of the one comparison table (workbench.analysis.table), laid into a DataTable."""
 
 from __future__ import annotations
 
-import math
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
 
-from workbench.tui.backend import ResultRow
 from workbench.tui.widgets.table import Table
 
 VERDICT_STYLE = {
@@ -26,40 +26,9 @@ def verdict_style(words: str) -> str:
     return VERDICT_STYLE.get(key, "")
 
 
-def _p(p: float | None) -> str:
-    if p is None:
-        return "n/a"
-    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
-
-
-def _f(x: float, digits: int = 4) -> str:
-    # infinite CI bounds mean "too few pairs for an interval": say so with a dash, not "inf"
-    return f"{x:.{digits}f}" if math.isfinite(x) else "–"
-
-
-def _arm(arm: str) -> str:
-    # A step arm names both kernels' readers ("w13=b3-coop,w2=b3-scalar"); the order is
-    # always W13 then W2, so the kernel prefixes only cost width.
-    return ",".join(part.split("=", 1)[-1] for part in arm.split(","))
-
-
-# the role after a comparison's id, unless the id says it already ("step/hot/confirm")
-# (a reference's id ends in its arm, "w13/hot/tinygemm": no tag, dim)
-ROLE_TAG = {"confirm": "confirm"}
+# a comparison's name by its role: the main ones bold, the references dim (the cell's text,
+# with its "(confirm)" tag, is the table's)
 ROLE_STYLE = {"main": "bold", "reference": "dim"}
-
-
-def _name(r: ResultRow) -> Text:
-    tag = ROLE_TAG.get(r.role, "")
-    name = r.cmp_id if not tag or r.cmp_id.endswith(tag) else f"{r.cmp_id} ({tag})"
-    return Text(name, style=ROLE_STYLE.get(r.role, ""))
-
-
-def split_verdict(words: str) -> tuple[str, str]:
-    """``"AMBIGUOUS (rests on block 0)"`` as ``("AMBIGUOUS", "block 0")``: the verdict keeps its
-    own narrow column, the blocks it rests on get one of their own (docs/DESIGN.md §7)."""
-    head, _, rest = words.partition(" (")
-    return head, rest.removesuffix(")").removeprefix("rests on ")
 
 
 class ResultsTable(Table):
@@ -86,45 +55,33 @@ class ResultsTable(Table):
 
     # The decision first (verdict, ratio, CI), the evidence after, the arms last: on a narrow
     # terminal the table scrolls sideways and what matters most stays in view; at 140 columns
-    # everything up to B ms is.
-    COLUMNS = (
-        "comparison",
-        "verdict",
-        "ratio B/A",
-        "95% CI",
-        "p",
-        "k/n",
-        "A ms",
-        "B ms",
-        "rests on",
-        "µs/call A→B",
-        "flagged",
-        "A",
-        "B",
-    )
+    # everything up to B ms is. Keys of workbench.analysis.table.COLUMNS.
+    COLUMNS = ("name", "verdict_word", "ratio", "ci", "p", "k/n", "a_ms", "b_ms", "rests_on",
+               "us", "flagged", "a", "b")  # fmt: skip
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
 
     def on_mount(self) -> None:
-        self.add_columns(*self.COLUMNS)
+        from workbench.analysis.table import headers
 
-    def show(self, rows: tuple[ResultRow, ...] | list[ResultRow]) -> None:
+        self.add_columns(*headers(self.COLUMNS))
+
+    def show(self, results: tuple[Any, ...] | list[Any]) -> None:
+        """One row per ``workbench.analysis.ComparisonResult``."""
+        from workbench.analysis.table import comparison_table
+
         self.clear()
-        for r in rows:
-            verdict, rests_on = split_verdict(r.verdict)
+        table = comparison_table(results, self.COLUMNS)
+        for row in table.rows:
+            styles = {
+                "name": ROLE_STYLE.get(row.result.role, ""),
+                "verdict_word": verdict_style(row.result.verdict.words),
+                "ratio": "bold",
+            }
             self.add_row(
-                _name(r),
-                Text(verdict, style=verdict_style(r.verdict)),
-                Text(_f(r.ratio), style="bold"),
-                f"[{_f(r.ci_lo)}, {_f(r.ci_hi)}]",
-                _p(r.p),
-                f"{r.k}/{r.n}",
-                _f(r.a_ms),
-                _f(r.b_ms),
-                rests_on or "–",
-                f"{_f(r.a_us_per_call, 2)}→{_f(r.b_us_per_call, 2)}",
-                str(r.flagged),
-                _arm(r.a),
-                _arm(r.b),
+                *(
+                    Text(x, style=styles[c.key]) if c.key in styles else x
+                    for c, x in zip(table.columns, row.cells, strict=True)
+                )
             )
