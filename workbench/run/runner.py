@@ -509,7 +509,7 @@ def run_session(
         progress(
             ProgressEvent(
                 p.cmp, step, max(step, len(ids)), done,
-                None if p.adaptive else proto.pairs * proto.blocks, p.pair * 4 + p.slot + 1,
+                None if proto.adaptive else proto.pairs * proto.blocks, p.pair * 4 + p.slot + 1,
                 p.median, ci,
                 "flagged sample: re-measuring" if p.flagged_last else "",
             )
