@@ -61,9 +61,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace):
     """The validated RunConfig; BadArgument (exit 2) names the option. No torch, no GPU."""
     from workbench.commands._measure import protocol_from_args, workers_from_args
+    from workbench.core.vocab import KERNEL_CHOICES, SETS
     from workbench.data.checkpoint import checkpoint_from_args
     from workbench.data.shapes import shape_from_args
-    from workbench.measure.plan import KERNEL_CHOICES, SETS, parse_list
+    from workbench.measure.plan import parse_list
     from workbench.run.runner import make_config
 
     ckpt = checkpoint_from_args(args)

@@ -8,6 +8,7 @@ import sys
 
 from workbench.core.errors import BadArgument
 from workbench.core.limits import MAX_KV_BYTES_PER_TOKEN, check_max
+from workbench.core.vocab import KERNELS
 from workbench.data.shapes import add_shape_arguments, shape_from_args
 
 HELP = "bytes of int4 weights and 4-/3-byte metadata per expert, layer and rank; the saving"
@@ -59,7 +60,7 @@ def _print_human(cap) -> None:
     dims = Table(title="per-rank kernel dimensions", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("kernel", "K", "N", "groups (K/32)", "records per expert"):
         dims.add_column(col, justify="right")
-    for kernel in ("w13", "w2"):
+    for kernel in KERNELS:
         k, n = s.dims(kernel)
         dims.add_row(kernel, str(k), str(n), str(k // s.group), f"{k // s.group * n:,}")
     console.print(dims)

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.core.vocab import KERNELS
+
 SCHEMA = "workbench.decisions/1"
-KERNELS = ("w13", "w2")  # the two ops of one MoE layer that read the metadata
 COMPACT = "b3"  # the 3-byte layout, {FP16 scale, u8 zero}
 SAFE = "b4"  # the 4-byte layout: one reader (scalar), the engine's layout before the evidence
 SAFE_ARM = "b4-scalar"

@@ -5,9 +5,11 @@ nothing). Why each value is what it is: docs/DESIGN.md §5 (protocol) and §7 (s
 
 from __future__ import annotations
 
+from workbench.core import vocab
+
 # What `workbench ab` compares
-KERNELS = ("w13", "w2")  # the step kernel is opt-in (and confirms the recommended mix)
-SETS = ("hot", "rotating")
+KERNELS = vocab.KERNELS  # the step kernel is opt-in (and confirms the recommended mix)
+SETS = vocab.SETS
 ARM_A = "b3-scalar"  # the status quo
 ARM_B = "b3-coop"  # the candidate
 

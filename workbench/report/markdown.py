@@ -18,6 +18,7 @@ from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
 from workbench.core import stats
+from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
 from workbench.report.plot_files import existing_plots
 from workbench.store.listing import find_session
 from workbench.store.provenance import stale_sources, staleness_text
@@ -149,13 +150,13 @@ def _seed_tables(an: Analysis) -> list[str]:
     shape = an.session.config.get("shape") or {}
     top_k = shape.get("top_k") if isinstance(shape, dict) else None
     out: list[str] = []
-    for kernel in ("w13", "w2", "step"):
+    for kernel in KERNEL_CHOICES:
         rows = an.by_role(*TIMING_ROLES)
         rows = [r for r in rows if r.kernel == kernel]
         if not rows:
             continue
         calls = statistics.mode(r.calls for r in rows)
-        sets = [s for s in ("hot", "rotating") if any(r.set == s for r in rows)]
+        sets = [s for s in SETS if any(r.set == s for r in rows)]
         sets += sorted({r.set for r in rows} - set(sets))
 
         header = [f"{KERNEL_TITLES.get(kernel, kernel)}, ms per {calls} calls (median)"]
@@ -257,7 +258,7 @@ def _recommendations(an: Analysis) -> list[str]:
     cfg = an.session.config
     planned = {str(k) for k in cfg.get("kernels") or []}
     planned |= {str(c).split("/")[0] for c in cfg.get("comparisons") or []}
-    for kernel in ("w13", "w2"):
+    for kernel in KERNELS:
         if kernel in planned and kernel not in an.recommendations:
             title = KERNEL_TITLES[kernel]
             out.append(f"- **{title}: not measured** (planned, but no reader comparison was run)")
@@ -357,7 +358,7 @@ def _memory(an: Analysis) -> list[str]:
             f"metadata saves {sv:,} bytes ({sv / MIB:,.1f} MiB) computed"
         )
         per_bank = {r.kernel: r.per_bank(r.used) for r in rows}
-        if all(per_bank.get(k) is not None for k in ("w13", "w2")):
+        if all(per_bank.get(k) is not None for k in KERNELS):
             meas = (per_bank["w13"] + per_bank["w2"]) * layers
             line += f"; {meas:,.0f} bytes ({meas / MIB:,.1f} MiB) from the measured banks"
         out += ["", line + "."]
