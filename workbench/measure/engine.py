@@ -357,10 +357,10 @@ class Engine:
                         b, _ = s.geom.slot(g, l)
                         ids, inp = work["ids"][g][l], work["inputs"][l]
                         experts = work["id_lists"][g][l]
-                        if c.kernel in ("w13", "step"):
+                        if "w13" in kernels_of(c.kernel):
                             out = torch.empty(shape.top_k, shape.dims("w13")[1] // 2, **half)
                             self._launcher(arm, "w13", b, experts, inp["x"], ids, out)
-                        if c.kernel in ("w2", "step"):
+                        if "w2" in kernels_of(c.kernel):
                             y = torch.empty(1, shape.dims("w2")[1], **half)
                             act = inp.get("inter")
                             if act is None:  # a step's W2 reads W13's output: any of its shape
@@ -531,9 +531,9 @@ class Engine:
         for l in range(self.cfg.calls):  # noqa: E741
             s = input_seed(seed, l)
             d: dict[str, Any] = {}
-            if kernel in ("w13", "step"):
+            if "w13" in kernels_of(kernel):
                 d["x"] = make_inputs(shape, "w13", s, DEVICE)["x"]
-            if kernel in ("w2", "step"):
+            if "w2" in kernels_of(kernel):
                 i2 = make_inputs(shape, "w2", s, DEVICE)
                 d["inter"], d["rw"] = i2["inter"], i2["rw"]
             inputs.append(d)
@@ -560,11 +560,11 @@ class Engine:
             for l in range(self.cfg.calls):  # noqa: E741
                 b, _ = geom.slot(g, l)
                 ids, inp, experts = work["ids"][g][l], work["inputs"][l], work["id_lists"][g][l]
-                if kernel in ("w13", "step"):
+                if "w13" in kernels_of(kernel):
                     inter = torch.empty(shape.top_k, n13, **half)
                     fns.append(self._launcher(arm, "w13", b, experts, inp["x"], ids, inter))
                     outs.append((f"call{l}.inter", inter))
-                if kernel in ("w2", "step"):
+                if "w2" in kernels_of(kernel):
                     y = torch.empty(1, n2, **half)
                     # W2 of a step reads its own W13 output, as the kernels chain in a layer
                     act = inter if kernel == "step" else inp["inter"]

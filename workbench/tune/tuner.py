@@ -14,6 +14,7 @@ from typing import Any
 
 from workbench.analysis.recommend import overall, recommendations
 from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
+from workbench.core.vocab import SETS
 from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
 from workbench.run.runner import RunConfig, Runner
@@ -71,7 +72,7 @@ def make_run_config(
     """The RunConfig of a tune run: its comparisons are the screening plan (so the engine
     builds every candidate, in parallel, before anything is timed)."""
     tcfg.validate()
-    sets = kw.pop("sets", ("hot", "rotating"))
+    sets = kw.pop("sets", SETS)
     default = tcfg.candidates[0]
     plan = [
         c
