@@ -167,9 +167,9 @@ def test_aa_false_positives_on_the_block_path(device, monkeypatch, capsys, tmp_p
     assert one_fp >= runs // 2, one_fp
 
 
-def test_one_stopping_rule_for_pairs_and_blocks():
-    """stats.should_stop is the rule of both (docs/DESIGN.md §5.4, §5.5): a half-width at most
-    the target, after the minimum count; no finite half-width never stops."""
+def test_the_adaptive_criterion():
+    """stats.should_stop, which abba.stop_reason asks (docs/DESIGN.md §5.4, §5.5): a half-width
+    at most the target, after the minimum count; no finite half-width never stops."""
     assert stats.should_stop(half_width=0.004, n=3, min_n=3, target=0.005)
     assert not stats.should_stop(half_width=0.004, n=2, min_n=3, target=0.005)
     assert not stats.should_stop(half_width=0.006, n=9, min_n=3, target=0.005)
