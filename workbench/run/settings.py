@@ -51,9 +51,10 @@ _OPENED: dict[tuple, Any] = {}
 @dataclass(frozen=True)
 class RunSettings:
     """What a user chooses for a run (the TUI's run form, the TUI's run entry ``run_session``);
-    ``config()`` derives the runner's resolved ``RunConfig``. Shape fields left as None take the
-    preset's value. A new option is a field here (with its default from
-    workbench.core.defaults), a check in ``validate`` and a keyword of ``make_config``."""
+    ``runner.config_from_settings`` derives the runner's resolved ``RunConfig`` from it. Shape
+    fields left as None take the preset's value. A new option is a field here (its default from
+    workbench.core.defaults), a check in ``validate`` and a keyword of ``make_config`` that
+    ``config_from_settings`` passes it to."""
 
     preset: str = DEFAULT_PRESET
     tp: int = 4
