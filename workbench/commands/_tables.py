@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.core.fmt import num
+from workbench.core.fmt import size as _mib
+
 VERDICT_STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "cyan", "AMBIGUOUS": "yellow"}
 
 
@@ -18,22 +21,8 @@ def _words(v: dict[str, Any], c: dict[str, Any] | None = None) -> str:
     return verdict_words(v["verdict"], v.get("ci_low"), v.get("ci_high")) + tail
 
 
-GIB = float(1 << 30)
-MIB = float(1 << 20)
-
-
 def _f(x: float | None, fmt: str, none: str = "–") -> str:
-    return none if x is None else format(x, fmt)
-
-
-def _mib(x: int | None) -> str:
-    """Bytes in a readable unit (GiB for banks of real shapes, KiB for tiny test shapes)."""
-    if x is None:
-        return "n/a"
-    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024.0)):
-        if abs(x) >= size:
-            return f"{x / size:,.2f} {unit}"
-    return f"{x} B"
+    return num(x, fmt, none)  # workbench.core.fmt: the one home of the number formatters
 
 
 def _arm(name: str) -> str:
