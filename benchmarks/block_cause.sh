@@ -5,29 +5,22 @@
 # repository root on the GPU machine:
 #   bash benchmarks/block_cause.sh STEP [STEP...]
 # STEP (N: runs, fresh processes, slugs <step>-r1..rN):
-#   old:N          the protocol of the sessions before §5.5's switches (--prime-placements 0
-#                  --no-neighbours-first --warmup-blocks 0): block 0 differs, as in 15 of 15
-#                  sessions and in benchmarks/results/h200_e414c6c
-#   new:N          today's defaults (one warm-up block, neighbours first, no priming): block 0
-#                  should read as blocks 1.. do
-#   prime2:N       e414c6c's defaults (--prime-placements 2 --warmup-blocks 0)
-#   noprime:N      --prime-placements 0 --warmup-blocks 0 (candidate: first copy of fresh banks)
-#   noneighbours:N --no-neighbours-first --warmup-blocks 0 (candidate: peers made mid-block 0)
-#   bare:N         old protocol with --no-reference      (no peers at all: neighbours ruled out
-#                  if block 0 still differs)
-#   warmup:N       old protocol plus --warmup-blocks 1   (candidate: what the group ran before:
-#                  the hot set's block 0 is the only one timed before its rotating comparison)
-#   hotold:N, hot:N, fresh:N   --set hot with the old protocol, the defaults, and the defaults
-#                  plus --fresh-placements (every block's copies in memory not used before: if
-#                  the first copies were the cause, every block reads as block 0 did)
+#   nowarmup:N     --warmup-blocks 0: block 0 differs, as in 15 of 15 sessions before the
+#                  warm-up block and in benchmarks/results/h200_e414c6c
+#   new:N          today's defaults (one warm-up block): block 0 should read as blocks 1.. do
+#   bare:N         --warmup-blocks 0 --no-reference (no peers at all)
+#   hotnowarmup:N, hot:N   --set hot without the warm-up block, and with the defaults
 #   spinbase:BASE  W2-hot calibration ladder on base spin BASE (try 0, 256, 1024): does the
 #                  small-spin speed-up move with the base (benchmarks/results/spin_sass/README.md)
 #   shift          block 0 against the later blocks in every session this script wrote
+# The steps of the finished investigation's switches (priming placements, neighbours made
+# mid-block, fresh placements: old, prime2, noprime, noneighbours, fresh) need a checkout of
+# 1892faa, the last commit that had them.
 # Sessions go to $SESSIONS (sessions); a log line per step with its wall time. PYTHONPATH=.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-.}
 S=${SESSIONS:-sessions}
-OLD=(--prime-placements 0 --no-neighbours-first --warmup-blocks 0)
+OLD=(--warmup-blocks 0)
 wb() { python3 -m workbench "$@"; }
 timed() {
   local t0=$SECONDS
@@ -44,16 +37,11 @@ runs() {  # runs NAME N OPTIONS...: N default `ab` processes with OPTIONS
 }
 for step in "$@"; do
   case "$step" in
-    old:*) runs old "${step#*:}" "${OLD[@]}" ;;
+    nowarmup:*) runs nowarmup "${step#*:}" "${OLD[@]}" ;;
     new:*) runs new "${step#*:}" ;;
-    prime2:*) runs prime2 "${step#*:}" --prime-placements 2 --warmup-blocks 0 ;;
-    noprime:*) runs noprime "${step#*:}" --prime-placements 0 --warmup-blocks 0 ;;
-    noneighbours:*) runs noneighbours "${step#*:}" --no-neighbours-first --warmup-blocks 0 ;;
     bare:*) runs bare "${step#*:}" "${OLD[@]}" --no-reference ;;
-    warmup:*) runs warmup "${step#*:}" "${OLD[@]}" --warmup-blocks 1 ;;
-    hotold:*) runs hotold "${step#*:}" "${OLD[@]}" --set hot ;;
+    hotnowarmup:*) runs hotnowarmup "${step#*:}" "${OLD[@]}" --set hot ;;
     hot:*) runs hot "${step#*:}" --set hot ;;
-    fresh:*) runs fresh "${step#*:}" --set hot --fresh-placements ;;
     spinbase:*)
       base=${step#*:}
       timed wb calibrate --kernel w2 --set hot --base-spin "$base" \

@@ -51,7 +51,7 @@ def rows(path: str, prefixes: list[str]) -> list[str]:
         ratios = list(stats.pair_ratios([x for x in s.samples if x["cmp"] == c]))
         out.append(
             f"{Path(path).name}\t{c}\tprime={proto.get('prime_placements', 0)} "
-            f"neighbours_first={proto.get('neighbours_first', False)} "
+            f"neighbours_first={proto.get('neighbours_first', 'warmup_blocks' in proto)} "
             f"warmup={proto.get('warmup_blocks', 0)}\tsets={','.join(sets or [])}\t"
             + " ".join(f"{med[(b, 'A')]:.1f}/{med[(b, 'B')]:.1f}" for b in blocks)
             + f"\tblock0 A {shift['A']:+.2f} % B {shift['B']:+.2f} %"

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         proto = s.config.get("protocol", {})
         kind = (
             f"prime={proto.get('prime_placements', 0)} "
-            f"neighbours_first={proto.get('neighbours_first', False)} "
+            f"neighbours_first={proto.get('neighbours_first', 'warmup_blocks' in proto)} "
             f"warmup_blocks={proto.get('warmup_blocks', 0)}"
         )
         for c in cmps:

@@ -216,9 +216,8 @@ def test_tinygemm_peers_repack_each_routing_once(device, capsys, tmp_path):
     g = by_id(s)["w13/rotating"]["graphs"]
     assert len(FakePeer.made) == len(set(FakePeer.made)) == 4 * g  # calls x graphs routings
     # the peers are made before the group's first placement (docs/DESIGN.md §5.5), so every
-    # placement moves them: the priming placements, the warm-up blocks and the 3 blocks
-    d = ProtocolConfig()
-    places = d.prime_placements + d.warmup_blocks + 3
+    # placement moves them: the warm-up blocks and the 3 blocks
+    places = ProtocolConfig().warmup_blocks + 3
     assert FakePeer.relocated == places * 4 * g
     assert "step/rotating/confirm" not in by_id(s)  # one kernel: no confirmation
     # the fused peer reads the routed ids on the device: one peer per bank, not per routing

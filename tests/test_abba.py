@@ -7,10 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from fn_arm import FnArm
 
 from workbench.core import stats
 from workbench.core.errors import BadArgument
-from workbench.measure.abba import FnArm, ProtocolConfig, pair_order, run_abba, sample_flagged
+from workbench.measure.abba import ProtocolConfig, pair_order, run_abba, sample_flagged, stop_reason
 from workbench.measure.monitor import Window
 from workbench.store.session import SessionWriter, load_session
 
@@ -114,26 +115,29 @@ def test_every_sample_is_journaled_as_measured(tmp_path):
     assert stats.pair_ratios(s.samples).values == pytest.approx(out.ratios)
 
 
-def test_adaptive_stops_at_target_when_quiet():
-    b = Bench(0.2, 0.19, noise=0.0005, seed=fresh_seed())
-    out = b.run(ProtocolConfig(adaptive=True, target=0.005, min_pairs=6, max_pairs=100))
-    assert out.stop == "target"
-    assert 6 <= out.complete < 20
-    assert stats.ci_half_width(out.ratios) <= 0.005
+def test_one_block_runs_its_pairs_whatever_the_adaptive_switches_say():
+    """Adaptive mode and the budget act between blocks (stop_reason), never inside one."""
+    b = Bench(0.2, 0.19, noise=0.0005, seed=fresh_seed(), step_s=0.5)
+    out = b.run(ProtocolConfig(pairs=9, adaptive=True, target=0.3, budget_s=1.0))
+    assert out.stop == "pairs" and out.complete == 9
 
 
-def test_adaptive_stops_at_budget_when_noisy():
-    b = Bench(0.2, 0.2, noise=0.05, seed=fresh_seed(), step_s=0.5)  # 2 s per pair
-    out = b.run(ProtocolConfig(adaptive=True, target=0.0001, budget_s=30.0, max_pairs=1000))
-    assert out.stop == "budget"
-    assert 12 <= out.complete <= 16  # 30 s of 2 s pairs (+ warm-up), stopping between pairs
-    assert out.elapsed_s >= 30.0
-
-
-def test_adaptive_max_pairs():
-    b = Bench(0.2, 0.2, noise=0.05, seed=fresh_seed())
-    out = b.run(ProtocolConfig(adaptive=True, target=0.0001, max_pairs=9))
-    assert out.stop == "max_pairs" and out.complete == 9
+@pytest.mark.parametrize(
+    "kw, blocks, hw, elapsed, want",
+    [
+        ({"blocks": 3}, 2, None, 0.0, None),
+        ({"blocks": 3}, 3, None, 0.0, "blocks"),
+        ({"blocks": 3, "budget_s": 5.0}, 1, None, 5.0, "budget"),
+        ({"adaptive": True, "target": 0.005}, 3, 0.004, 0.0, "target"),
+        ({"adaptive": True, "target": 0.005}, 2, 0.004, 0.0, None),  # below min_blocks (3)
+        ({"adaptive": True, "target": 0.005}, 9, 0.006, 0.0, None),
+        ({"adaptive": True, "target": 0.005, "max_blocks": 9}, 9, 0.006, 0.0, "max_blocks"),
+        ({"adaptive": True, "budget_s": 2.0}, 4, float("inf"), 2.5, "budget"),
+        ({"adaptive": True, "target": 0.005}, 3, float("nan"), 0.0, None),
+    ],
+)
+def test_stop_reason_is_the_stopping_rule(kw, blocks, hw, elapsed, want):
+    assert stop_reason(ProtocolConfig(**kw), blocks, hw, elapsed) == want
 
 
 @dataclass
@@ -248,7 +252,8 @@ def test_progress_reports_ci_once_enough_pairs():
         ({"budget_s": -1}, "--budget"),
         ({"retries": -1}, "--retries"),
         ({"warmup": -2}, "--warmup"),
-        ({"max_pairs": 0}, "--max-pairs"),
+        ({"max_blocks": 0}, "--max-blocks"),
+        ({"warmup_blocks": -1}, "--warmup-blocks"),
     ],
 )
 def test_bad_protocol_names_the_argument(kw, name):

@@ -1,11 +1,12 @@
-"""The block protocol's first-block switches and its A/A control, through the engine on the
+"""The block protocol's warm-up block and its A/A control, through the engine on the
 simulated device (docs/DESIGN.md §5.5), seeded.
 
 On the H200, block 0 of a group differed from blocks 1-5 in every committed default session
-(b3-scalar W13 hot 3.74 us per call in block 0, 3.80-3.83 after). The engine showed three ways
-block 0 is not like the later blocks; the simulated device ties a speed factor of that size to
-each (tests/sim_device.py FIRST_BLOCK), and each test shows that the protocol with the matching
-switch off reproduces the offset in block 0 and with it on leaves no block 0 offset.
+(b3-scalar W13 hot 3.74 us per call in block 0, 3.80-3.83 after). The simulated device ties a
+speed factor of that size to each way block 0 was not like the later blocks (tests/sim_device.py
+FIRST_BLOCK), and each test shows that the protocol without the warm-up block reproduces the
+offset in block 0 and with it leaves no block 0 offset. (The peers and kernel ops of a group are
+always made before its first placement, so the sim's "no-neighbours" mechanism never fires.)
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from collections import defaultdict
 
 import pytest
 import sim_device
+from fn_arm import FnArm
 
 from workbench import cli
 from workbench.core import stats
-from workbench.measure import bankstore, engine
-from workbench.measure.abba import FnArm, ProtocolConfig, run_abba
+from workbench.measure import abba, bankstore, engine
+from workbench.measure.abba import ProtocolConfig, run_abba
 from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -71,20 +73,16 @@ def _block0_shift(capsys, tmp_path, seed: int, *extra) -> float:
 
 
 # mechanism, the switches that reproduce a protocol it shows in, the switches that remove it
-# (the default warm-up block removes each; priming and neighbours-first remove their own)
+# (the default warm-up block removes each)
 NO_WARMUP = ["--warmup-blocks", "0"]
 BOTH_SETS = ["--set", "hot,rotating"]
 MECHANISMS = [
     ("fresh-copy", NO_WARMUP, []),
-    ("fresh-copy", NO_WARMUP, [*NO_WARMUP, "--prime-placements", "2"]),
-    ("no-neighbours", [*NO_WARMUP, "--no-neighbours-first"], []),
-    ("no-neighbours", [*NO_WARMUP, "--no-neighbours-first"], NO_WARMUP),
     ("cold-op", NO_WARMUP, []),
     ("before-rotating", [*BOTH_SETS, *NO_WARMUP], BOTH_SETS),
     ("before-rotating", [*BOTH_SETS, *NO_WARMUP], NO_WARMUP),  # a hot-only group: no offset
 ]
-IDS = ["fresh-copy", "fresh-copy-primed", "no-neighbours", "no-neighbours-first", "cold-op",
-       "before-rotating", "before-rotating-hot-only"]  # fmt: skip
+IDS = ["fresh-copy", "cold-op", "before-rotating", "before-rotating-hot-only"]
 
 
 @pytest.mark.parametrize(("mechanism", "old", "new"), MECHANISMS, ids=IDS)
@@ -94,7 +92,7 @@ def test_each_first_block_mechanism_is_removed_by_its_switch(
     sim_device.FIRST_BLOCK[mechanism] = FACTOR
     # the scalar op's calls in one block of this plan (captures, gate, warm-up, two pairs): 42
     monkeypatch.setattr(sim_device, "COLD_CALLS", 40)
-    refs = [] if mechanism == "no-neighbours" else ["--no-reference"]  # peers are neighbours
+    refs = ["--no-reference"]
     was = [_block0_shift(capsys, tmp_path, seed, *refs, *old) for seed in range(RUNS)]
     now = [_block0_shift(capsys, tmp_path, seed, *refs, *new) for seed in range(RUNS)]
     offset = -math.log(FACTOR)  # A (b3-scalar) faster in block 0: B/A higher by this
@@ -104,65 +102,38 @@ def test_each_first_block_mechanism_is_removed_by_its_switch(
     assert abs(statistics.fmean(now)) < offset / 4, now
 
 
-def _levels(capsys, tmp_path, seed: int, *extra) -> tuple[float, float]:
-    """(mean log block ratio, block 0's shift) of one seeded run."""
-    sim_device.reseed(seed)
-    s = _ab(capsys, tmp_path, "--blocks", "5", "--no-reference", *extra)
-    r = [math.log(x) for x in _block_ratios(s["session"], "w13/hot")]
-    return statistics.fmean(r), r[0] - statistics.fmean(r[1:])
-
-
-def test_fresh_placements_make_every_block_the_kind_block_0_was(device, capsys, tmp_path):
-    """The diagnostic switch for mechanism 1 on the H200: with every earlier copy kept, each
-    block's copies land in memory not used before, so every block reads as the old block 0 did
-    (offset in every block, none between them), where the default reads as blocks 1.. did."""
-    sim_device.FIRST_BLOCK["fresh-copy"] = FACTOR
-    offset = -math.log(FACTOR)
-    default = [_levels(capsys, tmp_path, seed) for seed in range(RUNS)]
-    fresh = [_levels(capsys, tmp_path, seed, "--fresh-placements") for seed in range(RUNS)]
-    for (level_d, _), (level_f, _) in zip(default, fresh, strict=True):
-        assert level_f - level_d > offset / 2  # same seed, same noise: the offset alone
-    assert abs(statistics.fmean(x for _, x in default)) < offset / 4, default
-    assert abs(statistics.fmean(x for _, x in fresh)) < offset / 4, fresh
-
-
-def test_primed_and_warmup_placements_are_journaled_not_counted(device, capsys, tmp_path):
+def test_warmup_placements_are_journaled_not_counted(device, capsys, tmp_path):
     s = _ab(capsys, tmp_path, "--blocks", "3", "--no-reference", "--warmup-blocks", "1",
-            "--prime-placements", "2", "--placement-seed", "7")  # fmt: skip
+            "--placement-seed", "7")  # fmt: skip
     sess = load_session(s["session"])
     by = defaultdict(list)
     for b in sess.blocks:
         by[b["status"]].append(b)
-    assert [b["block"] for b in by["primed"]] == [0, 1]
     assert [b["block"] for b in by["placed"]] == [0, 1, 2]
     (warm,) = by["warmup"]
     assert warm["cmp"] == "w13/hot" and len(warm["ratios"]) == 2
-    # the three kinds draw their paddings from separate streams of one seed
+    # the two kinds draw their paddings from separate streams of one seed
     pads = {(b["status"], b["block"]): b["padding_bytes"] for b in sess.blocks}
     assert len(set(pads.values())) == len(pads)
     # nothing of the warm-up block is counted: 3 blocks of 2 pairs, pair indices from 0
     v = s["comparisons"][0]["verdict"]
     assert v["blocks"] == 3 and v["n"] == 6
     assert sorted({x["pair"] for x in sess.samples}) == list(range(6))
-    # the journal's order: primes, then the warm-up block, then the counted blocks
+    # the journal's order: the warm-up block, then the counted blocks
     order = [b["status"] for b in sess.blocks]
-    assert order.index("warmup") > max(i for i, x in enumerate(order) if x == "primed")
     assert order.index("placed") > order.index("warmup")
 
 
-def test_old_protocol_switches_reach_the_engine(device, capsys, tmp_path):
-    s = _ab(capsys, tmp_path, "--blocks", "2", "--no-reference", "--prime-placements", "0",
-            "--no-neighbours-first", "--warmup-blocks", "0")  # fmt: skip
+def test_no_warmup_block_reaches_the_engine(device, capsys, tmp_path):
+    s = _ab(capsys, tmp_path, "--blocks", "2", "--no-reference", "--warmup-blocks", "0")
     sess = load_session(s["session"])
-    assert sess.config["protocol"]["prime_placements"] == 0
     assert sess.config["protocol"]["warmup_blocks"] == 0
-    assert sess.config["protocol"]["neighbours_first"] is False
     assert not [b for b in sess.blocks if b["status"] != "placed"]
     assert sim_device.RELOCATED.count(("w13", "b3")) == 2
 
 
 def test_bad_protocol_switch_values_are_named(device, capsys, tmp_path):
-    for opt in ("--prime-placements", "--warmup-blocks"):
+    for opt in ("--warmup-blocks",):
         code = cli.main(["ab", *SMALL, *BASE, "--sessions-dir", str(tmp_path), opt, "-1"])
         err = capsys.readouterr().err
         assert code == 2 and opt in err and "-1" in err, err
@@ -196,9 +167,9 @@ def test_aa_false_positives_on_the_block_path(device, monkeypatch, capsys, tmp_p
     assert one_fp >= runs // 2, one_fp
 
 
-def test_one_stopping_rule_for_pairs_and_blocks():
-    """stats.should_stop is the rule of both (docs/DESIGN.md §5.4, §5.5): a half-width at most
-    the target, after the minimum count; no finite half-width never stops."""
+def test_the_adaptive_criterion():
+    """stats.should_stop, which abba.stop_reason asks (docs/DESIGN.md §5.4, §5.5): a half-width
+    at most the target, after the minimum count; no finite half-width never stops."""
     assert stats.should_stop(half_width=0.004, n=3, min_n=3, target=0.005)
     assert not stats.should_stop(half_width=0.004, n=2, min_n=3, target=0.005)
     assert not stats.should_stop(half_width=0.006, n=9, min_n=3, target=0.005)
@@ -210,23 +181,22 @@ def test_one_stopping_rule_for_pairs_and_blocks():
     assert not stats.should_stop(r, target=0.005, min_n=41)
 
 
-def test_engine_and_abba_stop_through_the_one_rule(device, monkeypatch, capsys, tmp_path):
+def test_engine_stops_through_the_one_rule(device, monkeypatch, capsys, tmp_path):
     seen: list[int] = []
-    real = stats.should_stop
+    real = abba.stop_reason
 
-    def spy(*a, **k):
-        seen.append(k.get("min_n", 0))
-        return real(*a, **k)
+    def spy(cfg, blocks_done, *a):
+        seen.append(blocks_done)
+        return real(cfg, blocks_done, *a)
 
-    monkeypatch.setattr(stats, "should_stop", spy)
+    monkeypatch.setattr(engine, "stop_reason", spy)
     s = _ab(capsys, tmp_path, "--adaptive", "--max-blocks", "4", "--no-reference")
-    assert s["comparisons"][0]["verdict"]["blocks"] >= 3
-    # the engine asks after every block with min_blocks (3); abba never (its blocks are fixed)
-    assert seen and set(seen) == {ProtocolConfig().min_blocks}
-    # abba's adaptive pairs ask it with min_pairs (6), and stop on it
-    seen.clear()
+    v = s["comparisons"][0]["verdict"]
+    assert v["blocks"] >= ProtocolConfig().min_blocks
+    # the engine asks after every counted block, and stops where the rule said so
+    assert seen == list(range(1, v["blocks"] + 1))
+    # one block never stops on its own interval: its pairs are fixed
     arm = FnArm("A", lambda: [1.0, 1.0, 1.0])
-    cfg = ProtocolConfig(adaptive=True, warmup=0, retries=0, max_pairs=50)
+    cfg = ProtocolConfig(pairs=7, adaptive=True, warmup=0, retries=0)
     out = run_abba("x", arm, FnArm("B", lambda: [1.0, 1.0, 1.0]), cfg)
-    assert out.stop == "target" and out.complete == cfg.min_pairs
-    assert set(seen) == {cfg.min_pairs}
+    assert out.stop == "pairs" and out.complete == 7

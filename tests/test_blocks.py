@@ -15,10 +15,11 @@ import json
 import numpy as np
 import pytest
 import sim_device
+from fn_arm import FnArm
 
 from workbench import cli
 from workbench.core import stats
-from workbench.measure.abba import FnArm, ProtocolConfig, run_abba
+from workbench.measure.abba import ProtocolConfig, run_abba
 from workbench.measure.plan import MAX_PADDING, placement_padding
 from workbench.store.session import load_session
 
@@ -48,7 +49,7 @@ def _run(rng, truth, sd_place, noise, blocks, pairs):
         bb = FnArm("B", lambda p=place: replays(truth * p))
         cfg = ProtocolConfig(pairs=pairs, blocks=blocks, warmup=0, retries=0)
         first = 1 + max((s["pair"] for s in samples), default=-1)
-        samples += run_abba("x", a, bb, cfg.for_block(), block=b, first_pair=first).samples
+        samples += run_abba("x", a, bb, cfg, block=b, first_pair=first).samples
     return stats.compare(stats.pair_ratios(samples), m=0.01)
 
 
@@ -145,12 +146,10 @@ def test_engine_places_every_block_anew_and_journals_the_seed(device, capsys, tm
     assert [b["block"] for b in placed] == [0, 1, 2, 3]
     assert [b["padding_bytes"] for b in placed] == [placement_padding(99, 0, b) for b in range(4)]
     # each block moved the b3 banks the comparison reads (hot set: one bank), and so did each
-    # priming placement and warm-up block before block 0 (§5.5)
-    primed = [b for b in sess.blocks if b["status"] == "primed"]
+    # warm-up block before block 0 (§5.5)
     warm = {b["block"] for b in sess.blocks if b["status"] == "warmup"}
-    d = ProtocolConfig()
-    assert len(primed) == d.prime_placements and len(warm) == d.warmup_blocks
-    assert sim_device.RELOCATED.count(("w13", "b3")) == 4 + len(primed) + len(warm)
+    assert len(warm) == ProtocolConfig().warmup_blocks
+    assert sim_device.RELOCATED.count(("w13", "b3")) == 4 + len(warm)
     v = s["comparisons"][0]["verdict"]
     assert v["method"] == "blocks" and v["blocks"] == 4 and v["n"] == 8
     # a block's gate is journaled per block

@@ -320,7 +320,7 @@ def test_tui_run_config_takes_a_checkpoint(tmp_path):
 
 def test_tui_run_entry_names_what_clashes_with_a_checkpoint(device, tmp_path):
     folder, _ = ckpt_fixture.checkpoint(tmp_path / "c", group=64)
-    with pytest.raises(BadArgument, match="hidden cannot be combined with a checkpoint"):
+    with pytest.raises(BadArgument, match="hidden=64 cannot be combined with a checkpoint"):
         runner.run_session({"checkpoint": str(folder), "tp": 2, "hidden": 64}, root=tmp_path / "s")
     with pytest.raises(BadArgument, match="rank=1 needs a checkpoint"):
         runner.run_session({"tp": 2, "rank": 1}, root=tmp_path / "s")

@@ -17,7 +17,7 @@ import pytest
 from workbench import cli
 from workbench.analysis.counters import markdown_lines, tables, text_lines
 from workbench.commands import ab
-from workbench.core.errors import SessionError
+from workbench.core.errors import BadArgument, SessionError
 from workbench.measure import counters
 from workbench.report.markdown import render_report
 from workbench.run.runner import RunResult
@@ -233,3 +233,20 @@ def test_a_crash_of_the_profiled_program_names_its_last_line(tmp_path):
         "ncu: The application returned an error code (1) on the hot set "
         "(the program said: RuntimeError: CUDA out of memory)"
     )
+
+
+def test_counters_is_a_run_setting_the_tui_entry_honours(monkeypatch, tmp_path):
+    """RunSettings.counters reaches the runner's config, and run_session looks for ncu before it
+    times anything (the CLI's order)."""
+    from workbench.run.runner import config_from_settings, run_session
+    from workbench.run.settings import RunSettings
+
+    small = dict(hidden=64, inter=128, experts=8, top_k=2, tp=1)
+    assert config_from_settings(RunSettings(**small, counters=True), tmp_path).counters
+    assert not config_from_settings(RunSettings(**small), tmp_path).counters
+    with pytest.raises(BadArgument, match="counters='yes' must be true or false"):
+        RunSettings(**small, counters="yes").validate()
+    monkeypatch.setenv("WORKBENCH_NCU", str(tmp_path / "ncu"))
+    with pytest.raises(counters.ncu.CountersUnavailable, match="WORKBENCH_NCU="):
+        run_session({**small, "counters": True}, tmp_path / "sessions")
+    assert not (tmp_path / "sessions").exists(), "nothing was timed"

@@ -168,8 +168,25 @@ def test_synthetic_sessions_merge_per_device_and_split_by_device(tmp_path):
 def test_sessions_of_different_sources_are_refused(tmp_path):
     a = synthetic(tmp_path, 1)
     b = synthetic(tmp_path, 2, files={"csrc/kernels/w13.cuh": "0" * 64})
+    sessions = [load_session(a), load_session(b)]
     with pytest.raises(BadArgument, match=r"different kernel sources \(csrc/kernels/w13.cuh\)"):
-        decisions.build([load_session(a), load_session(b)])
+        decisions.build(sessions)
+    # pooling refuses them by the same rule (analysis.pool.check_poolable), not with a warning
+    with pytest.raises(BadArgument, match=r"different kernel sources \(csrc/kernels/w13.cuh\)"):
+        pool_sessions(sessions)
+
+
+def test_pool_and_export_refuse_the_same_mix_with_the_same_line(capsys):
+    """`sessions pool` and `export` of two committed sessions of different source trees: exit 2
+    and one line each, the same line but for the command's name."""
+    names = ["20261130T195329Z_default-r1", "20261130T142829Z_default-r1"]
+    lines = {}
+    for cmd in (["export"], ["sessions", "pool"]):
+        assert cli.main([*cmd, "--root", str(SESSIONS), *names]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "different kernel sources" in err, err
+        lines[cmd[-1]] = err.split(": ", 1)[1]
+    assert lines["export"] == lines["pool"]
 
 
 def test_cli_json_and_vllm_formats_hold_the_same_decisions(tmp_path, capsys):

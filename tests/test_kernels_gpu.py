@@ -42,10 +42,9 @@ def test_invalid_arguments_rejected_on_gpu(kernel):
 
 @pytest.mark.parametrize("arm", ["b3-scalar", "b3-coop"])
 def test_out_of_range_ids_contribute_nothing(arm):
-    """Policy: an id outside [0, E) is skipped by W2 and zeroes its W13 row; eager check_ids raises."""
+    """Policy: an id outside [0, E) is skipped by W2 and zeroes its W13 row."""
     import torch
 
-    from workbench.core.errors import BadArgument
     from workbench.kernels.ops import KernelOp, make_bank, make_inputs
     from workbench.kernels.variants import parse_arm
 
@@ -57,8 +56,6 @@ def test_out_of_range_ids_contribute_nothing(arm):
         act = inp["x"] if kernel == "w13" else inp["inter"]
         bad_ids = inp["ids"].clone()
         bad_ids[3] = shape.experts + 7
-        with pytest.raises(BadArgument, match=f"ids\\[3\\] = {shape.experts + 7}"):
-            op.check_ids(bad_ids, bank)
         out_bad = inp["out"].clone()
         op(act, bank, bad_ids, out_bad, rw=inp["rw"])
         if kernel == "w13":

@@ -144,6 +144,12 @@ def assert_rejected(case: Case, rc: int, err: str) -> None:
 # -------------------------------------------------------------------------------- per case
 
 
+def _files(path: str) -> Any:
+    """The session's recorded kernel source hashes (what pooling compares)."""
+    meta = json.loads((Path(path) / "session.json").read_text())
+    return (meta.get("provenance") or {}).get("files") or {}
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_every_command_on_a_corrupted_session(root: Path, tmp_path: Path, case: Case) -> None:
     path = str(root / case.name)
@@ -170,6 +176,12 @@ def test_every_command_on_a_corrupted_session(root: Path, tmp_path: Path, case: 
                 assert bad_text_numbers(out + err, (case.name,)) == [], (case.name, name)
     # pool: a bad replicate is skipped with one warning line; the good ones are still pooled
     rc, out, err = cli("sessions", "pool", path, good, good2)
+    if case.expect is None and _files(path) != _files(good):
+        # a readable session of other (or unrecorded) kernel sources: refused as export refuses
+        # it (analysis.pool.check_poolable), in one line
+        assert rc == 2 and len(err.splitlines()) == 1, (case.name, err)
+        assert "different kernel sources" in err, (case.name, err)
+        return
     assert rc == 0, (case.name, err)
     assert bad_text_numbers(out, (case.name,)) == []
     assert f"{GOOD[0]}" in out and f"{GOOD[1]}" in out

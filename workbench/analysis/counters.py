@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.core.fmt import num
+
 # (label, how one launch's value is read, format); a reader returns None when ncu gave no value
 _MB = 1e6
 
@@ -41,20 +43,20 @@ def _dram_rate(launch: dict[str, Any]) -> float | None:
 
 
 ROWS = (
-    ("duration (us)", _m("duration_s", 1e-6), "{:.2f}"),
-    ("DRAM read+write (MB)", lambda x: None if _dram(x) is None else _dram(x) / _MB, "{:.3f}"),
-    ("DRAM (GB/s)", _dram_rate, "{:.0f}"),
-    ("DRAM throughput (% of peak)", _m("dram_pct"), "{:.1f}"),
-    ("L2 bytes (MB)", _m("l2_bytes", _MB), "{:.3f}"),
-    ("L2 (GB/s)", _rate("l2_bytes"), "{:.0f}"),
-    ("L2 throughput (% of peak)", _m("l2_pct"), "{:.1f}"),
-    ("achieved occupancy (%)", _m("occupancy_pct"), "{:.1f}"),
-    ("scheduler issued (% of cycles)", _m("issue_pct"), "{:.1f}"),
-    ("registers per thread", _m("registers"), "{:.0f}"),
-    ("grid (CTAs)", _m("grid"), "{:.0f}"),
-    ("block (threads)", _m("block"), "{:.0f}"),
-    ("waves per SM", _m("waves"), "{:.2f}"),
-    ("SM clock (MHz)", _m("sm_hz", 1e6), "{:.0f}"),  # ncu's "SM Frequency" (GPC cycles)
+    ("duration (us)", _m("duration_s", 1e-6), ".2f"),
+    ("DRAM read+write (MB)", lambda x: None if _dram(x) is None else _dram(x) / _MB, ".3f"),
+    ("DRAM (GB/s)", _dram_rate, ".0f"),
+    ("DRAM throughput (% of peak)", _m("dram_pct"), ".1f"),
+    ("L2 bytes (MB)", _m("l2_bytes", _MB), ".3f"),
+    ("L2 (GB/s)", _rate("l2_bytes"), ".0f"),
+    ("L2 throughput (% of peak)", _m("l2_pct"), ".1f"),
+    ("achieved occupancy (%)", _m("occupancy_pct"), ".1f"),
+    ("scheduler issued (% of cycles)", _m("issue_pct"), ".1f"),
+    ("registers per thread", _m("registers"), ".0f"),
+    ("grid (CTAs)", _m("grid"), ".0f"),
+    ("block (threads)", _m("block"), ".0f"),
+    ("waves per SM", _m("waves"), ".2f"),
+    ("SM clock (MHz)", _m("sm_hz", 1e6), ".0f"),  # ncu's "SM Frequency" (GPC cycles)
 )
 TOP_STALLS = 4  # stall reasons shown: the largest of either side
 
@@ -71,10 +73,6 @@ class CounterTable:
     @property
     def title(self) -> str:
         return f"{self.cmp}: A {self.a}, B {self.b} (one launch each, Nsight Compute)"
-
-
-def _fmt(v: float | None, spec: str) -> str:
-    return "n/a" if v is None else spec.format(v)
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -96,13 +94,13 @@ def tables(doc: dict[str, Any] | None) -> list[CounterTable]:
         rows = []
         for label, read, spec in ROWS:
             va, vb = read(a), read(b)
-            rows.append((label, _fmt(va, spec), _fmt(vb, spec), _ratio(va, vb)))
+            rows.append((label, num(va, spec), num(vb, spec), _ratio(va, vb)))
         stalls = {**a["stalls"], **b["stalls"]}
         top = sorted(stalls, key=lambda r: -max(a["stalls"].get(r, 0), b["stalls"].get(r, 0)))
         for reason in top[:TOP_STALLS]:
             va, vb = a["stalls"].get(reason), b["stalls"].get(reason)
             label = f"stall {reason} (cycles/issue)"
-            rows.append((label, _fmt(va, "{:.2f}"), _fmt(vb, "{:.2f}"), _ratio(va, vb)))
+            rows.append((label, num(va, ".2f"), num(vb, ".2f"), _ratio(va, vb)))
         out.append(CounterTable(cmp, a["arm"], b["arm"], rows))
     return out
 

@@ -121,11 +121,6 @@ class PooledComparison:
             agreeing += abs(y - mean) <= math.sqrt(h * h + h_o * h_o)
         return agreeing, n, binom_cdf(agreeing, n, DEFAULT_CONF)
 
-    def coverage_p(self) -> float | None:
-        """p of ``coverage()``; None where it has none."""
-        c = self.coverage()
-        return None if c is None else c[2]
-
     def coverage_note(self, alpha: float = 0.01) -> str | None:
         """The line `sessions pool` prints where a main or confirm row's coverage p is below
         ``alpha``: one run's interval is too narrow for a claim across runs."""
@@ -176,10 +171,21 @@ ARM_KEYS = ("kernel", "set", "a", "b")
 
 
 def check_poolable(sessions: list[Session], results: list[list[ComparisonResult]]) -> None:
-    """Refuse (BadArgument, exit 2) sessions that may not be pooled: a comparison id that two
-    sessions share but measured with different arms (an A/B run beside an A/A control) would
-    pool verdicts of different builds into one. The one check `sessions pool` and `export`
-    both make (docs/DESIGN.md §7.6)."""
+    """Refuse (BadArgument, exit 2) sessions that may not be pooled, the one check `sessions
+    pool` and `export` both make (docs/DESIGN.md §7.6): sessions of different kernel sources
+    (their recorded csrc/ hashes), or a comparison id that two sessions share but measured with
+    different arms (an A/B run beside an A/A control), would pool verdicts of different builds
+    into one."""
+    files = sessions[0].provenance.get("files") or {}
+    for s in sessions[1:]:
+        other = s.provenance.get("files") or {}
+        if other != files:
+            diff = sorted(k for k in set(files) | set(other) if files.get(k) != other.get(k))
+            raise BadArgument(
+                f"sessions {sessions[0].path.name} and {s.path.name} measured different kernel "
+                f"sources ({', '.join(diff[:3]) or 'hashes unknown'}): pool or export only sessions of "
+                "one source tree"
+            )
     first = {r.id: r for r in results[0]}
     for s, rs in zip(sessions[1:], results[1:], strict=True):
         for r in rs:
@@ -248,10 +254,6 @@ def _grouped_warnings(
             kind, _, detail = w.partition(": ")
             kinds.setdefault(kind, []).append(detail)
         for kind, details in kinds.items():
-            if kind == "KERNEL SOURCES DIFFER":  # the files; `sessions compare` gives hashes
-                details = [
-                    f"{len(details)} file(s): " + ", ".join(d.split(" (")[0] for d in details)
-                ]
             by_kind.setdefault((kind, "; ".join(details)), []).append(i)
     out = []
     for (kind, details), idx in by_kind.items():

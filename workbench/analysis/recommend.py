@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 from workbench.core.errors import BadArgument
 from workbench.core.stats import DEFAULT_CONF, DEFAULT_M, Verdict
+from workbench.core.vocab import KERNELS
 from workbench.measure.plan import is_reader_comparison, parse_arm_spec
 
-READER_KERNELS = ("w13", "w2")  # kernels with a reader choice; "step" is the confirmation
+READER_KERNELS = KERNELS  # kernels with a reader choice; "step" is the confirmation
 DECISIONS = ("cooperative", "scalar", "inconclusive")
 
 
@@ -147,6 +148,21 @@ def recommendations(results: Iterable[Judged]) -> dict[str, Recommendation]:
     return out
 
 
+def overall(verdicts: Mapping[str, Verdict]) -> str:
+    """B against A over the expert sets, by the rule of ``rule_text`` (docs/DESIGN.md §7.5):
+    "SLOWER" if any set is slower (SLOWER or SLOWER~m), else "FASTER" if any is faster (FASTER or
+    FASTER~m), else "SAME" if every set is SAME, else "AMBIGUOUS". The reader recommendation
+    (``combine``) and the tuner's verdict on a candidate both read it."""
+    words = {v.words for v in verdicts.values()}
+    if words & set(SLOWER_WORDS):
+        return "SLOWER"
+    if words & set(FASTER_WORDS):
+        return "FASTER"
+    if verdicts and all(v.verdict == "SAME" for v in verdicts.values()):
+        return "SAME"
+    return "AMBIGUOUS"
+
+
 def combine(
     kernel: str, verdicts: Mapping[str, Verdict], a: str = "b3-scalar", b: str = "b3-coop"
 ) -> Recommendation:
@@ -168,22 +184,21 @@ def combine(
         rule += f" (the sets used different thresholds: m in {ms}, conf in {confs})"
     evidence = [f"{name}: {v.words} ({v.reason})" for name, v in verdicts.items()]
     words = {name: v.words for name, v in verdicts.items()}
-    labels = list(vs.values())
     # the unresolved sets with their words (AMBIGUOUS, FASTER~m or SLOWER~m)
     open_sets = ", ".join(f"{k} {words[k]}" for k, x in vs.items() if x == "AMBIGUOUS")
     named = lambda group: ", ".join(  # noqa: E731
         f"{k} ({w})" for k, w in words.items() if w in group
     )
-    wset = set(words.values())
-    if wset & set(SLOWER_WORDS):
+    direction = overall(verdicts)
+    if direction == "SLOWER":
         decision = "scalar"
         evidence.append(f"scalar: B is slower in {named(SLOWER_WORDS)}")
-    elif wset & set(FASTER_WORDS):
+    elif direction == "FASTER":
         decision = "cooperative"
         evidence.append(f"cooperative: B is faster in {named(FASTER_WORDS)} and SLOWER nowhere")
-        if "AMBIGUOUS" in wset:
+        if "AMBIGUOUS" in set(words.values()):
             evidence.append(f"caution: {open_sets}: the CI contains 1")
-    elif all(x == "SAME" for x in labels):
+    elif direction == "SAME":
         decision = "scalar"
         evidence.append("scalar: no set shows an effect of m or more (SAME everywhere)")
     else:

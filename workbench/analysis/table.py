@@ -15,35 +15,14 @@ from dataclasses import dataclass
 from workbench.analysis.model import ComparisonResult
 from workbench.core import stats
 from workbench.core.block_diagnostic import rests_text
+from workbench.core.fmt import NA, change_pct, interval, num, p_value
 
 # ------------------------------------------------------------------------------ numbers
 
 
-def fmt(x: float | None, digits: int = 4) -> str:
-    """A number for a table: fixed digits; "n/a" for None, NaN and infinities."""
-    if x is None or x != x or x in (float("inf"), float("-inf")):
-        return "n/a"
-    return f"{x:.{digits}f}"
-
-
-def fmt_pct(ratio: float | None) -> str:
-    """Change of a ratio B/A in percent, signed: 0.925 -> "-7.50 %"."""
-    return "n/a" if fmt(ratio) == "n/a" else f"{(ratio - 1) * 100:+.2f} %"
-
-
-def fmt_ci(v: stats.Verdict) -> str:
-    """The CI as "[low, high]", or "n/a" when too few pairs give none."""
-    if fmt(v.ci_low) == "n/a" or fmt(v.ci_high) == "n/a":
-        return "n/a"
-    return f"[{fmt(v.ci_low)}, {fmt(v.ci_high)}]"
-
-
-def fmt_p(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.2g}"
-
-
 def _pct(x: float | None, sign: str = "") -> str:
-    return "n/a" if x is None else f"{sign}{x * 100:.2f} %"
+    """A fraction as a percentage cell: 0.0012 -> "0.12 %" (core.fmt's number, times 100)."""
+    return NA if x is None else f"{sign}{num(x * 100, '.2f')} %"
 
 
 # ------------------------------------------------------------------------------ cells
@@ -81,8 +60,8 @@ def _flagged(r: ComparisonResult) -> str:
 
 
 def _ws_l2(r: ComparisonResult) -> str:
-    ws = r.cmp.get("working_set_l2_ratio")
-    return "n/a" if ws is None else f"{ws:.1f} ({r.cmp.get('graphs')}g)"
+    ws = num(r.cmp.get("working_set_l2_ratio"), ".1f")
+    return ws if ws == NA else f"{ws} ({r.cmp.get('graphs')}g)"
 
 
 @dataclass(frozen=True)
@@ -108,18 +87,18 @@ COLUMNS: dict[str, Column] = {
         Column("a", "A", "l", lambda r: str(r.cmp["a"]), name=True),
         Column("b", "B", "l", lambda r: str(r.cmp["b"]), name=True),
         Column("pairs", "pairs", "r", _pairs),
-        Column("a_ms", "A ms", "r", lambda r: fmt(r.a_ms)),
-        Column("b_ms", "B ms", "r", lambda r: fmt(r.b_ms)),
+        Column("a_ms", "A ms", "r", lambda r: num(r.a_ms)),
+        Column("b_ms", "B ms", "r", lambda r: num(r.b_ms)),
         Column(
             "us",
             "µs/call A→B",
             "r",
-            lambda r: f"{fmt(r.a_us_per_call, 2)}→{fmt(r.b_us_per_call, 2)}",
+            lambda r: f"{num(r.a_us_per_call, '.2f')}→{num(r.b_us_per_call, '.2f')}",
         ),
-        Column("ratio", "ratio B/A", "r", lambda r: fmt(r.verdict.median)),
-        Column("change", "change", "r", lambda r: fmt_pct(r.verdict.median)),
-        Column("ci", "{conf} CI", "r", lambda r: fmt_ci(r.verdict)),
-        Column("p", "p", "r", lambda r: fmt_p(r.verdict.wilcoxon_p)),
+        Column("ratio", "ratio B/A", "r", lambda r: num(r.verdict.median)),
+        Column("change", "change", "r", lambda r: change_pct(r.verdict.median)),
+        Column("ci", "{conf} CI", "r", lambda r: interval(r.verdict.ci_low, r.verdict.ci_high)),
+        Column("p", "p", "r", lambda r: p_value(r.verdict.wilcoxon_p)),
         Column("k/n", "k/n", "r", lambda r: f"{r.verdict.k_faster}/{r.verdict.n}"),
         Column("blocks", "blocks", "r", _blocks),
         Column("between_sd", "between-block SD", "r", lambda r: _pct(r.verdict.between_sd)),

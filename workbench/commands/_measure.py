@@ -71,22 +71,6 @@ def add_protocol_arguments(
         help=f"adaptive cap on blocks ({d.max_blocks})",
     )
     g.add_argument(
-        "--prime-placements",
-        type=int,
-        default=d.prime_placements,
-        metavar="N",
-        help="untimed placements of a group's banks before its first block, so that block 0's "
-        "banks are copies of copies like later blocks' (docs/DESIGN.md §5.5; default "
-        f"{d.prime_placements})",
-    )
-    g.add_argument(
-        "--no-neighbours-first",
-        dest="neighbours_first",
-        action="store_false",
-        help="make peers and kernel ops when their comparison first runs, as sessions before "
-        "§5.5's protocol did (default: all of a group's, before its first placement)",
-    )
-    g.add_argument(
         "--warmup-blocks",
         type=int,
         default=d.warmup_blocks,
@@ -94,13 +78,6 @@ def add_protocol_arguments(
         help="whole blocks of every comparison of a group, run and journaled but not counted, so "
         "that every counted block follows the same history (docs/DESIGN.md §5.5; default "
         f"{d.warmup_blocks})",
-    )
-    g.add_argument(
-        "--fresh-placements",
-        action="store_true",
-        help="keep each block's earlier bank copies until the group ends, so every block's "
-        "copies land in memory not used before (a diagnostic of §5.5; needs memory for "
-        "blocks + primes + 1 copies of the group's banks)",
     )
     g.add_argument(
         "--calls",
@@ -170,7 +147,6 @@ _UPPER = (
     ("--pairs", "pairs", limits.MAX_PAIRS, "MAX_PAIRS"),
     ("--blocks", "blocks", limits.MAX_BLOCKS, "MAX_BLOCKS"),
     ("--max-blocks", "max_blocks", limits.MAX_BLOCKS, "MAX_BLOCKS"),
-    ("--prime-placements", "prime_placements", limits.MAX_BLOCKS, "MAX_BLOCKS"),
     ("--warmup-blocks", "warmup_blocks", limits.MAX_BLOCKS, "MAX_BLOCKS"),
     ("--calls", "calls", limits.MAX_CALLS, "MAX_CALLS"),
     ("--replays", "replays", limits.MAX_REPLAYS, "MAX_REPLAYS"),
@@ -217,10 +193,7 @@ def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
         target=ProtocolConfig.target if args.target is None else args.target,
         budget_s=args.budget,
         max_blocks=args.max_blocks,
-        prime_placements=args.prime_placements,
-        neighbours_first=args.neighbours_first,
         warmup_blocks=args.warmup_blocks,
-        fresh_placements=args.fresh_placements,
         retries=args.retries,
         keep_flagged=args.keep_flagged,
     ).validate()

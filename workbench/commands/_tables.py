@@ -7,6 +7,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from workbench.core.fmt import num
+from workbench.core.fmt import size as _mib
+
 VERDICT_STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "cyan", "AMBIGUOUS": "yellow"}
 
 # the columns `workbench ab` and `sessions show` print (workbench.analysis.table.COLUMNS)
@@ -25,22 +28,8 @@ def console(stderr: bool = True):
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
-GIB = float(1 << 30)
-MIB = float(1 << 20)
-
-
 def _f(x: float | None, fmt: str, none: str = "–") -> str:
-    return none if x is None else format(x, fmt)
-
-
-def _mib(x: int | None) -> str:
-    """Bytes in a readable unit (GiB for banks of real shapes, KiB for tiny test shapes)."""
-    if x is None:
-        return "n/a"
-    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024.0)):
-        if abs(x) >= size:
-            return f"{x / size:,.2f} {unit}"
-    return f"{x} B"
+    return num(x, fmt, none)  # workbench.core.fmt: the one home of the number formatters
 
 
 def event_line(kind: str, data: Any) -> str | None:

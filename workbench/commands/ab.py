@@ -71,9 +71,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace):
     """The validated RunConfig; BadArgument (exit 2) names the option. No torch, no GPU."""
     from workbench.commands._measure import protocol_from_args, workers_from_args
+    from workbench.core.vocab import KERNEL_CHOICES, SETS
     from workbench.data.checkpoint import checkpoint_from_args
     from workbench.data.shapes import shape_from_args
-    from workbench.measure.plan import KERNEL_CHOICES, SETS, parse_list
+    from workbench.measure.plan import parse_list
     from workbench.run.runner import make_config
 
     ckpt = checkpoint_from_args(args)
@@ -94,6 +95,7 @@ def config_from_args(args: argparse.Namespace):
         protocol=protocol_from_args(args),
         sessions_dir=args.sessions_dir,
         slug=args.slug,
+        counters=args.counters,
         extra=None if ckpt is None else {"checkpoint": ckpt.summary()},
     )
     cfg.checkpoint = ckpt  # banks from its experts (docs/DESIGN.md §3.8)
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(args)
     ncu_path = None
-    if args.counters:  # before any timing: a missing ncu costs no run
+    if cfg.counters:  # before any timing: a missing ncu costs no run
         from workbench.measure.ncu import find_ncu
 
         ncu_path = find_ncu()
@@ -136,22 +138,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _counters(cfg, args: argparse.Namespace, session_path, ncu_path: str) -> int:
     """Profile A and B after the timed run; the tables on stdout (stderr with --json)."""
-    from workbench.analysis.counters import text_lines
-    from workbench.measure import counters
-    from workbench.store import counters as stored
+    from workbench.run.counters import record
 
-    stream = sys.stderr if args.json else sys.stdout
-    items, notes = counters.plan(cfg.comparisons, args.a, args.b)
-    for note in notes:
-        print(f"counters: {note}", file=stream)
-    if not items:
-        print("counters: no w13/w2 comparison of kernel arms to profile", file=stream)
-        return 0
-    if cfg.checkpoint is not None:
-        print("counters: synthetic banks of the run's shape, not the checkpoint's", file=stream)
     say = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    doc = counters.collect(session_path, cfg.shape, cfg.seed, items, ncu_path, say=say)
-    path = stored.save(session_path, doc)
-    print("\n".join(text_lines(stored.load(session_path))), file=stream)
-    print(f"counters: {path}", file=stream)
+    lines = record(cfg, session_path, ncu_path, say)
+    print("\n".join(lines), file=sys.stderr if args.json else sys.stdout)
     return 0

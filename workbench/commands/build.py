@@ -7,6 +7,8 @@ import json
 import sys
 import threading
 
+from workbench.core.vocab import KERNELS
+
 HELP = (
     "build every kernel variant, or the given spec files (cached, parallel), and list build time, "
     "cache state and ptxas report"
@@ -102,7 +104,7 @@ def _variants(args: argparse.Namespace):
     from workbench.kernels.variants import Variant, all_variants
     from workbench.measure.plan import parse_list
 
-    kernels = parse_list(args.kernel, ("w13", "w2"), "--kernel")
+    kernels = parse_list(args.kernel, KERNELS, "--kernel")
     if args.specs:
         bad = [s for s in args.specs if not is_spec_path(s)]
         if bad:

@@ -18,6 +18,7 @@ from workbench.commands._measure import add_protocol_arguments, drive, finish_ou
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
 from workbench.core.limits import MAX_SPIN_CYCLES, check_max
+from workbench.core.vocab import KERNEL_CHOICES
 from workbench.data.checkpoint import add_checkpoint_arguments
 
 HELP = "inject known delays with the calibration build: the smallest effect detected reliably"
@@ -106,13 +107,14 @@ def config_from_args(args: argparse.Namespace):
     import dataclasses
 
     from workbench.commands._measure import protocol_from_args, workers_from_args
+    from workbench.core.vocab import SETS
     from workbench.data.checkpoint import checkpoint_from_args
     from workbench.data.shapes import shape_from_args
-    from workbench.measure.plan import SETS, parse_list
+    from workbench.measure.plan import parse_list
     from workbench.run.runner import make_config
 
     ckpt = checkpoint_from_args(args)
-    kernels = parse_list(args.kernel, ("w13", "w2", "step"), "--kernel")
+    kernels = parse_list(args.kernel, KERNEL_CHOICES, "--kernel")
     sets = parse_list(args.set, SETS, "--set")
     spins = parse_spins(args.spins)
     comparisons = plan_calibration(kernels, sets, args.arm, spins, args.base_spin, args.trials)

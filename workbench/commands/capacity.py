@@ -7,7 +7,9 @@ import json
 import sys
 
 from workbench.core.errors import BadArgument
+from workbench.core.fmt import nbytes
 from workbench.core.limits import MAX_KV_BYTES_PER_TOKEN, check_max
+from workbench.core.vocab import KERNELS
 from workbench.data.shapes import add_shape_arguments, shape_from_args
 
 HELP = "bytes of int4 weights and 4-/3-byte metadata per expert, layer and rank; the saving"
@@ -23,10 +25,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="KV-cache bytes per token on one rank: turns the saving into tokens",
     )
-
-
-def _bytes(n: int) -> str:
-    return f"{n:,} B ({n / (1 << 20):,.2f} MiB)"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +57,7 @@ def _print_human(cap) -> None:
     dims = Table(title="per-rank kernel dimensions", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("kernel", "K", "N", "groups (K/32)", "records per expert"):
         dims.add_column(col, justify="right")
-    for kernel in ("w13", "w2"):
+    for kernel in KERNELS:
         k, n = s.dims(kernel)
         dims.add_row(kernel, str(k), str(n), str(k // s.group), f"{k // s.group * n:,}")
     console.print(dims)
@@ -85,7 +83,7 @@ def _print_human(cap) -> None:
     console.print(t)
     d = cap.to_dict()
     console.print(
-        f"3-byte metadata saves {_bytes(cap.per_rank.saving)} per rank: "
+        f"3-byte metadata saves {nbytes(cap.per_rank.saving)} per rank: "
         f"{d['saving_fraction_of_metadata']:.0%} of the metadata, "
         f"{d['saving_fraction_of_total_b4']:.2%} of weights + b4 metadata."
     )

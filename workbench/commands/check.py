@@ -9,8 +9,9 @@ from dataclasses import replace
 
 from workbench.core.errors import EXIT_NUMERICS_DIFFER, BadArgument, NoGPUError
 from workbench.core.limits import MAX_BANKS, MAX_SEED, check_max
+from workbench.core.vocab import KERNELS
 from workbench.data.checkpoint import add_checkpoint_arguments, checkpoint_from_args
-from workbench.data.shapes import KERNELS, PRESETS, add_shape_arguments, shape_from_args, valid_tps
+from workbench.data.shapes import PRESETS, add_shape_arguments, shape_from_args, valid_tps
 
 HELP = "check that every variant is bit-identical, fully written, graph-safe and near the float64 reference"
 
@@ -86,7 +87,7 @@ def _bank_source(args: argparse.Namespace):
         f"checkpoint {ckpt.folder}: banks 0..{args.banks - 1} are its layers {layers}",
         file=sys.stderr,
     )
-    for kernel in ("w13", "w2"):
+    for kernel in KERNELS:
         note = source.note(kernel, args.banks)
         if note:
             print(f"note: {note}", file=sys.stderr)

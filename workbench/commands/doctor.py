@@ -9,6 +9,7 @@ import json
 import sys
 
 from workbench.core.errors import EXIT_NO_GPU, EXIT_OK
+from workbench.core.vocab import KERNEL_CHOICES
 
 HELP = (
     "what this machine's GPU, driver, torch and nvcc are, whether they agree, and what to install"
@@ -26,8 +27,7 @@ def hot_set_labels(l2_bytes: int | None) -> list[tuple[str, str]]:
 
     shape = resolve_shape()
     return [
-        (k, geometry(shape, k, "hot", 48, {"b3", "b4"}, l2_bytes).label)
-        for k in ("w13", "w2", "step")
+        (k, geometry(shape, k, "hot", 48, {"b3", "b4"}, l2_bytes).label) for k in KERNEL_CHOICES
     ]
 
 

@@ -21,8 +21,11 @@ from typing import Any
 from workbench.commands._paths import distinct_sessions
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
+from workbench.core.fmt import interval, num
 
 HELP = "list, show or compare saved sessions"
+
+DASH = "-"  # the tables' placeholder for a number there is none of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,15 +92,6 @@ def _clean(x: Any) -> Any:
 def _dump(obj: Any) -> None:
     json.dump(_clean(obj), sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
-
-
-def _f(x: float | None, fmt: str = ".4f") -> str:
-    return "-" if x is None or not math.isfinite(x) else format(x, fmt)
-
-
-def _ci(lo: float | None, hi: float | None) -> str:
-    """The interval, or "n/a" when too few pairs give none (never "[-inf, inf]")."""
-    return "n/a" if _f(lo) == "-" or _f(hi) == "-" else f"[{_f(lo)}, {_f(hi)}]"
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -264,13 +258,13 @@ def _compare(args: argparse.Namespace) -> int:
                 rows.append(
                     [
                         s.id,
-                        f"{_f(s.a.a_ms)}/{_f(s.a.b_ms)}",
-                        f"{_f(s.b.a_ms)}/{_f(s.b.b_ms)}",
-                        f"{_f(va.median)} {_ci(va.ci_low, va.ci_high)}",
-                        f"{_f(vb.median)} {_ci(vb.ci_low, vb.ci_high)}",
+                        f"{num(s.a.a_ms, none='-')}/{num(s.a.b_ms, none='-')}",
+                        f"{num(s.b.a_ms, none='-')}/{num(s.b.b_ms, none='-')}",
+                        f"{num(va.median, none='-')} {interval(va.ci_low, va.ci_high)}",
+                        f"{num(vb.median, none='-')} {interval(vb.ci_low, vb.ci_high)}",
                         f"{s.a.verdict_words}/{s.b.verdict_words}",
-                        _f(s.shift, "+.4f"),
-                        _ci(s.low, s.high),
+                        num(s.shift, "+.4f", none=DASH),
+                        interval(s.low, s.high),
                         _changed(s),
                     ]
                 )
@@ -343,9 +337,9 @@ def _pool(args: argparse.Namespace) -> int:
         rows += [
             [
                 r.id,
-                " ".join(_f(x) for x in r.medians),
-                f"{_f(r.low)}..{_f(r.high)}",
-                f"{_f(r.estimate)} [{_f(r.interval[0])}, {_f(r.interval[1])}]",
+                " ".join(num(x, none=DASH) for x in r.medians),
+                f"{num(r.low, none='-')}..{num(r.high, none='-')}",
+                f"{num(r.estimate, none='-')} [{num(r.interval[0], none='-')}, {num(r.interval[1], none='-')}]",
                 f"{r.covered}/{len(r.cis)}",
                 ",".join(r.words),
                 " ".join(",".join(map(str, b)) or "-" for b in r.rests_on),

@@ -67,8 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(RunConfig, TuneConfig, floor); BadArgument names the option. No torch, no GPU."""
     from workbench.commands._measure import protocol_from_args
+    from workbench.core.vocab import SETS
     from workbench.data.shapes import shape_from_args
-    from workbench.measure.plan import SETS, parse_list
+    from workbench.measure.plan import parse_list
     from workbench.tune import space, tuner
 
     space.params_of(args.kernel)  # an unknown kernel: BadArgument naming --kernel

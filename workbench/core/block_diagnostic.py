@@ -36,6 +36,7 @@ import numpy as np
 
 from workbench.core import stats
 from workbench.core.distributions import f_sf, t_sf
+from workbench.core.fmt import p_value
 
 # The flag's false-alarm rate for exchangeable normal blocks, both tests together (each at 2 %):
 # at most 4 %, under the 5 % the flag may cost an honest run (simulated: 4.1 %, §7.8).
@@ -112,17 +113,17 @@ class BlockDiagnostic:
             parts.append(
                 f"block {self.outlier} {'stands out' if self.outlier_flag else 'is the most apart'}"
                 f" (ratio {self.block_ratios[self.blocks.index(self.outlier)]:.4f}, "
-                f"Bonferroni p = {_p(self.outlier_p)})"
+                f"Bonferroni p = {p_value(self.outlier_p)})"
             )
         if self.drift_pct is not None:
             parts.append(
                 f"{'drift' if self.drift_flag else 'trend'} {self.drift_pct:+.3f} % per block "
-                f"(p = {_p(self.drift_p)})"
+                f"(p = {p_value(self.drift_p)})"
             )
         if self.spread_ratio is not None:
             parts.append(
                 f"between-block spread {self.spread_ratio:.1f}x what the pairs predict "
-                f"(F test p = {_p(self.heterogeneity_p)})"
+                f"(F test p = {p_value(self.heterogeneity_p)})"
             )
         return "; ".join(parts)
 
@@ -145,10 +146,6 @@ def rests_text(blocks: Sequence[int]) -> str:
     if len(blocks) == 1:
         return f"rests on block {blocks[0]}"
     return f"rests on any of blocks {', '.join(map(str, blocks))}"
-
-
-def _p(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.2g}"
 
 
 def _by_block(ratios: Sequence[stats.PairRatio]) -> dict[int, np.ndarray]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "workbench.decisions/1"
-KERNELS = ("w13", "w2")  # the two ops of one MoE layer that read the metadata
+KERNELS = ("w13", "w2")  # core/vocab.KERNELS, spelled out: this module imports no workbench module
 COMPACT = "b3"  # the 3-byte layout, {FP16 scale, u8 zero}
 SAFE = "b4"  # the 4-byte layout: one reader (scalar), the engine's layout before the evidence
 SAFE_ARM = "b4-scalar"

@@ -5,9 +5,11 @@ nothing). Why each value is what it is: docs/DESIGN.md §5 (protocol) and §7 (s
 
 from __future__ import annotations
 
+from workbench.core import vocab
+
 # What `workbench ab` compares
-KERNELS = ("w13", "w2")  # the step kernel is opt-in (and confirms the recommended mix)
-SETS = ("hot", "rotating")
+KERNELS = vocab.KERNELS  # the step kernel is opt-in (and confirms the recommended mix)
+SETS = vocab.SETS
 ARM_A = "b3-scalar"  # the status quo
 ARM_B = "b3-coop"  # the candidate
 
@@ -42,8 +44,7 @@ MAX_BLOCKS = 40  # adaptive mode: the cap on blocks
 # block-0 offset (sessions of e414c6c, benchmarks/results/h200_e414c6c/README.md); a warm-up
 # block runs every comparison of the group first, so every counted block follows the same
 # history. Priming placements (untimed copies before block 0) changed nothing there (block 0
-# moved by +1.97 % with none, +1.81..2.04 % with two), so they are off by default.
-PRIME_PLACEMENTS = 0
+# moved by +1.97 % with none, +1.81..2.04 % with two), so they were removed.
 WARMUP_BLOCKS = 1
 TARGET = 0.005  # adaptive mode stops when the CI half-width is at most 0.5 % of the estimate
 RETRIES = 2  # re-measures of a flagged sample

@@ -623,14 +623,14 @@ def should_stop(
     n: int | None = None,
     min_n: int = 0,
 ) -> bool:
-    """The adaptive stopping rule, the one home of it (docs/DESIGN.md §5.4, §5.5): stop once
-    at least ``min_n`` units are measured and the 95 % CI half-width relative to the estimate is
-    at most ``target``.
+    """The adaptive criterion of the stopping rule (docs/DESIGN.md §5.4, §5.5), whose one home is
+    ``workbench.measure.abba.stop_reason``, its one caller: stop once at least ``min_n`` units
+    are measured and the 95 % CI half-width relative to the estimate is at most ``target``.
 
-    Pairs (abba.run_abba): ``ratios`` are the complete pairs' ratios and ``n`` defaults to their
-    number; the half-width is ``ci_half_width(ratios, conf)`` unless ``half_width`` gives it.
-    Blocks (the engine): ``half_width`` is the block-level interval's (§7.3) and ``n`` the blocks
-    run. A half-width that is None or not finite (too few units for an interval) never stops.
+    ``half_width`` is the block-level interval's (§7.3) and ``n`` the blocks run; without
+    ``half_width`` it is ``ci_half_width(ratios, conf)`` of the pair ratios ``ratios`` (``n``
+    their number). A half-width that is None or not finite (too few units for an interval)
+    never stops.
     """
     count = len(ratios) if n is None else n
     if count < min_n:

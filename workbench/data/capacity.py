@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workbench.core.errors import BadArgument
+from workbench.core.vocab import KERNELS
 from workbench.data.layouts import RECORD_BYTES, record_bytes
-from workbench.data.shapes import KERNELS, Shape
+from workbench.data.shapes import Shape
 
 MIB = 1 << 20
 

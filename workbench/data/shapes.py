@@ -11,12 +11,12 @@ import argparse
 from dataclasses import asdict, dataclass, replace
 
 from workbench.core.errors import BadArgument
+from workbench.core.vocab import KERNELS
 
 # The kernels dequantize one group of 32 weights per metadata record and give each warp lane
 # one column of a 32-column tile, so both the group size and the tile width are fixed at 32.
 GROUP = 32
 TILE_COLS = 32
-KERNELS = ("w13", "w2")
 TP_CHOICES = (1, 2, 4, 8)
 # Upper bounds of a shape: far past every released model, so that a typo such as
 # --hidden 1000000000000 is an error rather than 3.7e17 bytes of arithmetic.

@@ -175,6 +175,15 @@ def nvcc_flags(v: Variant, arch: str) -> list[str]:
 
 
 _NVCC_VERSION: dict[str, str] = {}
+# what `nvcc --version` says of itself ("Cuda compilation tools, release 13.0, V13.0.88"): the
+# one reading of it, for the build names and for doctor (workbench.kernels.toolchain)
+NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V\S+")
+
+
+def nvcc_release(text: str) -> tuple[str, str] | None:
+    """(``"13.0"``, ``"release 13.0, V13.0.88"``) from ``nvcc --version``'s output, or None."""
+    m = NVCC_RELEASE.search(text)
+    return (m.group(1), m.group(0)) if m else None
 
 
 def nvcc_version(home: str | None = None) -> str:
@@ -190,8 +199,8 @@ def nvcc_version(home: str | None = None) -> str:
             ).stdout  # fmt: skip
         except (OSError, subprocess.SubprocessError):
             out = ""
-        m = re.search(r"release \S+, V\S+", out)
-        _NVCC_VERSION[home] = m.group(0) if m else "nvcc of unknown version"
+        rel = nvcc_release(out)
+        _NVCC_VERSION[home] = rel[1] if rel else "nvcc of unknown version"
     return _NVCC_VERSION[home]
 
 

@@ -260,11 +260,3 @@ class KernelOp:
                 out,
                 self.spin_cycles,
             )
-
-    @staticmethod
-    def check_ids(ids: torch.Tensor, bank: Bank) -> None:
-        """Host-side check of routed ids (synchronizes: use before capture, not inside)."""
-        bad = [(i, int(v)) for i, v in enumerate(ids.tolist()) if not 0 <= v < bank.experts]
-        if bad:
-            i, v = bad[0]
-            raise BadArgument(f"ids[{i}] = {v} is outside [0, {bank.experts}) experts of the bank")

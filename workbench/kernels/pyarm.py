@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.errors import BadArgument, WorkbenchError
+from workbench.core.vocab import KERNELS
 from workbench.data.layouts import layout_info
-from workbench.kernels.specs import ARMS, KERNELS, REPO, _fail, _promise, _str, read_toml
+from workbench.kernels.specs import ARMS, REPO, _fail, _promise, _str, read_toml
 from workbench.kernels.variants import PEER_ARMS
 
 _KEYS = {"name", "kind", "kernel", "layout", "entry", "promise", "sources", "description"}
@@ -42,13 +43,13 @@ _HERE = Path(__file__).resolve().parent
 # gated. triton-moe promises what our kernels meet (§4.7).
 BUILTIN: dict[str, dict[str, Any]] = {
     "tinygemm": {
-        "name": "tinygemm", "kind": "python", "kernel": ["w13", "w2"], "layout": "b3",
+        "name": "tinygemm", "kind": "python", "kernel": list(KERNELS), "layout": "b3",
         "entry": "workbench.kernels.tinygemm:make_arm",
         "promise": {"tolerance": 2e-2, "gated": False},
         "description": "torch int4 tinygemm, bf16, one call per routed expert",
     },
     "triton-moe": {
-        "name": "triton-moe", "kind": "python", "kernel": ["w13", "w2"], "layout": "b3",
+        "name": "triton-moe", "kind": "python", "kernel": list(KERNELS), "layout": "b3",
         "entry": "workbench.kernels.triton_moe:make_arm", "sources": ["triton_moe_kernels.py"],
         "promise": {"tolerance": 2e-3},
         "description": "fused W4A16 MoE Triton kernel, fp16",

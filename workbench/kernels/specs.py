@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.errors import BadArgument
+from workbench.core.vocab import KERNELS
 from workbench.data.layouts import LAYOUTS, READERS, layout_info
 from workbench.kernels.sources import REPO, SOURCE_SUFFIXES, csrc_dir  # noqa: F401 (API)
 
-KERNELS = ("w13", "w2")
 # The built-in arms; b4-coop does not exist: 4-byte records are already one aligned word per lane.
 ARMS = ("b4-scalar", "b3-scalar", "b3-coop")
 MAX_TREE_FILES = 2000  # an include folder that large is a mistake (e.g. "/"), not a kernel

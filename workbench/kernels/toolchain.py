@@ -156,7 +156,7 @@ def gather_torch(facts: Facts) -> None:
 
 def gather_nvcc(facts: Facts, nvcc: str | None = None) -> None:
     """nvcc's version and the architectures it targets; the CUDA_HOME the builds would use."""
-    from workbench.kernels.build import cuda_home
+    from workbench.kernels.build import cuda_home, nvcc_release
 
     facts.cuda_home = cuda_home()
     nvcc = nvcc or (str(Path(facts.cuda_home) / "bin" / "nvcc") if facts.cuda_home else None)
@@ -167,8 +167,8 @@ def gather_nvcc(facts: Facts, nvcc: str | None = None) -> None:
     facts.nvcc = nvcc
     try:
         out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
-        m = re.search(r"release (\d+\.\d+)", out.stdout)
-        facts.nvcc_version = m.group(1) if m else None
+        rel = nvcc_release(out.stdout)
+        facts.nvcc_version = rel[0] if rel else None
         archs = subprocess.run(
             [nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60
         )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from workbench.core.errors import BadArgument
+from workbench.core.vocab import KERNELS
 from workbench.kernels.ops import GROUP, Bank, decode_meta_torch, unpack_int4_torch
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ class TritonMoePeer:
         config: Launch | None = None,
         kernels: ModuleType | None = None,
     ) -> None:
-        if kernel not in ("w13", "w2") or bank.kernel != kernel:
+        if kernel not in KERNELS or bank.kernel != kernel:
             raise BadArgument(f"triton-moe: kernel {kernel!r} does not match bank {bank.kernel!r}")
         self.kernel, self.shape = kernel, shape
         self.K, self.N, self.E, self.seed = bank.K, bank.N, bank.experts, bank.seed

@@ -8,9 +8,10 @@ Protocol, per comparison:
 * warm-up: ``warmup`` untimed-for-statistics samples of each arm (A, B alternating);
 * pairs: pair ``i`` takes four samples in order A B B A (even ``i``) or B A A B (odd ``i``);
   its ratio is ``(B1 + B2) / (A1 + A2)`` with each sample the median of its replays;
-* fixed mode stops after ``pairs`` complete pairs; adaptive mode adds pairs until the 95 % CI
-  half-width of the median ratio is at most ``target`` (after ``min_pairs``), ``max_pairs``, or
-  the ``budget_s`` time budget ends;
+* one call runs one block: it stops after ``pairs`` complete pairs; when a comparison stops
+  (after ``blocks`` blocks, or in adaptive mode on the block-level interval, or at the time
+  budget) is ``stop_reason``'s decision, the one home of the stopping rule, which the engine
+  asks after every block;
 * flagging: a sample whose NVML window shows non-idle throttle bits or an SM clock spread above
   ``max_clock_spread`` is *flagged*. It is journaled (flagged, excluded) and re-measured in the
   same slot after ``recovery_s``, at most ``retries`` times. If the last attempt is still flagged
@@ -22,7 +23,6 @@ Protocol, per comparison:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 import threading
@@ -51,17 +51,6 @@ class Arm(_Proto):
         ...
 
 
-@dataclass
-class FnArm:
-    """An arm from a plain function (for tests and simple callers)."""
-
-    variant: str
-    fn: Callable[[], Sequence[float]]
-
-    def measure(self) -> Sequence[float]:
-        return self.fn()
-
-
 @dataclass(frozen=True)
 class ProtocolConfig:
     """Knobs of the protocol; ``validate()`` names the bad one."""
@@ -70,22 +59,15 @@ class ProtocolConfig:
     pairs: int = defaults.PAIRS  # ABBA pairs per block
     blocks: int = defaults.BLOCKS  # blocks per comparison, each at its own memory placement
     placement_seed: int | None = None  # None: drawn fresh per run (and journaled)
+    # adaptive mode: more blocks until the block-level CI half-width is at most ``target``
     adaptive: bool = False
     target: float = defaults.TARGET
-    budget_s: float | None = None
-    min_pairs: int = 6  # a distribution-free 95 % CI of a median needs at least 6 values
-    max_pairs: int = 200
+    budget_s: float | None = None  # a comparison's time budget, checked between blocks
     min_blocks: int = 3  # adaptive mode: never stop on fewer blocks (a 2-block t has 1 dof)
     max_blocks: int = defaults.MAX_BLOCKS  # adaptive mode: the cap on blocks
-    # The block protocol's switches (docs/DESIGN.md §5.5), one per candidate cause of block 0's
-    # difference (docs/investigations/2026-11-30-block-zero.md); prime_placements=0, neighbours_first=False, warmup_blocks=0 is the protocol
-    # of the sessions before them.
-    prime_placements: int = defaults.PRIME_PLACEMENTS  # untimed placements before block 0
-    neighbours_first: bool = True  # every peer and kernel op of a group made before it places
-    warmup_blocks: int = defaults.WARMUP_BLOCKS  # whole blocks timed but not counted
-    # a diagnostic, not a default: keep every earlier copy so each block's copies land in memory
-    # not used before, the kind block 0's first copies had
-    fresh_placements: bool = False
+    # whole blocks of every comparison of a group, timed and journaled but not counted, before
+    # its first counted block (docs/DESIGN.md §5.5)
+    warmup_blocks: int = defaults.WARMUP_BLOCKS
     warmup: int = 2
     retries: int = defaults.RETRIES
     keep_flagged: bool = False
@@ -97,11 +79,11 @@ class ProtocolConfig:
         def bad(name: str, value: Any, why: str) -> BadArgument:
             return BadArgument(f"{name} {value!r} {why}")
 
-        for name in ("pairs", "blocks", "min_pairs", "max_pairs", "min_blocks", "max_blocks"):
+        for name in ("pairs", "blocks", "min_blocks", "max_blocks"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise bad(f"--{name.replace('_', '-')}", v, "must be an integer >= 1")
-        for name in ("warmup", "retries", "prime_placements", "warmup_blocks"):
+        for name in ("warmup", "retries", "warmup_blocks"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise bad(f"--{name.replace('_', '-')}", v, "must be an integer >= 0")
@@ -133,19 +115,35 @@ class ProtocolConfig:
         return self.max_lost_pairs if self.max_lost_pairs is not None else max(4, self.pairs // 2)
 
     @property
-    def pair_goal(self) -> int:
-        """Complete pairs after which one ``run_abba`` call stops at the latest."""
-        return self.max_pairs if self.adaptive else self.pairs
-
-    @property
     def block_goal(self) -> int:
         """Blocks after which a comparison stops at the latest."""
         return self.max_blocks if self.adaptive else self.blocks
 
-    def for_block(self) -> ProtocolConfig:
-        """The config one block runs under: ``pairs`` fixed pairs (adaptive mode and the time
-        budget act between blocks, on the block-level interval)."""
-        return dataclasses.replace(self, adaptive=False, budget_s=None)
+
+def stop_reason(
+    cfg: ProtocolConfig, blocks_done: int, half_width: float | None, elapsed_s: float
+) -> str | None:
+    """Whether a comparison stops after ``blocks_done`` blocks: the stopping rule, the one home
+    of it (docs/DESIGN.md §5.4, §5.5); None: run another block. ``half_width`` is the relative
+    half-width of its block-level interval (§7.3), ``elapsed_s`` the time its group has run.
+
+    Fixed mode stops after ``blocks`` blocks ("blocks"); adaptive mode once the half-width is at
+    most ``target`` after at least ``min_blocks`` blocks ("target", ``stats.should_stop``), else
+    at ``max_blocks`` ("max_blocks"); either stops at the time budget ("budget")."""
+    from workbench.core import stats
+
+    if not cfg.adaptive:
+        if blocks_done >= cfg.blocks:
+            return "blocks"
+    elif stats.should_stop(
+        half_width=half_width, n=blocks_done, min_n=cfg.min_blocks, target=cfg.target
+    ):
+        return "target"
+    elif blocks_done >= cfg.max_blocks:
+        return "max_blocks"
+    if cfg.budget_s is not None and elapsed_s >= cfg.budget_s:
+        return "budget"
+    return None
 
 
 @dataclass
@@ -156,7 +154,7 @@ class Progress:
     pair: int  # index of the pair being measured
     slot: int
     complete: int  # complete pairs so far
-    goal: int  # pairs to measure (fixed) or the cap (adaptive)
+    goal: int  # pairs of the block
     median: float | None  # median pair ratio B/A so far
     ci_low: float | None
     ci_high: float | None
@@ -164,7 +162,6 @@ class Progress:
     flagged: int
     excluded: int
     elapsed_s: float
-    adaptive: bool
     last_arm: str
     last_ms: float
     flagged_last: bool
@@ -185,7 +182,9 @@ class Outcome:
     remeasured: int = 0
     excluded: int = 0
     lost_pairs: int = 0
-    stop: str = ""  # pairs | target | budget | max_pairs | lost | cancelled
+    # run_abba: pairs | lost | cancelled; the engine, between blocks: blocks | target |
+    # max_blocks | budget (stop_reason)
+    stop: str = ""
     elapsed_s: float = 0.0
 
     @property
@@ -270,9 +269,6 @@ class _Run:
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
-    def over_budget(self) -> bool:
-        return self.cfg.budget_s is not None and self.elapsed() >= self.cfg.budget_s
-
     def take(self, pair: int, slot: int, label: str, excluded_if_flagged: bool) -> dict:
         arm = self.arms[label]
         t0 = self.wall()
@@ -314,9 +310,9 @@ class _Run:
         r = self.out.ratios
         self.progress(
             Progress(
-                self.cmp_id, pair, slot, len(r), self.cfg.pair_goal,
+                self.cmp_id, pair, slot, len(r), self.cfg.pairs,
                 statistics.median(r) if r else None, lo, hi, hw,
-                self.out.flagged, self.out.excluded, self.elapsed(), self.cfg.adaptive,
+                self.out.flagged, self.out.excluded, self.elapsed(),
                 rec["arm"], rec["ms"], rec["flagged"], self.block,
             )
         )  # fmt: skip
@@ -364,22 +360,14 @@ class _Run:
                 self.arms[label].measure()
         return True
 
-    def stop_reason(self) -> str | None:
-        from workbench.core import stats
-
-        cfg, n = self.cfg, self.out.complete
+    def block_over(self) -> str | None:
+        """Why this block ends now (its pairs done, too many lost, cancelled), or None."""
         if self.cancelled():
             return "cancelled"
-        if cfg.adaptive and stats.should_stop(
-            half_width=self.ci[2], n=n, min_n=cfg.min_pairs, target=cfg.target
-        ):
-            return "target"
-        if n >= cfg.pair_goal:
-            return "max_pairs" if cfg.adaptive else "pairs"
-        if self.out.lost_pairs > cfg.lost_limit:
+        if self.out.complete >= self.cfg.pairs:
+            return "pairs"
+        if self.out.lost_pairs > self.cfg.lost_limit:
             return "lost"
-        if self.over_budget():
-            return "budget"
         return None
 
 
@@ -399,7 +387,7 @@ def run_abba(
     block: int | None = None,
     first_pair: int = 0,
 ) -> Outcome:
-    """Run one comparison of arm ``a`` against arm ``b`` under the protocol ``cfg``.
+    """Run one block of a comparison of arm ``a`` against arm ``b``: ``cfg.pairs`` pairs.
 
     ``record(type, **fields)``: journal (``SessionWriter.record``); ``window(t0, t1)``: the
     monitor's view of a sample (``Monitor.window``; unix seconds from ``wall``); ``progress``:
@@ -417,7 +405,7 @@ def run_abba(
         run.out.stop = "cancelled"
     pair = first_pair
     while not run.out.stop:
-        reason = run.stop_reason()
+        reason = run.block_over()
         if reason:
             run.out.stop = reason
             break

@@ -37,8 +37,6 @@ class BankStore:
         seed_of = functools.partial(bank_seed, cfg.seed)
         self.source = source_for(engine.shape, seed_of, getattr(cfg, "checkpoint", None))
         self._noted: set[str] = set()  # kernels whose repeat note was given
-        # earlier placements kept alive (fresh placements, docs/DESIGN.md §5.5) until the group ends
-        self.retired: list[Any] = []
 
     def get(self, kernel: str, layout: str, n: int) -> list[Any]:
         have = self.banks.setdefault((kernel, layout), [])
@@ -103,12 +101,10 @@ class BankStore:
         torch.cuda.synchronize()
         del bank
 
-    def relocate(self, key: tuple[str, str], keep_old: bool = False) -> None:
+    def relocate(self, key: tuple[str, str]) -> None:
         """Move the banks of ``key`` = (kernel, layout) to fresh memory (copies made while the
         old ones still exist, so they land behind the current padding; then the old go). Where
-        two copies do not fit, the banks are freed first and made again by the source.
-        ``keep_old``: the old copies stay allocated until ``drop_retired``, so the new ones land
-        in memory this run has not used before; refused (WorkbenchError) where they do not fit."""
+        two copies do not fit, the banks are freed first and made again by the source."""
         from workbench.kernels.ops import relocate_bank
 
         have = self.banks.get(key, [])
@@ -116,16 +112,7 @@ class BankStore:
             return
         need = sum(int(b.nbytes) for b in have)
         free, _ = torch.cuda.mem_get_info()
-        if keep_old:
-            if need > MEMORY_HEADROOM * free:
-                raise WorkbenchError(
-                    f"--fresh-placements: a new copy of the {key[1]} banks of {key[0]} needs "
-                    f"{need / 2**30:.1f} GiB but only {free / 2**30:.1f} GiB is free beside the "
-                    "earlier copies; try --set hot or fewer --blocks"
-                )
-            self.retired.extend(have)
-            self.banks[key] = [relocate_bank(b) for b in have]
-        elif need <= MEMORY_HEADROOM * free:
+        if need <= MEMORY_HEADROOM * free:
             self.banks[key] = [relocate_bank(b) for b in have]
         else:
             count = len(have)
@@ -137,16 +124,7 @@ class BankStore:
             self.banks[key] = [self.source.make(kernel, layout, i, DEVICE) for i in range(count)]
         torch.cuda.synchronize()
 
-    def drop_retired(self) -> None:
-        """Free the placements ``relocate(keep_old=True)`` kept."""
-        if not self.retired:
-            return
-        self.retired.clear()
-        gc.collect()
-        torch.cuda.empty_cache()
-
     def release(self, keep: set[tuple[str, str]]) -> None:
-        self.retired.clear()
         for key in list(self.banks):
             if key not in keep:
                 del self.banks[key]

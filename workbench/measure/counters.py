@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.core.vocab import KERNELS, SETS  # the counters' kernels: step is their sequence
 from workbench.measure import ncu
 
-KERNELS = ("w13", "w2")  # the counters' kernels: step is their sequence, profiled through them
 TIMEOUT_S = 900  # one ncu run (four launches, about 40 replay passes each)
 
 
@@ -67,7 +67,7 @@ def collect(
     folder = Path(session_path) / "counters"
     folder.mkdir(exist_ok=True)
     launches, commands = [], []
-    for set_name in sorted({i.set for i in items}, key=("hot", "rotating").index):
+    for set_name in sorted({i.set for i in items}, key=SETS.index):
         todo = [i for i in items if i.set == set_name]
         manifest = folder / f"{set_name}.json"
         manifest.write_text(

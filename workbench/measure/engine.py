@@ -37,7 +37,7 @@ from workbench.core.errors import (
     is_sticky_cuda_error,
 )
 from workbench.kernels.pyarm import PythonArms, PythonSpec
-from workbench.measure.abba import Outcome, run_abba
+from workbench.measure.abba import Outcome, run_abba, stop_reason
 from workbench.measure.bankstore import DEVICE, BankStore
 from workbench.measure.gate import numerics_gate
 from workbench.measure.graphs import Cycle, GraphArm, l2_bytes
@@ -268,13 +268,9 @@ class Engine:
                              error=f"{type(e).__name__}: {e}", **rec)  # fmt: skip
                     r.note(f"{s.spec.id}: block {b} failed and is left out: {e}")
             ok_blocks += 1
+            elapsed = time.monotonic() - t0
             for s in active:
-                s.done = s.done or self._settled(s, b + 1)
-            if proto.budget_s is not None and time.monotonic() - t0 >= proto.budget_s:
-                for s in states:
-                    s.outcome.stop = s.outcome.stop if s.done else "budget"
-                break
-        self.store.drop_retired()
+                s.done = s.done or self._settled(s, b + 1, elapsed)
         for s in states:
             if s.outcome.samples or s.gates:
                 if r.cancel.is_set():
@@ -288,14 +284,14 @@ class Engine:
     def _placement(
         self, group: int, b: int, kind: str, active: list[_CmpState]
     ) -> dict[str, Any] | None:
-        """Place the banks of ``active`` for block ``b`` of ``kind`` (a counted "block", a
-        "primed" placement, a "warmup" block) and journal it; None when the placement failed
+        """Place the banks of ``active`` for block ``b`` of ``kind`` (a counted "block" or a
+        "warmup" block) and journal it; None when the placement failed
         (journaled and noted)."""
         r, proto = self.sink, self.cfg.protocol
         pad = placement_padding(proto.placement_seed or 0, group, b, kind)
         rec = {"block": b, "group": group, "placement_seed": proto.placement_seed,
                "padding_bytes": pad, "comparisons": [s.spec.id for s in active]}  # fmt: skip
-        what = {"block": "block", "primed": "priming placement", "warmup": "warm-up block"}[kind]
+        what = {"block": "block", "warmup": "warm-up block"}[kind]
         try:
             with self.timed("banks"):
                 self._place(active, pad)
@@ -312,18 +308,11 @@ class Engine:
         return rec
 
     def _before_blocks(self, group: int, states: list[_CmpState]) -> None:
-        """Make block 0 the same kind of draw as every later block (docs/DESIGN.md §5.5), one
-        switch per way it differed: the peers and kernel ops exist before the first placement
-        (later blocks were always placed beside them; block 0 made them mid-block), the banks
-        are placed ``prime_placements`` times untimed (block 0 was the only first copy of
-        freshly made banks), then ``warmup_blocks`` whole blocks run, journaled but not counted."""
+        """Make block 0 the same kind of draw as every later block (docs/DESIGN.md §5.5): the
+        peers and kernel ops exist before the first placement (later blocks are placed beside
+        them), then ``warmup_blocks`` whole blocks run, journaled but not counted."""
         r, proto = self.sink, self.cfg.protocol
-        if proto.neighbours_first:
-            self._make_neighbours(states)
-        for i in range(proto.prime_placements):
-            if r.cancel.is_set():
-                return
-            self._placement(group, i, "primed", states)
+        self._make_neighbours(states)
         for w in range(proto.warmup_blocks):
             if r.cancel.is_set():
                 return
@@ -366,10 +355,10 @@ class Engine:
                         b, _ = s.geom.slot(g, l)
                         ids, inp = work["ids"][g][l], work["inputs"][l]
                         experts = work["id_lists"][g][l]
-                        if c.kernel in ("w13", "step"):
+                        if "w13" in kernels_of(c.kernel):
                             out = torch.empty(shape.top_k, shape.dims("w13")[1] // 2, **half)
                             self._launcher(arm, "w13", b, experts, inp["x"], ids, out)
-                        if c.kernel in ("w2", "step"):
+                        if "w2" in kernels_of(c.kernel):
                             y = torch.empty(1, shape.dims("w2")[1], **half)
                             act = inp.get("inter")
                             if act is None:  # a step's W2 reads W13's output: any of its shape
@@ -388,37 +377,25 @@ class Engine:
             arm_a.run_once()
             arm_b.run_once()
             window = self.monitor.window if self.monitor.available else None
-            return run_abba(
-                c.id, arm_a, arm_b, self.cfg.protocol.for_block(), window=window, cancel=r.cancel
-            )
+            return run_abba(c.id, arm_a, arm_b, self.cfg.protocol, window=window, cancel=r.cancel)
         finally:
             for arm in (arm_a, arm_b):
                 if arm is not None:
                     arm.close()
 
-    def _settled(self, s: _CmpState, blocks_done: int) -> bool:
-        """A comparison is done after its blocks, or in adaptive mode once its block-level CI
-        half-width is at most the target (after ``min_blocks``)."""
-        proto = self.cfg.protocol
+    def _settled(self, s: _CmpState, blocks_done: int, elapsed_s: float) -> bool:
+        """Whether a comparison is done after ``blocks_done`` blocks: cancelled, or as
+        ``abba.stop_reason`` (the stopping rule) decides on its block-level interval."""
         if s.outcome.cancelled:
             return True
-        if not proto.adaptive:
-            if blocks_done >= proto.blocks:
-                s.outcome.stop = "blocks"
-                return True
-            return False
-        if stats.should_stop(
-            half_width=stats.compare(stats.pair_ratios(s.outcome.samples), self.cfg.m).half_width,
-            n=blocks_done,
-            min_n=proto.min_blocks,
-            target=proto.target,
-        ):
-            s.outcome.stop = "target"
-            return True
-        if blocks_done >= proto.max_blocks:
-            s.outcome.stop = "max_blocks"
-            return True
-        return False
+        hw = None
+        if self.cfg.protocol.adaptive:
+            ratios = stats.pair_ratios(s.outcome.samples)
+            hw = stats.compare(ratios, self.cfg.m).half_width
+        reason = stop_reason(self.cfg.protocol, blocks_done, hw, elapsed_s)
+        if reason is not None:
+            s.outcome.stop = reason
+        return reason is not None
 
     def _drop_unsupported(self, plan: list[ComparisonSpec]) -> list[ComparisonSpec]:
         specs = {arm.python for c in plan for arm in (c.a, c.b) if arm.python is not None}
@@ -480,9 +457,8 @@ class Engine:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         self.padding = torch.empty(padding, dtype=torch.uint8, device=DEVICE)
-        keep_old = self.cfg.protocol.fresh_placements
         for key in sorted(self._banks_needed([s.spec for s in active])):
-            self.store.relocate(key, keep_old=keep_old)
+            self.store.relocate(key)
         self.python.relocate()
         torch.cuda.synchronize()
 
@@ -501,7 +477,7 @@ class Engine:
             window = self.monitor.window if self.monitor.available else None
             with self.timed("timing"):
                 out = run_abba(
-                    c.id, arm_a, arm_b, cfg.protocol.for_block(), record=r.record,
+                    c.id, arm_a, arm_b, cfg.protocol, record=r.record,
                     window=window, progress=r.progress, cancel=r.cancel, block=block,
                     first_pair=s.outcome.pair_index,
                 )  # fmt: skip
@@ -556,9 +532,9 @@ class Engine:
         for l in range(self.cfg.calls):  # noqa: E741
             s = input_seed(seed, l)
             d: dict[str, Any] = {}
-            if kernel in ("w13", "step"):
+            if "w13" in kernels_of(kernel):
                 d["x"] = make_inputs(shape, "w13", s, DEVICE)["x"]
-            if kernel in ("w2", "step"):
+            if "w2" in kernels_of(kernel):
                 i2 = make_inputs(shape, "w2", s, DEVICE)
                 d["inter"], d["rw"] = i2["inter"], i2["rw"]
             inputs.append(d)
@@ -585,11 +561,11 @@ class Engine:
             for l in range(self.cfg.calls):  # noqa: E741
                 b, _ = geom.slot(g, l)
                 ids, inp, experts = work["ids"][g][l], work["inputs"][l], work["id_lists"][g][l]
-                if kernel in ("w13", "step"):
+                if "w13" in kernels_of(kernel):
                     inter = torch.empty(shape.top_k, n13, **half)
                     fns.append(self._launcher(arm, "w13", b, experts, inp["x"], ids, inter))
                     outs.append((f"call{l}.inter", inter))
-                if kernel in ("w2", "step"):
+                if "w2" in kernels_of(kernel):
                     y = torch.empty(1, n2, **half)
                     # W2 of a step reads its own W13 output, as the kernels chain in a layer
                     act = inter if kernel == "step" else inp["inter"]

@@ -1,7 +1,8 @@
 """The numerics gate of a comparison (docs/DESIGN.md §5.6), run before its arms are timed and
-after every placement: arms of one identity must give bit-identical outputs (the first
-difference is named); arms of different identities must each stay within their promised
-tolerance against the float64 reference, with no output left unwritten (NaN from the poison).
+after every placement, the one home of it: arms of one identity must give bit-identical outputs
+(the first difference is named); arms of different identities must each stay within their
+promised tolerance against the float64 reference, with no output left unwritten (NaN from the
+poison); a tune's candidate that reorders the sums stays within its bound against A (§11.1).
 A failed gate raises NumericsError (exit 5); a recorded-only promise is journaled and stops
 nothing. Every gate is a ``gate`` record of the session's journal.
 
@@ -31,6 +32,8 @@ def numerics_gate(
     """Run both arms once on the measured inputs and compare every call's output."""
     arm_a.run_once()
     arm_b.run_once()
+    if c.gated and c.promise_vs_a is not None:
+        return _vs_a_gate(engine, c, arm_a, arm_b, block, c.promise_vs_a)
     if c.gated and not c.bit_identical and geom is not None:
         return _tolerance_gate(engine, c, arm_a, arm_b, block, geom)
     diff = first_difference(arm_a, arm_b)
@@ -50,6 +53,26 @@ def numerics_gate(
             f"(0x{d['a_bits'] & 0xFFFF:04x}), B={d['b']!r} (0x{d['b_bits'] & 0xFFFF:04x}); "
             f"{d['differing']} of {d['elements']} elements differ in that output. "
             "Nothing was timed."
+        )
+    return rec
+
+
+def _vs_a_gate(
+    engine: Any, c: ComparisonSpec, arm_a: GraphArm, arm_b: GraphArm, block: int | None,
+    tolerance: float,
+) -> dict[str, Any]:  # fmt: skip
+    """A tune candidate whose parameters reorder the FP32 sums (docs/DESIGN.md §11.1): B's
+    outputs within ``tolerance`` relative L2 of A's (NaN, an unwritten output, fails)."""
+    d = loose_difference(arm_a, arm_b)
+    ok = bool(d["rel_l2"] <= tolerance)
+    rec = {"cmp": c.id, "block": block, "ok": ok, "gated": True,
+           "kind": f"rel_l2 vs A <= {tolerance:g} (parameters reorder the FP32 sums)", **d}  # fmt: skip
+    engine.sink.record("gate", **rec)
+    engine.sink.emit("gate", rec)
+    if not ok:
+        raise NumericsError(
+            f"{c.id}: {c.b.name} (B) against {c.a.name} (A): relative L2 {d['rel_l2']:.3g}, "
+            f"beyond {tolerance:g} (worst element {d['max_abs_diff']:.3g}). Nothing was timed."
         )
     return rec
 

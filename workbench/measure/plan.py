@@ -25,6 +25,7 @@ import numpy as np
 
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
+from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
 from workbench.data.capacity import expert_footprint
 from workbench.data.shapes import Shape
 from workbench.kernels.pyarm import (
@@ -36,8 +37,6 @@ from workbench.kernels.pyarm import (
 from workbench.kernels.specs import is_spec_path, load_spec, read_toml
 from workbench.kernels.variants import ARMS, PEER_ARMS, Variant, parse_arm
 
-KERNEL_CHOICES = ("w13", "w2", "step")
-SETS = ("hot", "rotating")
 ROLES = ("main", "aa", "reference", "confirm", "calibration")
 L2_FACTOR = 5  # rotating working set (per cycle of graphs) at least this many times the L2
 # A hot set counts as L2-resident only up to this fraction of the L2 (docs/DESIGN.md §5.3): the
@@ -113,7 +112,7 @@ def _split_parts(text: str, option: str) -> dict[str, str]:
     for item in text.split(","):
         k, sep, arm = item.partition("=")
         k, arm = k.strip(), arm.strip()
-        if not sep or k not in ("w13", "w2") or not arm:
+        if not sep or k not in KERNELS or not arm:
             raise BadArgument(
                 f"{option} {text!r}: {item!r} is not KERNEL=ARM with KERNEL w13 or w2 "
                 "(e.g. w13=b3-coop,w2=b3-scalar)"
@@ -134,7 +133,7 @@ def parse_arm_spec(kernel: str, text: str, option: str = "--a", calib: bool = Fa
     if not isinstance(text, str) or not text.strip():
         raise BadArgument(f"{option} {text!r} is empty; known arms: {', '.join(ARMS + PEER_ARMS)}")
     parts = _split_parts(text, option)
-    kernels = ("w13", "w2") if kernel == "step" else (kernel,)
+    kernels = KERNELS if kernel == "step" else (kernel,)
     for k in kernels:
         if k not in parts:
             raise BadArgument(
@@ -227,9 +226,16 @@ class ComparisonSpec:
             self.a.identity(k) == self.b.identity(k) for k in kernels_of(self.kernel)
         )
 
+    @property
+    def promise_vs_a(self) -> float | None:
+        """A bound on the relative L2 of B's outputs against A's that replaces both gates above
+        (a tune's candidate whose parameters reorder the sums, docs/DESIGN.md §11.1); None: none.
+        workbench.measure.gate applies every kind."""
+        return None
+
 
 def kernels_of(kernel: str) -> tuple[str, ...]:
-    return ("w13", "w2") if kernel == "step" else (kernel,)
+    return KERNELS if kernel == "step" else (kernel,)
 
 
 def parse_list(text: str, choices: tuple[str, ...], option: str) -> tuple[str, ...]:

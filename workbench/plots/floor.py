@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from workbench.core.vocab import KERNEL_CHOICES as KERNELS, SETS
 from workbench.analysis import Analysis
 from workbench.core.errors import BadArgument
 from workbench.plots._common import (
@@ -21,8 +22,6 @@ from workbench.plots._common import (
 )
 from workbench.report.markdown import variant_order
 
-KERNELS = ("w13", "w2", "step")
-SETS = ("hot", "rotating")
 # A floor above 1 s per call is a unit mistake (ms or ns given as µs), not a kernel.
 MAX_FLOOR_US = 1e6
 

@@ -7,6 +7,8 @@ import textwrap
 from typing import Any
 
 from workbench.analysis import Analysis, ComparisonResult, estimate_words
+from workbench.analysis.table import comparison_table
+from workbench.core.fmt import change_pct, num
 from workbench.plots._common import (
     COLOR_FLAG,
     RATIO_ROLES,
@@ -15,7 +17,6 @@ from workbench.plots._common import (
     suptitle,
     unzip_xy,
 )
-from workbench.analysis.table import comparison_table, fmt, fmt_pct
 from workbench.report.markdown import provenance_line
 
 # the verdict table of the summary page (workbench.analysis.table's columns)
@@ -53,17 +54,17 @@ def draw_ratios(ax: Any, an: Analysis, rows: list[ComparisonResult]) -> None:
             if sel:
                 ax.scatter(*unzip_xy(sel), zorder=3, **style)
         xs += [q[0] for q in pts]
-        if v.n and fmt(v.ci_low) != "n/a":
+        if v.n and num(v.ci_low) != "n/a":
             ax.plot([v.ci_low, v.ci_high], [y, y], color=col, lw=7, alpha=0.45, zorder=2)
             xs += [v.ci_low, v.ci_high]
-        if fmt(v.median) != "n/a":
+        if num(v.median) != "n/a":
             ax.scatter([v.median], [y], marker="D", s=60, color=col, edgecolor="black", zorder=4)
         a, b = str(r.cmp["a"]), str(r.cmp["b"])
         labels.append(f"{r.id}\nB {b}\nA {a}" if len(a + b) > 28 else f"{r.id}\n{b} vs {a}")
         d = r.diagnostic  # the block diagnostic (§7.8), where it finds more than it prints
         extra = [f for f in d.flags() if not f.startswith("rests")] if d is not None else []
         verdicts.append(
-            f"{r.verdict_words}  {fmt_pct(v.median)}\nk/n {v.k_faster}/{v.n}"
+            f"{r.verdict_words}  {change_pct(v.median)}\nk/n {v.k_faster}/{v.n}"
             + "".join(f"; {f}" for f in extra)
         )
     lo, hi = min(xs), max(xs)
@@ -163,8 +164,8 @@ def fig_summary(an: Analysis) -> Any:
         lines.append(f"Recommendation {kernel}: {rec.decision.upper()} → {rec.arm}   ({ev})")
     for r in an.by_role("confirm"):
         lines.append(
-            f"Step confirmation {r.id}: {r.cmp['b']} vs {r.cmp['a']}: ratio {fmt(r.verdict.median)}"
-            f" ({fmt_pct(r.verdict.median)}), {r.verdict_words}"
+            f"Step confirmation {r.id}: {r.cmp['b']} vs {r.cmp['a']}: ratio {num(r.verdict.median)}"
+            f" ({change_pct(r.verdict.median)}), {r.verdict_words}"
         )
     if s.status != "complete":
         lines.append(f"Session {s.status}: figures cover the samples measured before it stopped.")

@@ -12,11 +12,11 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from workbench.core.vocab import SETS
 from workbench.core import stats
 from workbench.plots._common import COLOR_A, COLOR_FLAG, VERDICT_COLORS, save
 from workbench.store.session import Session
 
-SETS = ("hot", "rotating")
 
 
 def confirmed(s: Session, cand: str, set_name: str) -> dict[str, Any] | None:

@@ -108,16 +108,7 @@ def _coverage(row: Any) -> dict[str, Any] | None:
 def _entry(analyses: list[Analysis], m: float | None) -> dict[str, Any]:
     first = analyses[0].session
     files = first.provenance.get("files") or {}
-    for a in analyses[1:]:
-        other = a.session.provenance.get("files") or {}
-        if other != files:
-            diff = sorted(k for k in set(files) | set(other) if files.get(k) != other.get(k))
-            raise BadArgument(
-                f"sessions {first.name} and {a.session.name} measured different kernel sources "
-                f"({', '.join(diff[:3]) or 'hashes unknown'}): export the sessions of one source "
-                "tree"
-            )
-    # the refusal `sessions pool` makes too: one comparison id, different arms
+    # one source tree and one pair of arms per comparison: the refusals `sessions pool` makes
     check_poolable([a.session for a in analyses], [a.results for a in analyses])
     compact: dict[str, Any] = {}
     for kernel in READER_KERNELS:

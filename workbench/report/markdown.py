@@ -18,8 +18,10 @@ from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
 from workbench.analysis.counters import markdown_lines as counter_markdown
-from workbench.analysis.table import BLOCK_COLUMNS, comparison_table, fmt, fmt_ci, fmt_pct
+from workbench.analysis.table import BLOCK_COLUMNS, comparison_table
 from workbench.core import stats
+from workbench.core.fmt import MIB, change_pct, interval, nbytes, num, signed_pct
+from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
 from workbench.report.plot_files import existing_plots
 from workbench.store import counters
 from workbench.store.listing import find_session
@@ -32,19 +34,9 @@ PEERS = {
     "triton-moe": "peer: fused W4A16 MoE Triton kernel, fp16",
 }
 BASELINE = "b4-scalar"
-MIB = 1 << 20
 
 
 # ------------------------------------------------------------------------------ formatting
-
-
-def fmt_bytes(n: float | None) -> str:
-    """Bytes exactly, and in MiB (KiB below 1 MiB): "13,107,200 B (12.5 MiB)"."""
-    if n is None:
-        return "n/a"
-    if abs(n) < MIB:
-        return f"{n:,.0f} B ({n / 1024:,.1f} KiB)"
-    return f"{n:,.0f} B ({n / MIB:,.1f} MiB)"
 
 
 def _table(header: list[str], rows: Iterable[list[str]], align: str) -> list[str]:
@@ -129,13 +121,13 @@ def _seed_tables(an: Analysis) -> list[str]:
     shape = an.session.config.get("shape") or {}
     top_k = shape.get("top_k") if isinstance(shape, dict) else None
     out: list[str] = []
-    for kernel in ("w13", "w2", "step"):
+    for kernel in KERNEL_CHOICES:
         rows = an.by_role(*TIMING_ROLES)
         rows = [r for r in rows if r.kernel == kernel]
         if not rows:
             continue
         calls = statistics.mode(r.calls for r in rows)
-        sets = [s for s in ("hot", "rotating") if any(r.set == s for r in rows)]
+        sets = [s for s in SETS if any(r.set == s for r in rows)]
         sets += sorted({r.set for r in rows} - set(sets))
 
         header = [f"{KERNEL_TITLES.get(kernel, kernel)}, ms per {calls} calls (median)"]
@@ -144,8 +136,8 @@ def _seed_tables(an: Analysis) -> list[str]:
         for v in variant_order(k[2] for k in us if k[0] == kernel):
             vals = [us.get((kernel, s, v)) for s in sets]
             med = [statistics.median(x) if x else None for x in vals]
-            cells = [fmt(None if u is None else u * calls / 1000.0) for u in med]
-            body.append([variant_label(v), *cells, *(fmt(u, 2) for u in med)])
+            cells = [num(None if u is None else u * calls / 1000.0) for u in med]
+            body.append([variant_label(v), *cells, *(num(u, ".2f") for u in med)])
         out += _table(header, body, "l" + "r" * 2 * len(sets)) + [""]
     if out:
         out.append(
@@ -224,7 +216,7 @@ def _recommendations(an: Analysis) -> list[str]:
     cfg = an.session.config
     planned = {str(k) for k in cfg.get("kernels") or []}
     planned |= {str(c).split("/")[0] for c in cfg.get("comparisons") or []}
-    for kernel in ("w13", "w2"):
+    for kernel in KERNELS:
         if kernel in planned and kernel not in an.recommendations:
             title = KERNEL_TITLES[kernel]
             out.append(f"- **{title}: not measured** (planned, but no reader comparison was run)")
@@ -244,8 +236,8 @@ def _confirmation(an: Analysis) -> list[str]:
         us_b = r.us_per_call(r.b_ms) if r.b_samples_ms else None
         out.append(
             f"- `{r.id}`: `{r.cmp['b']}` against the all-scalar `{r.cmp['a']}`: "
-            f"{fmt(us_b, 3)} vs {fmt(us_a, 3)} µs per step, ratio {fmt(v.median)} "
-            f"({fmt_pct(v.median)}), 95 % CI {fmt_ci(v)}, "
+            f"{num(us_b, '.3f')} vs {num(us_a, '.3f')} µs per step, ratio {num(v.median)} "
+            f"({change_pct(v.median)}), 95 % CI {interval(v.ci_low, v.ci_high)}, "
             f"{v.k_faster}/{v.n} pairs favour the mix: **{v.verdict}**"
         )
     return out
@@ -296,8 +288,8 @@ def _memory(an: Analysis) -> list[str]:
         diff = "n/a" if meas is None or not comp else f"{(meas - comp) / comp * 100:+.1f} %"
         body.append(
             [KERNEL_TITLES.get(r.kernel, r.kernel), f"{r.banks['b4']} / {r.banks['b3']}"]
-            + [fmt_bytes(r.used["b4"]), fmt_bytes(r.used["b3"])]
-            + [fmt_bytes(meas) if meas is not None else "NVML unavailable", fmt_bytes(comp), diff]
+            + [nbytes(r.used["b4"]), nbytes(r.used["b3"])]
+            + [nbytes(meas) if meas is not None else "NVML unavailable", nbytes(comp), diff]
         )
     if body:
         header = ["kernel", "banks b4 / b3", "NVML Δused b4", "NVML Δused b3"]
@@ -324,7 +316,7 @@ def _memory(an: Analysis) -> list[str]:
             f"metadata saves {sv:,} bytes ({sv / MIB:,.1f} MiB) computed"
         )
         per_bank = {r.kernel: r.per_bank(r.used) for r in rows}
-        if all(per_bank.get(k) is not None for k in ("w13", "w2")):
+        if all(per_bank.get(k) is not None for k in KERNELS):
             meas = (per_bank["w13"] + per_bank["w2"]) * layers
             line += f"; {meas:,.0f} bytes ({meas / MIB:,.1f} MiB) from the measured banks"
         out += ["", line + "."]
@@ -352,7 +344,7 @@ def _working_set(an: Analysis) -> list[str]:
     for key, ids in groups.items():
         kernel, _, ws, l2, graphs = key
         ratio = f"{ws / l2:.2f}×" if l2 else "L2 unknown"
-        body.append([f"{kernel} / {labels[key]}", fmt_bytes(ws), fmt_bytes(l2), ratio, str(graphs)])
+        body.append([f"{kernel} / {labels[key]}", nbytes(ws), nbytes(l2), ratio, str(graphs)])
         body[-1].append(", ".join(f"`{i}`" for i in ids))
     header = ["kernel / set", "working set (one cycle of graphs)", "L2", "working set / L2"]
     lines = _table(header + ["graphs", "comparisons"], body, "lrrrrl")
@@ -403,10 +395,6 @@ def _numerics(an: Analysis) -> list[str]:
     return lines[:1] + ([""] + [f"- {x}" for x in lines[1:]] if len(lines) > 1 else [])
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:+.2f} %"
-
-
 def _calibration(an: Analysis) -> list[str]:
     """Smallest injected delay detected reliably: SLOWER at that spin and every larger one
     (the rule of workbench.analysis.calibration)."""
@@ -433,7 +421,7 @@ def _calibration(an: Analysis) -> list[str]:
             + (
                 "none"
                 if seen is None
-                else f"spin={seen['spin_cycles']} ({_pct(seen['effect_pct'])}, {seen['words']})"
+                else f"spin={seen['spin_cycles']} ({signed_pct(seen['effect_pct'])}, {seen['words']})"
             )
             + f"; controls (spin 0): {', '.join(g['controls']) or 'none'}"
         )

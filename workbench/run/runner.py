@@ -38,17 +38,17 @@ from workbench.core.errors import (
     is_sticky_cuda_error,
 )
 from workbench.core.limits import check_min_effect
+from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
 from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
 from workbench.measure.plan import (
-    KERNEL_CHOICES,
-    SETS,
     ComparisonSpec,
     is_reader_comparison,
     parse_arm_spec,
     plan_ab,
 )
 from workbench.run.progress import ProgressEvent
+from workbench.run.settings import RunSettings
 from workbench.run.sink import Sink
 
 NO_GPU_MESSAGE = (
@@ -99,6 +99,9 @@ class RunConfig:
     # An open workbench.data.checkpoint.Checkpoint: banks from its experts instead of synthetic ones
     # (docs/DESIGN.md §3.7); its record goes to the provenance, its path to extra.
     checkpoint: Any = None
+    # after a complete run, Nsight Compute counters of A and B (workbench/run/counters.py); never
+    # read by a verdict, so not in session_config
+    counters: bool = False
 
     def session_config(self) -> dict[str, Any]:
         p = dataclasses.asdict(self.protocol)
@@ -300,13 +303,11 @@ class Runner:
         """The step comparisons of the recommended mix against the all-A (scalar) baseline;
         ``results`` (with ``.cmp``) name the main comparisons' A arms (default: this process's)."""
         recs = self.recommendations
-        if not self.cfg.confirm or set(recs) != {"w13", "w2"}:
+        if not self.cfg.confirm or set(recs) != set(KERNELS):
             return []
         results = self.results if results is None else results
-        base = parse_arm_spec(
-            "step", ",".join(f"{k}={self._main_a(k, results)}" for k in ("w13", "w2"))
-        )
-        mix = parse_arm_spec("step", ",".join(f"{k}={recs[k].arm}" for k in ("w13", "w2")), "mix")
+        base = parse_arm_spec("step", ",".join(f"{k}={self._main_a(k, results)}" for k in KERNELS))
+        mix = parse_arm_spec("step", ",".join(f"{k}={recs[k].arm}" for k in KERNELS), "mix")
         if base.name == mix.name:
             self.note(
                 f"step confirmation skipped: the recommended mix {mix.name} is the baseline itself"
@@ -390,14 +391,14 @@ def confirm_banks(cfg: RunConfig, plan: list[ComparisonSpec]) -> set[tuple[str, 
     """The banks (kernel, layout) the step confirmation will read after ``plan``: the b3 banks of
     both kernels, kept to the end of the plan (none when there will be no confirmation)."""
     readers = {c.kernel for c in plan if c.role == "main" and is_reader_comparison(c.a, c.b)}
-    if not cfg.confirm or readers != {"w13", "w2"}:
+    if not cfg.confirm or readers != set(KERNELS):
         return set()
     layouts = {
         c.a.parts[0][1].layout
         for c in plan
         if c.role == "main" and c.kernel != "step" and is_reader_comparison(c.a, c.b)
     }
-    return {(k, lay) for k in ("w13", "w2") for lay in layouts}
+    return {(k, lay) for k in KERNELS for lay in layouts}
 
 
 def json_safe(x: Any) -> Any:
@@ -437,6 +438,7 @@ def make_config(
     slug: str | None = None,
     extra: dict[str, Any] | None = None,
     workers: int | None = None,
+    counters: bool = False,
 ) -> RunConfig:
     """A validated RunConfig for `workbench ab` (torch-free: bad input fails before GPU work).
     Errors are BadArgument naming the command-line option and its value."""
@@ -461,61 +463,47 @@ def make_config(
     return RunConfig(
         shape=shape.validate(), comparisons=comparisons, sets=tuple(sets), calls=calls,
         replays=replays, seed=seed, m=float(m), protocol=protocol, confirm=confirm,
-        sessions_dir=str(sessions_dir), slug=slug, mode="ab", workers=workers,
+        sessions_dir=str(sessions_dir), slug=slug, mode="ab", workers=workers, counters=counters,
         extra={"kernels": list(kernels), "a": a, "b": b, "reference": reference, **(extra or {})},
     )  # fmt: skip
 
 
+def config_from_settings(
+    settings: RunSettings, sessions_dir: str | Path, extra: dict[str, Any] | None = None
+) -> RunConfig:
+    """The runner's RunConfig derived from ``settings`` (validated: BadArgument names the field);
+    a checkpoint's record goes into the session config, its experts into the banks."""
+    ckpt = settings.validate().open_checkpoint()
+    extra = dict(extra or {})
+    if ckpt is not None:
+        extra["checkpoint"] = ckpt.summary()
+    cfg = make_config(
+        settings.shape(), kernels=tuple(settings.kernels), sets=tuple(settings.sets),
+        a=settings.a, b=settings.b, calls=settings.calls, replays=settings.replays,
+        seed=settings.seed, protocol=settings.protocol(), sessions_dir=str(sessions_dir),
+        extra=extra, counters=settings.counters,
+    )  # fmt: skip
+    cfg.checkpoint = ckpt  # banks from its experts when one is given
+    return cfg
+
+
 def run_session(
-    config: Mapping[str, Any],
+    config: RunSettings | Mapping[str, Any],
     root: str | Path = defaults.SESSIONS_DIR,
     progress: Callable[[Any], Any] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Path:
-    """Entry point for the TUI: run the TUI's RunConfig (as a dict) and return the session path.
+    """Entry point for the TUI: run its settings (a RunSettings, or a mapping of its fields) and
+    return the session path.
 
     ``progress`` receives workbench.run.progress.ProgressEvent records; ``cancelled`` is polled
-    after every sample (a cancelled run returns its session, status "interrupted").
+    after every sample (a cancelled run returns its session, status "interrupted"). With
+    ``counters``, a missing ncu raises ncu.CountersUnavailable before any timing, and a complete
+    run's counters go into its session (workbench/run/counters.py).
     """
-    from workbench.data.shapes import resolve_shape
-
-    c = dict(config)
-    ckpt = None
-    extra: dict[str, Any] = {"source": "tui"}
-    given = [k for k in ("hidden", "inter", "experts", "top_k", "layers") if c.get(k) is not None]
-    if str(c.get("checkpoint") or "").strip():  # real weights (docs/DESIGN.md §3.8)
-        from workbench.data.checkpoint import Checkpoint
-
-        if given:
-            raise BadArgument(
-                f"{given[0]} cannot be combined with a checkpoint: its config.json gives the shape"
-            )
-        ckpt = Checkpoint(
-            str(c["checkpoint"]).strip(), tp=c.get("tp"), rank=int(c.get("rank") or 0)
-        )
-        shape = ckpt.shape
-        extra["checkpoint"] = ckpt.summary()
-    else:
-        if c.get("rank"):
-            raise BadArgument(f"rank={c['rank']} needs a checkpoint: synthetic banks have no ranks")
-        shape = resolve_shape(
-            preset=c.get("preset"), tp=c.get("tp"), hidden=c.get("hidden"), inter=c.get("inter"),
-            experts=c.get("experts"), top_k=c.get("top_k"), layers=c.get("layers"),
-        )  # fmt: skip
-    proto = ProtocolConfig(
-        pairs=int(c.get("pairs", defaults.PAIRS)),
-        blocks=int(c.get("blocks", defaults.BLOCKS)),
-        adaptive=bool(c.get("adaptive", False)),
-        target=float(c.get("target_pct", defaults.TARGET * 100)) / 100.0,
-    )  # fmt: skip
-    cfg = make_config(
-        shape, kernels=tuple(c.get("kernels", defaults.KERNELS)),
-        sets=tuple(c.get("sets", defaults.SETS)), a=c.get("a", defaults.ARM_A),
-        b=c.get("b", defaults.ARM_B), calls=int(c.get("calls", defaults.CALLS)),
-        replays=int(c.get("replays", defaults.REPLAYS)), seed=int(c.get("seed", defaults.SEED)),
-        protocol=proto, sessions_dir=str(root), extra=extra,
-    )  # fmt: skip
-    cfg.checkpoint = ckpt  # banks from its experts when one is given
+    settings = config if isinstance(config, RunSettings) else RunSettings.from_dict(config)
+    cfg = config_from_settings(settings, root, {"source": "tui"})
+    proto = cfg.protocol
     cancel = threading.Event()
     ids = [x.id for x in cfg.comparisons]
 
@@ -531,12 +519,21 @@ def run_session(
         progress(
             ProgressEvent(
                 p.cmp, step, max(step, len(ids)), done,
-                None if p.adaptive else proto.pairs * proto.blocks, p.pair * 4 + p.slot + 1,
+                None if proto.adaptive else proto.pairs * proto.blocks, p.pair * 4 + p.slot + 1,
                 p.median, ci,
                 "flagged sample: re-measuring" if p.flagged_last else "",
             )
         )  # fmt: skip
 
+    ncu_path = None
+    if cfg.counters:  # before any timing: a missing ncu costs no run
+        from workbench.measure.ncu import find_ncu
+
+        ncu_path = find_ncu()
     result = Runner(cfg, progress=on_progress, cancel=cancel).run()
     assert result.session_path is not None
+    if ncu_path is not None and result.status == "complete":  # the TUI's `h` shows them
+        from workbench.run.counters import record
+
+        record(cfg, result.session_path, ncu_path, say=lambda line: None)
     return result.session_path

@@ -8,13 +8,13 @@ torch, no textual.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from workbench import analysis
 from workbench.core import stats
+from workbench.core.fmt import num
 from workbench.store.provenance import staleness_text
 from workbench.tui.backend import (
     RatioPoint,
@@ -132,10 +132,6 @@ def view_from_session(s: Any) -> SessionView:
     )
 
 
-def _fmt(x: float | None, spec: str = ".4f") -> str:
-    return "n/a" if x is None or not math.isfinite(x) else format(x, spec)
-
-
 def compare_markdown(diff: analysis.SessionDiff) -> str:
     """Markdown of `analysis.compare_sessions`: warnings first, then the shift per comparison."""
     a, b = diff.a, diff.b
@@ -159,10 +155,10 @@ def compare_markdown(diff: analysis.SessionDiff) -> str:
         for s in diff.shifts:
             va, vb = s.a.verdict, s.b.verdict
             lines.append(
-                f"| {s.id} | {_fmt(s.shift, '+.4f')} | [{_fmt(s.low, '+.4f')}, {_fmt(s.high, '+.4f')}] "
+                f"| {s.id} | {num(s.shift, '+.4f')} | [{num(s.low, '+.4f')}, {num(s.high, '+.4f')}] "
                 f"| {'yes' if s.changed else 'no'} "
-                f"| {_fmt(va.median)} [{_fmt(va.ci_low)}, {_fmt(va.ci_high)}] "
-                f"| {_fmt(vb.median)} [{_fmt(vb.ci_low)}, {_fmt(vb.ci_high)}] "
+                f"| {num(va.median)} [{num(va.ci_low)}, {num(va.ci_high)}] "
+                f"| {num(vb.median)} [{num(vb.ci_low)}, {num(vb.ci_high)}] "
                 f"| {s.a.verdict_words}/{s.b.verdict_words} |"
             )
         lines += ["", f"Method: {diff.method}"]

@@ -161,7 +161,7 @@ class EngineBackend:
             )
         return Path(
             entry(
-                config.to_dict(),
+                config,
                 root=self.sessions_root,
                 progress=progress,
                 cancelled=cancelled,

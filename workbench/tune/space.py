@@ -18,8 +18,9 @@ import math
 from dataclasses import dataclass
 
 from workbench.core.errors import BadArgument
+from workbench.core.vocab import KERNELS
 from workbench.data.shapes import Shape
-from workbench.kernels.specs import ARMS, KERNELS, Param, builtin_spec
+from workbench.kernels.specs import ARMS, Param, builtin_spec
 from workbench.kernels.variants import Variant
 from workbench.measure.plan import ArmSpec, ComparisonSpec
 
@@ -150,9 +151,19 @@ def candidates(
 
 @dataclass(frozen=True)
 class TuneComparison(ComparisonSpec):
-    """A comparison of a tune run; ``tolerance`` replaces the bit-identity gate (device.py)."""
+    """A comparison of a tune run, gated by the candidate's own promise (workbench.measure.gate):
+    ``tolerance`` None: bit-identical to A (the default's summation order); else the bound on
+    the relative L2 against A, whatever the arms' names would imply."""
 
-    tolerance: float | None = None  # None: bit-identical to A; else the bound on rel L2 vs A
+    tolerance: float | None = None
+
+    @property
+    def bit_identical(self) -> bool:
+        return self.tolerance is None
+
+    @property
+    def promise_vs_a(self) -> float | None:
+        return self.tolerance
 
 
 def comparisons(

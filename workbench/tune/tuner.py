@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.analysis.recommend import recommendations
+from workbench.analysis.recommend import overall, recommendations
 from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
+from workbench.core.vocab import SETS
 from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
 from workbench.run.runner import RunConfig, Runner
@@ -71,7 +72,7 @@ def make_run_config(
     """The RunConfig of a tune run: its comparisons are the screening plan (so the engine
     builds every candidate, in parallel, before anything is timed)."""
     tcfg.validate()
-    sets = kw.pop("sets", ("hot", "rotating"))
+    sets = kw.pop("sets", SETS)
     default = tcfg.candidates[0]
     plan = [
         c
@@ -100,18 +101,6 @@ class _Tagged:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
-
-
-def _overall(verdicts: dict[str, str]) -> str:
-    """One verdict of a candidate over the sets, by the reader rule's logic (§7.5)."""
-    vs = set(verdicts.values())
-    if "SLOWER" in vs:
-        return "SLOWER"
-    if "FASTER" in vs:
-        return "FASTER"
-    if vs == {"SAME"}:
-        return "SAME"
-    return "AMBIGUOUS"
 
 
 class TuneRunner(Runner):
@@ -311,18 +300,18 @@ class TuneRunner(Runner):
                                          "reason": f"numerics: {e}", "sets": {}}  # fmt: skip
             self.note(f"{cand.name}: excluded at confirmation: {e}")
             return
-        sets = {}
+        sets, verdicts = {}, {}
         for r in self.results:
             if r.id in ids:
-                v = r.verdict
+                v = verdicts[r.set] = r.verdict
                 sets[r.set] = {"cmp": r.id, "verdict": v.verdict, "estimate": v.median,
                                "ci": [v.ci_low, v.ci_high], "blocks": v.blocks,
                                "reason": v.reason}  # fmt: skip
-        overall = _overall({s: x["verdict"] for s, x in sets.items()})
+        direction = overall(verdicts)  # the reader rule's combination of the sets (§7.5)
         est = [x["estimate"] for x in sets.values() if x["estimate"]]
         gm = math.exp(sum(map(math.log, est)) / len(est)) if est else None
         self.confirmed[cand.name] = {"candidate": cand.name, "params": dict(cand.params),
-                                     "verdict": overall, "estimate": gm, "sets": sets}  # fmt: skip
+                                     "verdict": direction, "estimate": gm, "sets": sets}  # fmt: skip
         self.emit("confirmed", self.confirmed[cand.name])
 
     def _choose(self, default: Candidate) -> dict[str, Any]:

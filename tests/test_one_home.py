@@ -1,0 +1,345 @@
+"""Each rule of the workbench has one home (docs/CONTRIBUTING.md; STYLE practice 12): a second copy
+anywhere else in workbench/ fails here. Every checker is shown to find a planted copy (the code the
+rule's old second home had), so a checker that cannot fail fails too.
+
+The reader recommendation's own guard is tests/test_analysis.py (`rule_copies`); the defaults'
+is tests/test_defaults.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def trees() -> dict[str, ast.Module]:
+    return {
+        p.relative_to(REPO).as_posix(): ast.parse(p.read_text())
+        for p in sorted((REPO / "workbench").rglob("*.py"))
+    }
+
+
+def _name(f: ast.expr) -> str | None:
+    return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+
+
+def _calls(tree: ast.Module, names: set[str]) -> list[tuple[int, str]]:
+    return [
+        (n.lineno, _name(n.func))
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and _name(n.func) in names
+    ]
+
+
+# ------------------------------------------------------------------ the checkers
+
+
+def stopping_rule_copies(ts: dict[str, ast.Module]) -> list[str]:
+    """The stopping rule is `abba.stop_reason`: nowhere else asks `should_stop` or reads the
+    time budget or the adaptive minimum."""
+    out = []
+    for path, tree in ts.items():
+        if path == "workbench/measure/abba.py":
+            continue
+        out += [f"{path}:{ln} calls {n}" for ln, n in _calls(tree, {"should_stop"})]
+        out += [
+            f"{path}:{n.lineno} reads .{n.attr}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load)
+            and n.attr in ("budget_s", "min_blocks")
+        ]
+    return out
+
+
+VERDICTS = {"FASTER", "SLOWER", "SAME", "AMBIGUOUS"}
+VERDICT_HOMES = {"workbench/core/stats.py", "workbench/analysis/recommend.py"}
+
+
+def verdict_combiners(ts: dict[str, ast.Module]) -> list[str]:
+    """Per-set verdicts are judged in core/stats.py and combined in analysis/recommend.py: no
+    other function returns verdict labels of its own making."""
+    out = []
+    for path, tree in ts.items():
+        if path in VERDICT_HOMES:
+            continue
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            made = set()
+            for r in ast.walk(fn):
+                if isinstance(r, ast.Return) and r.value is not None:
+                    v = r.value
+                    if isinstance(v, ast.Tuple):
+                        v = v.elts[0] if v.elts else None
+                    if isinstance(v, ast.Constant) and v.value in VERDICTS:
+                        made.add(v.value)
+            if len(made) >= 2:
+                out.append(f"{path}:{fn.name} returns {sorted(made)}")
+    return out
+
+
+def gate_copies(ts: dict[str, ast.Module]) -> list[str]:
+    """Outputs are compared (bit identity, relative L2 against A) in measure/gate.py only."""
+    return [
+        f"{path}:{ln} calls {n}"
+        for path, tree in ts.items()
+        if path != "workbench/measure/gate.py"
+        for ln, n in _calls(tree, {"first_difference", "loose_difference"})
+    ]
+
+
+SETTINGS = {
+    "preset",
+    "kernels",
+    "sets",
+    "a",
+    "b",
+    "pairs",
+    "blocks",
+    "adaptive",
+    "target_pct",
+    "calls",
+    "replays",
+    "seed",
+    "checkpoint",
+    "rank",
+    "counters",
+}  # fmt: skip  (RunSettings' fields less the shape's, which data/shapes.py's Shape holds)
+SETTINGS_HOME = "workbench/run/settings.py"
+# the runner's resolved form (its shape, comparisons and protocol), made from the settings by
+# runner.config_from_settings / make_config
+DERIVED = {"workbench/run/runner.py:RunConfig"}
+
+
+def run_config_forms(ts: dict[str, ast.Module]) -> list[str]:
+    """A run's settings have one form, run/settings.py's RunSettings: no other class declares
+    five or more of its fields, and no function reads five or more of them out of a mapping
+    (`.get("pairs")`, ...), but the runner's resolved RunConfig (DERIVED)."""
+    out = []
+    for path, tree in ts.items():
+        if path == SETTINGS_HOME:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                declared = {
+                    s.target.id
+                    for s in node.body
+                    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                } & SETTINGS
+                if len(declared) >= 5 and f"{path}:{node.name}" not in DERIVED:
+                    out.append(f"{path}:{node.name} declares {sorted(declared)}")
+            if isinstance(node, ast.FunctionDef):
+                read = {
+                    c.args[0].value
+                    for c in ast.walk(node)
+                    if isinstance(c, ast.Call)
+                    and _name(c.func) == "get"
+                    and c.args
+                    and isinstance(c.args[0], ast.Constant)
+                } & SETTINGS
+                if len(read) >= 5:
+                    out.append(f"{path}:{node.name} reads {sorted(read)} from a mapping")
+    return out
+
+
+def nvcc_readers(ts: dict[str, ast.Module]) -> list[str]:
+    """`nvcc --version` is read by kernels/build.py's NVCC_RELEASE alone."""
+    out = []
+    for path, tree in ts.items():
+        if path == "workbench/kernels/build.py":
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args:
+                pat = n.args[0]
+                if (
+                    _name(n.func.value) == "re"
+                    and isinstance(pat, ast.Constant)
+                    and isinstance(pat.value, str)
+                    and "release" in pat.value
+                ):
+                    out.append(f"{path}:{n.lineno} reads nvcc's release with {pat.value!r}")
+    return out
+
+
+NAME_GROUPS = ({"w13", "w2", "step"}, {"hot", "rotating"})
+# an inference engine copies this module alone (standard library only, docs/EXPORT.md): it spells
+# its KERNELS, which test_the_vocabulary_is_what_the_modules_use holds equal to vocab's
+VENDORABLE = "workbench/core/decision.py"
+
+
+def name_tuples(ts: dict[str, ast.Module]) -> list[str]:
+    """The kernel and set names are core/vocab.py's KERNELS, KERNEL_CHOICES and SETS: no other
+    tuple, list or set literal of two or more distinct ones (`kernels_of` says which ops a
+    kernel choice runs)."""
+    out = []
+    for path, tree in ts.items():
+        if path in ("workbench/core/vocab.py", VENDORABLE):
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Tuple | ast.List | ast.Set) and len(n.elts) >= 2:
+                vals = [e.value if isinstance(e, ast.Constant) else None for e in n.elts]
+                distinct = len(set(vals)) == len(vals)
+                if distinct and any(set(vals) <= g for g in NAME_GROUPS):
+                    out.append(f"{path}:{n.lineno} spells {tuple(vals)}")
+    return out
+
+
+PLACEHOLDERS = {"n/a", "-", "–", "—"}
+# The TUI's widgets keep four of their own until the restyle in flight lands (they move to
+# workbench/core/fmt.py then); this list only shrinks.
+FORMATTER_DEBT = {
+    "workbench/tui/widgets/nvml_panel.py:_fmt",
+    "workbench/tui/widgets/results_table.py:_f",
+    "workbench/tui/widgets/results_table.py:_p",
+    "workbench/tui/widgets/variant_matrix.py:_num",
+}
+
+
+def formatter_copies(ts: dict[str, ast.Module]) -> list[str]:
+    """The small "number or placeholder" formatters are core/fmt.py's: a short function that
+    checks for None (or a finite number) and returns a placeholder else a formatted number is a
+    second copy."""
+    out = []
+    for path, tree in ts.items():
+        if path == "workbench/core/fmt.py":
+            continue
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            nodes = list(ast.walk(fn))
+            body = [s for s in nodes if isinstance(s, ast.stmt) and not isinstance(s, ast.Expr)]
+            placeholder = any(
+                isinstance(c, ast.Constant) and c.value in PLACEHOLDERS for c in nodes
+            )
+            checks = any(
+                isinstance(c, ast.Compare)
+                and any(isinstance(x, ast.Constant) and x.value is None for x in c.comparators)
+                for c in nodes
+            ) or any(isinstance(c, ast.Call) and _name(c.func) == "isfinite" for c in nodes)
+            formats = any(
+                isinstance(c, ast.JoinedStr)
+                or (isinstance(c, ast.Call) and _name(c.func) == "format")
+                for c in nodes
+            )
+            returns = any(isinstance(c, ast.Return) for c in nodes)
+            if len(body) <= 4 and placeholder and checks and formats and returns:
+                name = f"{path}:{fn.name}"
+                if name not in FORMATTER_DEBT:
+                    out.append(name)
+    return out
+
+
+CHECKERS = [
+    stopping_rule_copies,
+    verdict_combiners,
+    gate_copies,
+    run_config_forms,
+    nvcc_readers,
+    name_tuples,
+    formatter_copies,
+]
+
+
+@pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.__name__)
+def test_each_rule_has_one_home(checker):
+    ts = trees()
+    assert len(ts) > 50, "workbench/ not read"
+    assert checker(ts) == []
+
+
+# ------------------------------------------------------------------ planted copies
+
+PLANTED = {
+    # the engine's old budget check and adaptive stop (before abba.stop_reason)
+    stopping_rule_copies: (
+        "def settled(s, proto, t0, now):\n"
+        "    if proto.budget_s is not None and now - t0 >= proto.budget_s:\n"
+        "        return True\n"
+        "    return stats.should_stop(half_width=s.hw, n=s.n, min_n=proto.min_blocks)\n",
+        [
+            "x.py:4 calls should_stop",
+            "x.py:2 reads .budget_s",
+            "x.py:2 reads .budget_s",
+            "x.py:4 reads .min_blocks",
+        ],
+    ),  # fmt: skip
+    # the tuner's old _overall
+    verdict_combiners: (
+        "def _overall(verdicts):\n"
+        "    vs = set(verdicts.values())\n"
+        "    if 'SLOWER' in vs:\n        return 'SLOWER'\n"
+        "    if 'FASTER' in vs:\n        return 'FASTER'\n"
+        "    return 'AMBIGUOUS'\n",
+        ["x.py:_overall returns ['AMBIGUOUS', 'FASTER', 'SLOWER']"],
+    ),
+    # TuneEngine's old gate
+    gate_copies: (
+        "class TuneEngine(Engine):\n    def gate(self, c, a, b):\n"
+        "        diff = first_difference(a, b)\n        d = loose_difference(a, b)\n",
+        ["x.py:3 calls first_difference", "x.py:4 calls loose_difference"],
+    ),
+    # the TUI's old form dataclass and the dict run_session read
+    run_config_forms: (
+        "class RunConfig:\n    kernels: tuple = ()\n    sets: tuple = ()\n    pairs: int = 2\n"
+        "    blocks: int = 2\n    calls: int = 48\n"
+        "def run_session(c):\n"
+        "    return (c.get('pairs'), c.get('blocks'), c.get('calls'), c.get('seed'),\n"
+        "            c.get('kernels'))\n",
+        [
+            "x.py:RunConfig declares ['blocks', 'calls', 'kernels', 'pairs', 'sets']",
+            "x.py:run_session reads ['blocks', 'calls', 'kernels', 'pairs', 'seed'] from a mapping",
+        ],
+    ),  # fmt: skip
+    # toolchain's old regex
+    nvcc_readers: (
+        "m = re.search(r'release (\\d+\\.\\d+)', out.stdout)\n",
+        ["x.py:1 reads nvcc's release with 'release (\\\\d+\\\\.\\\\d+)'"],
+    ),
+    # a module's own tuple of the names
+    name_tuples: (
+        "KERNELS = ('w13', 'w2', 'step')\nfor s in ['hot', 'rotating']:\n    pass\n",
+        ["x.py:1 spells ('w13', 'w2', 'step')", "x.py:2 spells ('hot', 'rotating')"],
+    ),
+    # sessions.py's old _f
+    formatter_copies: (
+        "def _f(x, fmt='.4f'):\n"
+        "    return '-' if x is None or not math.isfinite(x) else format(x, fmt)\n"
+        "def _p(p):\n    return 'n/a' if p is None else f'{p:.2g}'\n",
+        ["x.py:_f", "x.py:_p"],
+    ),
+}
+
+
+@pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.__name__)
+def test_a_planted_copy_is_found(checker):
+    code, found = PLANTED[checker]
+    assert checker({"x.py": ast.parse(code)}) == found
+
+
+def test_the_vocabulary_is_what_the_modules_use():
+    """The names the checker guards are the vocabulary's (a renamed set would slip past)."""
+    from workbench.core import vocab
+
+    assert set(vocab.KERNEL_CHOICES) == NAME_GROUPS[0] and set(vocab.SETS) == NAME_GROUPS[1]
+    from workbench.core import decision
+
+    assert decision.KERNELS == vocab.KERNELS
+    from workbench.data.shapes import Shape
+    from workbench.run.settings import RunSettings
+
+    assert set(RunSettings.__dataclass_fields__) - set(Shape.__dataclass_fields__) == SETTINGS
+
+
+def test_both_readers_of_nvcc_read_one_release():
+    from workbench.kernels.build import nvcc_release
+
+    line = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.6, V12.6.85\n"
+    assert nvcc_release(line) == ("12.6", "release 12.6, V12.6.85")
+    assert nvcc_release("nvcc: command not found") is None
