@@ -93,12 +93,15 @@ def test_min_effect_inside_the_rule_is_taken(sessions, capsys):
     assert "m = 49 %" in capsys.readouterr().out
 
 
-def _session_with(root: Path, slug: str, ids: list[str], files: dict | None = None) -> Path:
+def _session_with(
+    root: Path, slug: str, ids: list[str], files: dict | None = None, config: dict | None = None
+) -> Path:
     """A small complete session whose comparisons are ``ids`` (B 8 % faster in each)."""
     from workbench.store.session import SessionWriter
 
     prov = {"files": files or {"csrc/w13.cu": "a" * 64}}
-    w = SessionWriter(root, slug, {"m": 0.01}, prov, {"gpu": {"name": "NVIDIA H200"}})
+    cfg = {"m": 0.01, **(config or {})}
+    w = SessionWriter(root, slug, cfg, prov, {"gpu": {"name": "NVIDIA H200"}})
     for cid in ids:
         kernel, set_ = cid.split("/")
         w.record("comparison", id=cid, kernel=kernel, set=set_, role="main", a="b3-scalar",
@@ -125,19 +128,30 @@ def test_compare_and_pool_with_nothing_in_common_exit_2(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_pool_refuses_sessions_of_different_kernel_sources(tmp_path, capsys):
+    """One line, exit 2: the refusal export makes too (analysis.pool.check_poolable, both)."""
+    ids = ["w13/hot"]
+    one = _session_with(tmp_path, "one", ids, {"csrc/w13.cu": "a" * 64, "csrc/w2.cu": "c" * 64})
+    two = _session_with(tmp_path, "two", ids, {"csrc/w13.cu": "b" * 64, "csrc/w2.cu": "c" * 64})
+    rc = main(["sessions", "pool", str(one), str(two)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert "measured different kernel sources (csrc/w13.cu)" in line, line
+
+
 def test_pool_warnings_come_first_grouped_and_name_the_sessions(tmp_path, capsys):
     ids = ["w13/hot", "w13/rotating"]
-    one = _session_with(tmp_path, "one", ids, {"csrc/w13.cu": "a" * 64, "csrc/w2.cu": "c" * 64})
+    one = _session_with(tmp_path, "one", ids, config={"calls": 48, "replays": 20})
     others = [
-        _session_with(tmp_path, f"r{i}", ids, {"csrc/w13.cu": "b" * 64, "csrc/w2.cu": "d" * 64})
-        for i in range(3)
+        _session_with(tmp_path, f"r{i}", ids, config={"calls": 48, "replays": 30}) for i in range(3)
     ]
     rc = main(["sessions", "pool", str(one), *map(str, others)])
     out, err = capsys.readouterr()
     assert rc == 0
     warnings = [ln for ln in err.splitlines() if "WARNING" in ln]
     assert len(warnings) == 1, err  # one difference shared by three sessions: one line
-    assert "2 file(s): csrc/w13.cu, csrc/w2.cu" in warnings[0]
+    assert "PROTOCOL DIFFERS (config): replays 20 vs 30" in warnings[0], warnings[0]
     for i, p in enumerate(others, 2):
         assert f"{i} {p.name}" in warnings[0]
     assert f"against session 1 {one.name}" in warnings[0]
@@ -145,8 +159,8 @@ def test_pool_warnings_come_first_grouped_and_name_the_sessions(tmp_path, capsys
 
 def test_pool_warnings_are_printed_before_the_table(tmp_path):
     ids = ["w13/hot"]
-    one = _session_with(tmp_path, "one", ids, {"csrc/w13.cu": "a" * 64})
-    two = _session_with(tmp_path, "two", ids, {"csrc/w13.cu": "b" * 64})
+    one = _session_with(tmp_path, "one", ids, config={"replays": 20})
+    two = _session_with(tmp_path, "two", ids, config={"replays": 30})
     p = subprocess.run(
         [sys.executable, "-m", "workbench", "sessions", "pool", str(one), str(two)],
         stdout=subprocess.PIPE,

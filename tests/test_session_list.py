@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -109,10 +110,12 @@ def test_pool_refuses_a_session_with_itself(root, capsys):
         assert rc == 2 and "cannot be its own replicate" in err and len(err.splitlines()) == 1
 
 
-def test_pool_skips_a_bad_session_with_one_warning(root, capsys):
+def test_pool_skips_a_bad_session_with_one_warning(root, capsys, tmp_path):
     bad = root["fresh"].parent / "20200101T000000Z_bad"
-    rc, out, err = run(capsys, "sessions", "pool", str(root["fresh"]), str(bad), str(root["stale"]))
-    assert rc == 0 and root["fresh"].name in out and root["stale"].name in out
+    # a replicate of the same sources (pool refuses different ones, as export does)
+    twin = shutil.copytree(root["fresh"], tmp_path / "20200102T000000Z_twin")
+    rc, out, err = run(capsys, "sessions", "pool", str(root["fresh"]), str(bad), str(twin))
+    assert rc == 0 and root["fresh"].name in out and twin.name in out, err
     assert [ln for ln in err.splitlines() if "skipped" in ln] == [
         f"workbench sessions pool: skipped: {bad / 'session.json'}: unknown status [1] "
         "(known: running, complete, interrupted, failed)"
