@@ -59,6 +59,25 @@ def test_measuring_commands_keep_the_session(device, monkeypatch, capsys, tmp_pa
     assert all(x["ms"] > 0 for x in sess.samples)  # what was measured is whole
 
 
+def test_sigterm_keeps_the_session_as_interrupted(device, monkeypatch, capsys, tmp_path):
+    """``timeout`` or ``kill`` mid-measurement: as Ctrl-C, never a session left "running"."""
+    argv = ["ab", *SMALL, *FAST, "--no-plots", "--sessions-dir"]
+    sim_device.interrupt_late(
+        monkeypatch, lambda: cli.main([*argv, str(tmp_path / "whole")]), signum=signal.SIGTERM
+    )
+    capsys.readouterr()
+    before = signal.getsignal(signal.SIGTERM)
+    code = cli.main([*argv, str(tmp_path / "cut")])
+    assert code == 130
+    assert signal.getsignal(signal.SIGTERM) is before  # the command's handler is gone again
+    (path,) = list((tmp_path / "cut").iterdir())
+    assert _one_interrupt_line(capsys.readouterr().err).endswith(
+        f"session kept as interrupted at {path}"
+    )
+    sess = load_session(path)
+    assert sess.status == "interrupted" and len(sess.samples) > 0
+
+
 def test_ab_interrupted_while_building_measures_nothing(device, monkeypatch, capsys, tmp_path):
     def interrupted(*a, **k):
         raise KeyboardInterrupt

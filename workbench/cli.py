@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 
 from workbench import __version__
 from workbench.core.errors import (
@@ -83,7 +85,23 @@ def _rich_broken_pipe(e: SystemExit) -> bool:
     return tb is not None and tb.tb_frame.f_code.co_name == "on_broken_pipe"
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (``timeout``, ``kill``, a batch scheduler's preemption) ends a command as Ctrl-C
+    does: a session is kept as interrupted with what it measured, never left "running"."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if in_main else None
+    try:
+        return _main(argv)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     command = "workbench"
     try:
         parser = build_parser()
