@@ -8,6 +8,7 @@ unpacked originals, bit for bit.
 from __future__ import annotations
 
 import json
+import pickle
 
 import ckpt_fixture
 import numpy as np
@@ -82,6 +83,23 @@ def test_reference_reads_checkpoint_banks_like_synthetic_ones(tmp_path):
     assert np.array_equal(w.view(np.int16), want.view(np.int16))
     x = np.random.default_rng(1).standard_normal(128).astype(np.float16)
     assert np.array_equal(w13_reference(x, w).inter_exact, w13_reference(x, want).inter_exact)
+
+
+def test_an_open_checkpoint_reaches_a_worker_process(tmp_path):
+    """ab's worker processes get the run's settings pickled: an open checkpoint goes as its file
+    names (its open files do not pickle) and reads the same experts on the other side."""
+    tensors, _ = ckpt_fixture.make_tensors(128, 256, 4, 2, 64, seed=5)
+    cfg = ckpt_fixture.config(128, 256, 4, 2, 2, 64)
+    for shards in (1, 2):
+        ckpt = Checkpoint(ckpt_fixture.write(tmp_path / f"s{shards}", tensors, cfg, shards=shards),
+                          tp=2, rank=1)  # fmt: skip
+        sent = pickle.loads(pickle.dumps(ckpt))
+        for kernel in ("w13", "w2"):
+            for a, b in zip(
+                ckpt.host_experts(kernel, 1), sent.host_experts(kernel, 1), strict=True
+            ):
+                assert torch.equal(a, b)
+        assert sent.describe() == ckpt.describe()
 
 
 def test_sharded_equals_unsharded_and_both_are_recorded(tmp_path):

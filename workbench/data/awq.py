@@ -185,6 +185,14 @@ class TensorSource:
             raise BadArgument(f"{f}: not a readable .safetensors file ({e})") from None
         return self._handles[f]
 
+    def _handle(self, f: Path):
+        """The open file ``f``, opened again in a process this source was sent to."""
+        return self._handles[f] if f in self._handles else self._open(f)
+
+    def __getstate__(self) -> dict:
+        # a worker process gets the file names, not the open files (which do not pickle)
+        return {**self.__dict__, "_handles": {}}
+
     def names(self) -> list[str]:
         return list(self.tensors if self.tensors is not None else self.files)
 
@@ -202,7 +210,7 @@ class TensorSource:
             return ""
         if self.index is not None:
             return f" ({self.index.name} lists no such key)"
-        names = sorted({f.name for f in self._handles})
+        names = sorted({f.name for f in self.files.values()})
         more = f" and {len(names) - 3} more" if len(names) > 3 else ""
         return f" (not in {', '.join(names[:3])}{more})"
 
@@ -213,7 +221,7 @@ class TensorSource:
             t = self.tensors[key]
             return tuple(t.shape), str(t.dtype).removeprefix("torch.")
         try:
-            s = self._handles[self.files[key]].get_slice(key)
+            s = self._handle(self.files[key]).get_slice(key)
         except Exception as e:  # listed in the index but not in the shard
             raise BadArgument(
                 f"tensor {key!r} cannot be read from {self.where(key)}: {e}"
@@ -226,7 +234,7 @@ class TensorSource:
         if self.tensors is not None:
             return self.tensors[key][rows, cols]
         try:
-            return self._handles[self.files[key]].get_slice(key)[rows, cols]
+            return self._handle(self.files[key]).get_slice(key)[rows, cols]
         except Exception as e:  # a shard cut short after its header, an I/O error
             raise BadArgument(
                 f"tensor {key!r} cannot be read from {self.where(key)}: {e}"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import pickle
 import queue
 import signal
 import threading
@@ -349,7 +350,7 @@ class WorkerRun:
         try:
             self._build()
             self.run_round("main", list(cfg.comparisons))
-            if self._go_on():
+            if self._go_on() and r.session is not None:  # else no worker began: said below
                 an = self.analysis()
                 r.recommendations = an.recommendations
                 for rec in an.recommendations.values():
@@ -438,6 +439,13 @@ class WorkerRun:
         # unpickles them only once it has started
         w.job = dataclasses.replace(w.job, describe=self.r.session is None and not self._describing)
         self._describing = self._describing or w.job.describe
+        try:  # here, not in the queue's feeder thread, which would print a traceback and hang
+            pickle.dumps(w.job)
+        except Exception as e:
+            raise WorkbenchError(
+                f"the run's settings cannot be sent to a worker process ({type(e).__name__}: "
+                f"{e}); --single-process measures in this process"
+            ) from None
         p.jobs.put(w.job)
         p.go.set()
         w.started = time.monotonic()

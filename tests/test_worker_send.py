@@ -1,0 +1,39 @@
+"""A run whose settings cannot be pickled for a worker process stops with one line that says so
+(the queue's feeder thread would otherwise print a traceback and the worker wait for ever)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from workbench.core.errors import WorkbenchError
+from workbench.run import workers
+
+
+class _Event:
+    def __init__(self) -> None:
+        self.set_called = False
+
+    def set(self) -> None:
+        self.set_called = True
+
+
+class _Queue:
+    def __init__(self) -> None:
+        self.items: list = []
+
+    def put(self, item) -> None:
+        self.items.append(item)
+
+
+def test_settings_that_do_not_pickle_are_one_line_before_any_worker_gets_them():
+    run = workers.WorkerRun.__new__(workers.WorkerRun)
+    run.r = type("R", (), {"session": None})()
+    go, jobs = _Event(), _Queue()
+    run.spares = {0: workers._Proc(proc=None, go=go, jobs=jobs, spawned=0.0)}
+    gpu = workers.GPU(visible="0", nvml=0, name="sim")
+    job = workers.WorkerJob(0, "main", {"lock": threading.Lock()}, gpu)  # a lock does not pickle
+    with pytest.raises(WorkbenchError, match=r"cannot be sent to a worker process \(TypeError: "):
+        run._start(workers._Worker(job), 0)
+    assert jobs.items == [] and not go.set_called  # nothing reached the worker
