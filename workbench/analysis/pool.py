@@ -16,7 +16,10 @@ Beside the verdicts, each comparison gets the pooled estimate (the geometric mea
 estimates: with equal block counts, the geometric mean of every block median of every session),
 a t-interval over sessions (the session as the unit), and how many of the sessions' own
 intervals contain the pooled estimate: the check that one run's interval is honest about
-run-to-run variation (docs/DESIGN.md §7.3, §7.6).
+run-to-run variation (docs/DESIGN.md §7.3, §7.6). Sessions from several boards (their GPUs'
+UUIDs) are pooled with the board as the unit: a run samples its own board only, and boards of one
+model differ by more than one run's interval (0.13 % on W13 rotating between two H200s, 0.66 % on
+W13 hot), so the estimate is the mean of the boards' and the interval a t-interval over boards.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 from workbench.analysis.compare import compare_sessions
 from workbench.analysis.model import ComparisonResult, comparison_results
 from workbench.analysis.recommend import Recommendation, recommendations
-from workbench.core.distributions import binom_cdf, binom_tail
+from workbench.core.distributions import binom_cdf, binom_tail, f_sf
 from workbench.core.errors import BadArgument
 from workbench.core.stats import DEFAULT_CONF, t_interval
 from workbench.store.session import Session
@@ -52,6 +55,7 @@ class PooledComparison:
     words: list[str] = field(default_factory=list)  # each session's verdict words
     rests_on: list[list[int]] = field(default_factory=list)  # each session's deciding blocks
     block_ratios: list[list[float]] = field(default_factory=list)  # each session's, by block
+    boards: list[str] = field(default_factory=list)  # each session's board(s) (session_board)
 
     def same_block_extreme(self) -> tuple[str, int, int, float] | None:
         """("highest" or "lowest", block index, sessions where it is, p): the block that is most
@@ -73,18 +77,69 @@ class PooledComparison:
                 best = (end, j, int(counts[j]), p)
         return best
 
+    def board_groups(self) -> dict[str, list[int]]:
+        """Session indices by board, in first-seen order (one group where boards are unknown)."""
+        keys = self.boards if len(self.boards) == len(self.medians) else ["?"] * len(self.medians)
+        groups: dict[str, list[int]] = {}
+        for i, k in enumerate(keys):
+            groups.setdefault(k, []).append(i)
+        return groups
+
+    def _units(self) -> list[float]:
+        """The log estimates the pool averages: one per session, or per board's mean of them
+        where the sessions come from several boards."""
+        logs = np.log(self.medians)
+        groups = self.board_groups()
+        if len(groups) < 2:
+            return [float(x) for x in logs]
+        return [float(np.mean(logs[idx])) for idx in groups.values()]
+
     @property
     def estimate(self) -> float:
-        """The pooled estimate: geometric mean of the session estimates."""
-        return float(np.exp(np.mean(np.log(self.medians))))
+        """The pooled estimate: geometric mean of the session estimates (of the boards' where
+        the sessions come from several)."""
+        return float(np.exp(np.mean(self._units())))
 
     @property
     def interval(self) -> tuple[float, float]:
-        """95 % t-interval of the pooled estimate over sessions (the session as the unit)."""
-        if len(self.medians) < 2:
+        """95 % t-interval of the pooled estimate over sessions (the session as the unit), or
+        over boards where the sessions come from several (the board as the unit)."""
+        units = self._units()
+        if len(units) < 2:
             return (-math.inf, math.inf)
-        mean, half = t_interval(np.log(self.medians), DEFAULT_CONF)
+        mean, half = t_interval(units, DEFAULT_CONF)
         return (float(np.exp(mean - half)), float(np.exp(mean + half)))
+
+    def board_spread(self) -> tuple[list[tuple[str, float, int]], float] | None:
+        """([(board, estimate, sessions)], p) where two or more boards are pooled and some board
+        has two sessions: p of the one-way F test that the boards' session estimates share one
+        mean (sessions of one board as the replicates)."""
+        groups = self.board_groups()
+        logs = np.log(self.medians)
+        dfw = len(logs) - len(groups)
+        if len(groups) < 2 or dfw < 1:
+            return None
+        means = {k: float(np.mean(logs[idx])) for k, idx in groups.items()}
+        grand = float(np.mean(logs))
+        ssb = sum(len(idx) * (means[k] - grand) ** 2 for k, idx in groups.items())
+        ssw = sum(float(np.sum((logs[idx] - means[k]) ** 2)) for k, idx in groups.items())
+        dfb = len(groups) - 1
+        p = 0.0 if ssw == 0 else f_sf((ssb / dfb) / (ssw / dfw), dfb, dfw)
+        rows = [(k, math.exp(means[k]), len(idx)) for k, idx in groups.items()]
+        return rows, p
+
+    def board_note(self, alpha: float = 0.01) -> str | None:
+        """The line `sessions pool` prints where a main or confirm row's boards differ (F test
+        p below ``alpha``): one run's interval holds for its board, not for the GPU model."""
+        b = self.board_spread()
+        if self.role not in ("main", "confirm") or b is None or b[1] >= alpha:
+            return None
+        rows, p = b
+        each = ", ".join(f"{k[:12]} {est:.4f} ({n})" for k, est, n in rows)
+        return (
+            f"{self.id}: the boards differ ({each}; F test p = {p:.2g}): one run's interval "
+            f"holds for its board; the pooled interval is over the {len(rows)} boards"
+        )
 
     @property
     def covered(self) -> int:
@@ -96,7 +151,8 @@ class PooledComparison:
         """(agreeing, n, p): is one run's interval honest about the spread between processes?
 
         Over the n sessions with a finite interval, session i agrees when its log estimate lies
-        within sqrt(h_i^2 + h_o^2) of the mean log estimate of the other n-1, h_i being its own
+        within sqrt(h_i^2 + h_o^2) of the mean log estimate of the other n-1 (the others of its
+        board, where the sessions come from several: a session judged needs two), h_i being its own
         interval's half-width (log scale, the wider side) and h_o = sqrt(sum of the others'
         h_j^2) / (n-1) the half-width of their mean: each difference is judged by both
         uncertainties, so a session of a wide interval neither fails nor makes the others fail.
@@ -104,22 +160,27 @@ class PooledComparison:
         would agree; p = P(Bin(n, 0.95) <= agreeing), the sessions treated as independent.
         Simulated (tests/test_block_diagnostic.py): honest pools of 6 give p < 0.01 in under
         2 % (3 % with interval widths that differ tenfold); runs that scatter between processes
-        by 5 times their own standard error, in most. None below three such sessions."""
+        by 5 times their own standard error, in most. None below three sessions judged."""
+        board = {i: k for k, idx in self.board_groups().items() for i in idx}
         runs = [
-            (math.log(x), max(math.log(x) - math.log(lo), math.log(hi) - math.log(x)))
-            for x, (lo, hi) in zip(self.medians, self.cis, strict=False)
+            (math.log(x), max(math.log(x) - math.log(lo), math.log(hi) - math.log(x)), board[i])
+            for i, (x, (lo, hi)) in enumerate(zip(self.medians, self.cis, strict=False))
             if x > 0 and lo > 0 and math.isfinite(x) and math.isfinite(lo) and math.isfinite(hi)
         ]
-        n = len(runs)
-        if n < 3:
-            return None
-        agreeing = 0
-        for i, (y, h) in enumerate(runs):
-            others = [r for j, r in enumerate(runs) if j != i]
-            mean = sum(r[0] for r in others) / (n - 1)
-            h_o = math.sqrt(sum(r[1] ** 2 for r in others)) / (n - 1)
+        # each run against the others of its board: a run cannot sample another board's offset
+        # (board_note says where the boards differ)
+        judged = agreeing = 0
+        for i, (y, h, b) in enumerate(runs):
+            others = [r for j, r in enumerate(runs) if j != i and r[2] == b]
+            if len(others) < 2:
+                continue
+            mean = sum(r[0] for r in others) / len(others)
+            h_o = math.sqrt(sum(r[1] ** 2 for r in others)) / len(others)
+            judged += 1
             agreeing += abs(y - mean) <= math.sqrt(h * h + h_o * h_o)
-        return agreeing, n, binom_cdf(agreeing, n, DEFAULT_CONF)
+        if judged < 3:
+            return None
+        return agreeing, judged, binom_cdf(agreeing, judged, DEFAULT_CONF)
 
     def coverage_note(self, alpha: float = 0.01) -> str | None:
         """The line `sessions pool` prints where a main or confirm row's coverage p is below
@@ -155,6 +216,7 @@ class PooledComparison:
             "session_cis": [list(c) for c in self.cis], "covered": self.covered,
             "words": self.words, "rests_on": self.rests_on, "block_ratios": self.block_ratios,
             "same_block_extreme": self.same_block_extreme(), "coverage": self.coverage(),
+            "boards": self.boards, "board_spread": self.board_spread(),
         }  # fmt: skip
 
 
@@ -204,6 +266,16 @@ def check_poolable(sessions: list[Session], results: list[list[ComparisonResult]
                 )
 
 
+def session_board(s: Session) -> str:
+    """The board(s) a session measured on: its workers' GPU UUIDs (joined by "+" where it ran on
+    several), else the GPU its environment names; "?" where neither was recorded."""
+    uuids = sorted({w["uuid"] for w in s.workers if w.get("uuid")})
+    if not uuids:
+        one = (s.environment.get("gpu") or {}).get("uuid")
+        uuids = [one] if one else []
+    return "+".join(uuids) or "?"
+
+
 def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
     """Pooled verdicts and recommendations of `sessions` (two or more, same comparisons)."""
     if len(sessions) < 2:
@@ -213,6 +285,7 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
     check_poolable(sessions, results)
     warnings = _grouped_warnings(sessions, m, results)
     per = [{r.id: r for r in rs} for rs in results]
+    boards = [session_board(s) for s in sessions]
     rows = []
     for cid, first in per[0].items():
         if not all(cid in p for p in per):
@@ -234,6 +307,7 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
                 [r.verdict.words for r in results],
                 [r.rests_on for r in results],
                 [[] if r.diagnostic is None else r.diagnostic.block_ratios for r in results],
+                boards,
             )  # fmt: skip
         )
     return Pool(sessions, rows, _recommend(rows, per[0]), warnings)

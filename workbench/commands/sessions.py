@@ -330,8 +330,14 @@ def _pool(args: argparse.Namespace) -> int:
             }
         )
     else:
+        boards = p.rows[0].board_groups() if p.rows else {}
         for i, s in enumerate(sessions, 1):
             print(f"{i}  {s.path.name}  ({s.status}, {s.gpu_name or 'unknown GPU'})")
+        if len(boards) > 1:
+            each = "; ".join(
+                f"{k[:12]}: {', '.join(str(i + 1) for i in idx)}" for k, idx in boards.items()
+            )
+            print(f"{len(boards)} boards ({each}): estimates and intervals are over boards")
         rows = [["comparison", "session estimates B/A", "range", "pooled [95 % CI]",
                  "CIs with pooled", "session verdicts", "rests on block", "pooled"]]  # fmt: skip
         rows += [
@@ -357,9 +363,9 @@ def _pool(args: argparse.Namespace) -> int:
                     "exchangeable)"
                 )
         for r in p.rows:  # the rows a recommendation reads: is one run's interval enough?
-            note = r.coverage_note()
-            if note is not None:
-                print(f"  {note}")
+            for note in (r.coverage_note(), r.board_note()):
+                if note is not None:
+                    print(f"  {note}")
         for rec in p.recommendations:
             print(f"recommendation {rec.kernel}: {rec.decision} ({rec.arm})")
             for e in rec.evidence:
