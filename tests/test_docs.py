@@ -219,3 +219,26 @@ def test_the_readme_exit_code_table_has_every_code_the_tool_returns():
     rows = set(re.findall(r"^\| (\d+) \|", (REPO / "README.md").read_text(), re.M))
     codes = {str(getattr(errors, n)) for n in dir(errors) if n.startswith("EXIT_")}
     assert codes | {"1"} <= rows, f"README's exit-code table lacks {sorted(codes | {'1'} - rows)}"
+
+
+def test_the_readmes_example_output_is_its_cited_sessions(capsys):
+    """The README's example of `workbench ab`'s table is what `sessions show` prints for the
+    session it cites, row for row (spacing aside): a restated finding cannot drift from its
+    session."""
+    from workbench import cli
+
+    text = (REPO / "README.md").read_text()
+    head, _, rest = text.partition("## What `workbench ab` prints")
+    cited = re.search(r"sessions show\s+(sessions/\S+?)`", rest)
+    assert cited, "the README's example names no session"
+    block = rest.split("```")[1]
+    rows = [ln.split() for ln in block.splitlines() if re.match(r"^(w13|w2|step)/", ln)]
+    assert len(rows) >= 4
+    assert cli.main(["sessions", "show", str(REPO / cited.group(1))]) == 0
+    shown = {tuple(ln.split()) for ln in capsys.readouterr().out.splitlines()}
+    for row in rows:  # the README drops the wider columns' padding only
+        assert tuple(row) in shown, f"README row not in the session's table: {' '.join(row)}"
+    recs = [ln.strip() for ln in block.splitlines() if ln.startswith(("recommendation", "  "))]
+    out_lines = {" ".join(t) for t in shown}
+    for ln in recs:
+        assert " ".join(ln.split()) in out_lines, ln
