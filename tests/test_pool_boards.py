@@ -68,3 +68,18 @@ def test_a_sessions_board_is_its_workers_gpus_else_its_own():
     )
     assert session_board(_S([], {"uuid": "GPU-c"})) == "GPU-c"
     assert session_board(_S([{"uuid": None}], None)) == "?"
+
+
+def test_a_session_says_how_many_boards_its_workers_sampled():
+    from workbench.analysis.pool import boards_text
+
+    main = [{"round": "main", "uuid": "GPU-712d216e-9dbf"} for _ in range(6)]
+    confirm = [{"round": "confirm", "uuid": "GPU-712d216e-9dbf"} for _ in range(3)]
+    one = boards_text(_S(main + confirm, {}))
+    assert one.startswith("6 main and 3 confirm worker processes on 1 board (GPU-712d216e)")
+    assert "hold for this board" in one
+    two = boards_text(
+        _S([{"round": "main", "uuid": "GPU-a"}, {"round": "main", "uuid": "GPU-b"}], {})
+    )
+    assert two == "2 main worker processes on 2 boards (GPU-a, GPU-b)"
+    assert boards_text(_S([], {"uuid": "GPU-c"})) is None  # one process: no workers to count

@@ -266,14 +266,38 @@ def check_poolable(sessions: list[Session], results: list[list[ComparisonResult]
                 )
 
 
-def session_board(s: Session) -> str:
-    """The board(s) a session measured on: its workers' GPU UUIDs (joined by "+" where it ran on
-    several), else the GPU its environment names; "?" where neither was recorded."""
+def session_boards(s: Session) -> list[str]:
+    """The boards a session measured on: its workers' GPU UUIDs, else the GPU its environment
+    names; empty where neither was recorded."""
     uuids = sorted({w["uuid"] for w in s.workers if w.get("uuid")})
     if not uuids:
         one = (s.environment.get("gpu") or {}).get("uuid")
         uuids = [one] if one else []
-    return "+".join(uuids) or "?"
+    return uuids
+
+
+def session_board(s: Session) -> str:
+    """The pool's board key of a session: its boards joined by "+", "?" where unknown."""
+    return "+".join(session_boards(s)) or "?"
+
+
+def boards_text(s: Session) -> str | None:
+    """ "6 main and 3 confirm worker processes on 1 board (GPU-712d216e)", and what one board's
+    interval holds; None for a session without worker processes."""
+    if not s.workers:
+        return None
+    rounds: dict[str, int] = {}
+    for w in s.workers:
+        rounds[w.get("round", "?")] = rounds.get(w.get("round", "?"), 0) + 1
+    boards = session_boards(s)
+    each = ", ".join(b[:12] for b in boards) or "UUID not recorded"
+    text = " and ".join(f"{n} {r}" for r, n in rounds.items())
+    text += f" worker processes on {len(boards) or 1} board{'s' * (len(boards) > 1)} ({each})"
+    if len(boards) <= 1:
+        text += (
+            "; its intervals hold for this board (boards of one model differ: docs/DESIGN.md §7.6)"
+        )
+    return text
 
 
 def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:

@@ -158,6 +158,7 @@ def _gpu_line(env: dict[str, Any]) -> str:
 def _show(args: argparse.Namespace) -> int:
     from workbench.analysis import analyse
     from workbench.analysis.counters import text_lines
+    from workbench.analysis.pool import boards_text, session_boards
     from workbench.store import counters
     from workbench.store.provenance import source_digest, stale_sources, staleness_text
     from workbench.store.session import load_session
@@ -181,6 +182,7 @@ def _show(args: argparse.Namespace) -> int:
                 "comparisons": [r.to_dict() for r in results],
                 "recommendations": [r.to_dict() for r in recs],
                 "counters": hw,
+                "boards": session_boards(s),
             }
         )
         return 0
@@ -196,6 +198,9 @@ def _show(args: argparse.Namespace) -> int:
     cfg = " ".join(f"{k}={json.dumps(v)}" for k, v in s.config.items())
     print(f"config    {cfg or '-'}")
     print(f"samples   {len(s.samples)} in {len(results)} comparisons; {len(s.nvml)} NVML readings")
+    workers = boards_text(s)
+    if workers:
+        print(f"workers   {workers}")
     if s.meta.get("error"):
         print(f"error     {s.meta['error']}")
     for w in s.warnings:

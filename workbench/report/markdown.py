@@ -18,6 +18,7 @@ from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse
 from workbench.analysis.counters import markdown_lines as counter_markdown
+from workbench.analysis.pool import boards_text
 from workbench.analysis.table import BLOCK_COLUMNS, comparison_table
 from workbench.core import stats
 from workbench.core.fmt import MIB, change_pct, interval, nbytes, num, signed_pct
@@ -444,6 +445,9 @@ def provenance_line(session: Session) -> str:
     env, prov = session.environment, session.provenance
     gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
     parts = [f"GPU {gpu_text(session)}"]
+    workers = boards_text(session)
+    if workers:
+        parts.append(workers)
     if gpu.get("sm"):
         parts.append(f"sm {gpu['sm']}")
     for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch")):
