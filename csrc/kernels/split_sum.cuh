@@ -32,6 +32,24 @@ inline unsigned split_count(int splits, unsigned warps, long long tiles) {
 }
 #endif
 
+// A CTA counts itself in at its tile, after a CTA barrier: thread 0's atomic add with
+// acquire-release semantics at GPU scope. The barrier orders every thread's sums before the
+// release; the CTA that arrives last acquires them, and its barrier after the add orders all of its
+// threads' reads after them: one fence per CTA, not one per thread (a split-K semaphore's pattern).
+// Returns the count before this CTA. Below sm_70 (no .acq_rel): fences around a relaxed add.
+__device__ __forceinline__ unsigned arrive(unsigned* count) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(count) : "memory");
+  return old;
+#else
+  __threadfence();
+  const unsigned old = atomicAdd(count, 1u);
+  __threadfence();
+  return old;
+#endif
+}
+
 // Inlined, ptxas 12 spills 4 bytes of W2 for sm_70 at its 64 registers; called, nothing spills.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 750
 #define WB_SPLIT_SUM_INLINE __noinline__
@@ -50,12 +68,10 @@ __device__ WB_SPLIT_SUM_INLINE bool split_column_sum(float* __restrict__ part, u
                                                  float& out) {
   __shared__ unsigned last;
   if (vw < W) __stcg(part + vw * kTileCols + lane, mine);
-  __threadfence();  // this CTA's sums reach L2 before it counts itself in
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(count, 1u) == static_cast<unsigned>(splits - 1);
+  __syncthreads();  // every warp's sum is written before thread 0 counts the CTA in
+  if (threadIdx.x == 0) last = arrive(count) == static_cast<unsigned>(splits - 1);
   __syncthreads();
   if (!last) return false;
-  __threadfence();  // the other splits' sums, counted in before us, are read after the count
   // All threads copy the W * 32 sums to shared memory (one L2 round trip, few registers: W2 runs
   // at 64 a thread on sm_70), then warp 0 adds them in warp order.
   for (int i = threadIdx.x; i < W * kTileCols; i += blockDim.x) red[i / kTileCols][i % kTileCols] = __ldcg(part + i);
