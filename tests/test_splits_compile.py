@@ -1,7 +1,9 @@
 """Compile tier, on the CPU: the split-K builds of benchmarks/bench_splits.py
 (csrc/kernels/split_sum.cuh). Each keeps its tensor-core instructions without spills for sm_70
-and sm_75 (NVRTC 12 and ptxas 12, the check every built-in passes) and for sm_90, and launches the
-grid and block the benchmark reports, split_count's fallback to one CTA per tile included. That
+and sm_75 (NVRTC 12 and ptxas 12, the check every built-in passes) and for sm_90, launches the
+grid and block the benchmark reports (split_count's fallback to one CTA per tile included), builds
+with nvcc and refuses every invalid argument, and each W13 split CTA copies exactly the groups of
+x its warps read (split_x_word, on the host). That
 a default build's device code does not change is benchmarks/device_code.py's record
 (tests/test_evidence.py); that the split builds give the one-CTA bits is the GPU's to show
 (benchmarks/evidence.sh splits)."""
@@ -112,3 +114,60 @@ def test_split_builds_build_with_nvcc_and_refuse_every_invalid_argument(nvcc_bui
             case.mutate(a)
             with pytest.raises(ValueError, match=re.escape(case.expect)):
                 argcases.call(r.module, kernel, a)
+
+
+STAGING_CHECK = r"""
+#include <cstdio>
+#include <set>
+#include "split_sum.cuh"
+// Every split CTA's threads copy exactly the words of x its warps read (W13: groups vw + k * W
+// of its virtual warps), each once: split_x_word as SplitStaging deals it out.
+int main() {
+  long long cases = 0;
+  for (int G = 1; G <= 160; ++G)
+    for (int unroll = 1; unroll <= 8; ++unroll)
+      for (int max_warps : {4, 8, 16, 32})
+        for (int splits = 2; splits <= 8; ++splits) {
+          const unsigned W = wb::warps_for(G, unroll, max_warps);
+          const unsigned S = wb::split_count(splits, W, 1);
+          const int warps = static_cast<int>((W + S - 1) / S), threads = 32 * warps;
+          for (unsigned s = 0; s < S; ++s, ++cases) {
+            const int vw0 = static_cast<int>(s) * warps;
+            std::multiset<int> got;
+            std::set<int> want;
+            for (int vw = vw0; vw < vw0 + warps && vw < static_cast<int>(W); ++vw)
+              for (int g = vw; g < G; g += static_cast<int>(W))
+                for (int word = 0; word < 4; ++word) want.insert(4 * g + word);
+            for (int t = 0; t < threads; ++t)
+              for (int i = t;; i += threads) {
+                const int a = wb::split_x_word(i, warps, G, static_cast<int>(W), vw0);
+                if (a == -2) break;
+                if (a >= 0) got.insert(a);
+              }
+            if (std::set<int>(got.begin(), got.end()) != want || got.size() != want.size()) {
+              std::printf("FAIL G %d unroll %d max_warps %d splits %d split %u\n", G, unroll, max_warps, splits, s);
+              return 1;
+            }
+          }
+        }
+  std::printf("ok %lld\n", cases);
+  return 0;
+}
+"""
+
+
+def test_each_split_cta_stages_exactly_the_x_its_warps_read(tmp_path):
+    why = cuda_build_skip_reason()
+    if why:
+        pytest.skip(why)
+    import subprocess
+
+    from workbench.kernels.build import cuda_home
+
+    src, exe = tmp_path / "staging.cu", tmp_path / "staging"
+    src.write_text(STAGING_CHECK)
+    nvcc = str(Path(cuda_home() or "/usr/local/cuda") / "bin" / "nvcc")
+    flags = ["-std=c++17", f"-I{ROOT / 'csrc' / 'kernels'}", "-DWB_LAYOUT_B3", "-DWB_READER_SCALAR"]
+    subprocess.run([nvcc, *flags, str(src), "-o", str(exe)], check=True, capture_output=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("ok "), out.stdout

@@ -32,6 +32,43 @@ inline unsigned split_count(int splits, unsigned warps, long long tiles) {
 }
 #endif
 
+// The word slot i of a split CTA copies (slots dealt out over its threads in order): 4g + word,
+// -1 for none, -2 past its last (slots ascend). Slot i is word i % 4 of warp (i / 4) % warps's
+// group in round i / (4 * warps). Host and device: the compile tier checks it on the host.
+__host__ __device__ inline int split_x_word(int i, int warps, int G, int W, int vw0) {
+  const int per_round = 4 * warps, k = i / per_round, r = i - k * per_round;
+  const int vw = vw0 + (r >> 2), g = vw + k * W;
+  if (vw0 + k * W >= G) return -2;
+  return vw < W && g < G ? 4 * g + (r & 3) : -1;
+}
+
+// W13's copy of x for one split CTA: only the groups its virtual warps read (vw0 .. vw0 + warps - 1
+// of W: groups vw + k * W), each to its place in the one-CTA copy, so the products read xs[4g + word]
+// as before; no warp of this CTA reads the others. Same two steps as Staging (begin() loads this
+// thread's first word before the weight loads, finish() stores it and copies the rest). At the
+// preset, S = 2 or 4, every word is the first of its thread: one step, where a copy of all of x by
+// 256 or 128 threads would take two or three.
+struct SplitStaging {
+  int G, W, vw0, at;
+  uint4 first;
+  __device__ __forceinline__ int word_of(int i) const {
+    return split_x_word(i, static_cast<int>(blockDim.x >> 5), G, W, vw0);
+  }
+  __device__ __forceinline__ void begin(const uint4* __restrict__ src, int) {
+    at = word_of(static_cast<int>(threadIdx.x));
+    if (at >= 0) first = __ldg(src + at);
+  }
+  __device__ __forceinline__ void finish(uint4* __restrict__ dst, const uint4* __restrict__ src, int) {
+    if (at >= 0) dst[at] = first;
+    if (at == -2) return;
+    for (int i = threadIdx.x + blockDim.x;; i += blockDim.x) {
+      const int a = word_of(i);
+      if (a == -2) break;
+      if (a >= 0) dst[a] = __ldg(src + a);
+    }
+  }
+};
+
 // A CTA counts itself in at its tile, after a CTA barrier: thread 0's atomic add with
 // acquire-release semantics at GPU scope. The barrier orders every thread's sums before the
 // release; the CTA that arrives last acquires them, and its barrier after the add orders all of its

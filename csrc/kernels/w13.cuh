@@ -70,7 +70,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) w13_kernel(const W13Params 
   // out-of-range id (documented policy: contributes nothing) reads expert 0 and is zeroed below,
   // so every load stays in bounds and no branch separates the id from the loads.
   const uint4* x16 = reinterpret_cast<const uint4*>(p.x);
+#if WB_W13_SPLITS > 1
+  SplitStaging stage{G, W, static_cast<int>(blockIdx.z) * warps, 0, {}};  // this CTA's groups of x
+#else
   Staging stage;
+#endif
   stage.begin(x16, n16);
   const int id = __ldg(p.ids + j);
   const bool valid = id >= 0 && id < p.experts;
