@@ -206,8 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_splits: needs a CUDA GPU (torch sees none)", file=sys.stderr)
         return 3
     shape = PRESETS[a.preset]
-    result = {"gpu": torch.cuda.get_device_name(0), "shape": shape.to_dict(), "calls": a.calls,
-              "replays": a.replays, "rounds": a.rounds, "checks": [], "timing": {}}  # fmt: skip
+    import datetime
+
+    from workbench.kernels.sources import source_hashes
+    from workbench.store.provenance import source_digest
+
+    files = source_hashes()  # the kernel sources measured, as a session records them
+    result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "gpu": torch.cuda.get_device_name(0), "source_digest": source_digest(files),
+              "files": files, "shape": shape.to_dict(), "calls": a.calls, "replays": a.replays,
+              "rounds": a.rounds, "checks": [], "timing": {}}  # fmt: skip
     try:  # every build at once, in parallel (the checks and timings load them from the cache)
         builds = build_many([v for k in kernels for v in _variants(k, splits[k])], load=False)
     except BuildError as e:
