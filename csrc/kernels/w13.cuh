@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) w13_kernel(const W13Params 
   const unsigned char* mhi = p.meta + (bank + up_col) * kRecordBytes;
   uint4 w[kUnroll];
   unsigned m[kUnroll];
-  // Issues the loads of groups g0, g0 + warps, ... (kUnroll of them; past the end they repeat the
+  // Issues the loads of groups g0, g0 + W, ... (kUnroll of them; past the end they repeat the
   // last group, so every lane always runs the reader's shuffles, and the sums skip them).
   auto load = [&](int g0) {
 #pragma unroll
