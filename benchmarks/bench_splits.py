@@ -123,7 +123,8 @@ def run_checks(kernel: str, splits: list[int], shapes: list[Shape], repeat: int)
 
 
 def run_timing(kernel: str, splits: list[int], shape: Shape, a) -> dict:
-    """µs per call of every build, hot and rotating, ``a.rounds`` rounds of all builds in turn."""
+    """µs per call of every build, hot and rotating, ``a.rounds`` rounds of all builds in turn
+    (the order reversed every other round)."""
     import bench_kernels as bk
     import torch
 
@@ -140,8 +141,8 @@ def run_timing(kernel: str, splits: list[int], shape: Shape, a) -> dict:
     times: dict[str, dict[str, list[float]]] = {
         v.arm: {"hot": [], "rotating": []} for v in variants
     }
-    for _ in range(a.rounds):
-        for v in variants:
+    for r in range(a.rounds):
+        for v in variants if r % 2 == 0 else variants[::-1]:  # no build always first or last
             row = bk.bench_arm(kernel, v.arm, shape, banks, inputs, slots, a.calls, a.replays, v)
             for s in ("hot", "rotating"):
                 times[v.arm][s].append(row[s]["us_per_call"])
