@@ -14,7 +14,7 @@ This script, for each kernel and each S, for b3-scalar and b3-coop:
 2. times: every build hot and rotating with bench_kernels.py's method (its geometry, graphs and
    timed replays), ``--rounds`` times in turn, so a round compares all builds within seconds.
 
-    python3 benchmarks/bench_splits.py [--splits-w13 1,2,4] [--splits-w2 1,2,3,5] [--out F.json]
+    python3 benchmarks/bench_splits.py [--splits-w13 1,2,3,4] [--splits-w2 1,2,3,4,5] [--out F.json]
 
 Exit 0 when every check passes (the times are data, not a verdict), 5 when one fails (nothing is
 timed then), 2 on a bad argument, 3 without a GPU, 4 when a build fails. The JSON holds the checks, every round's µs per call, the medians
@@ -176,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="qwen3.8-flash-next", choices=sorted(PRESETS))
     ap.add_argument("--kernel", default="w13,w2")
-    ap.add_argument("--splits-w13", default="1,2,4")
-    ap.add_argument("--splits-w2", default="1,2,3,5")
+    ap.add_argument("--splits-w13", default="1,2,3,4")
+    ap.add_argument("--splits-w2", default="1,2,3,4,5")
     ap.add_argument("--calls", type=int, default=48)
     ap.add_argument("--replays", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=5)

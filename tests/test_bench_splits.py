@@ -48,6 +48,8 @@ def test_reported_launch_is_todays_at_one_split_and_fills_the_gpu_with_more(benc
     # today's grids (docs/KERNELS.md, the counters): W13 100 x 512, W2 80 x 800
     assert ctas("w13", 1, w13) == (100, 512) and ctas("w2", 1, w2) == (80, 800)
     assert ctas("w13", 2, w13) == (200, 256) and ctas("w13", 4, w13) == (400, 128)
+    assert ctas("w13", 3, w13) == (300, 192)  # 6 + 6 + 4 of 16 warps: two idle warp slots
+    assert ctas("w2", 4, w2) == (320, 224)  # 7 + 7 + 7 + 4 of 25
     # W2's 25 warps: 13 + 12, 9 + 9 + 7 (two idle warp slots), 5 x 5
     assert ctas("w2", 2, w2) == (160, 416) and ctas("w2", 3, w2) == (240, 288)
     assert ctas("w2", 5, w2) == (400, 160)

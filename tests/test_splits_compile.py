@@ -23,7 +23,7 @@ from workbench.kernels.variants import Variant
 
 pytestmark = pytest.mark.compile
 ROOT = Path(__file__).resolve().parents[1]
-SPLITS = (("w13", 2), ("w13", 4), ("w2", 2), ("w2", 3))
+SPLITS = (("w13", 2), ("w13", 3), ("w13", 4), ("w2", 2), ("w2", 3))  # 3: idle warp slots
 
 
 def _load(name: str):
