@@ -79,9 +79,12 @@ def _ids(experts: list[int]) -> Any:
     return torch.tensor(experts, dtype=torch.int32, device="cuda")
 
 
-def bench_arm(kernel, arm, shape, banks, inputs, slots, n_calls, replays) -> dict | None:
+def bench_arm(
+    kernel, arm, shape, banks, inputs, slots, n_calls, replays, variant=None
+) -> dict | None:
     """Median µs per call of one arm on the hot set and on the rotating set; ``slots`` maps each
-    set to its graphs' (bank, experts) per call, ``inputs[c]`` are call c's activations."""
+    set to its graphs' (bank, experts) per call, ``inputs[c]`` are call c's activations.
+    ``variant``: the build to time under the name ``arm`` (default: the built-in ``arm``)."""
     import functools
 
     from workbench.kernels.ops import KernelOp
@@ -109,7 +112,7 @@ def bench_arm(kernel, arm, shape, banks, inputs, slots, n_calls, replays) -> dic
                 fused[bank] = TritonMoePeer(kernel, shape, banks[bank])
             return fused[bank]
     else:
-        op = KernelOp(parse_arm(kernel, arm), shape)
+        op = KernelOp(variant or parse_arm(kernel, arm), shape)
 
         def fn_for(bank: int, experts: list[int]):
             return op

@@ -10,7 +10,10 @@
 # rounds) | user (the examples/ spec against b3-scalar) | checkpoint (a random 4-layer checkpoint,
 # then ab on it) | tune:KERNEL (the sweeps the README cites) | volta (the sm_70 kernels through
 # the driver's PTX JIT, benchmarks/volta_jit.py: the PTX in $VOLTA_PTX, default build/volta_ptx,
-# written beforehand on a CPU machine with --write-ptx). Sessions go to $SESSIONS
+# written beforehand on a CPU machine with --write-ptx) | splits (benchmarks/bench_splits.py: the
+# split-K builds checked bit for bit against the one-CTA builds and float64, then timed beside
+# them, JSON to $LOGS/splits.json) | splits-sanitize (its checks under memcheck and racecheck).
+# Sessions go to $SESSIONS
 # (sessions), logs of the steps that write files to $LOGS (.), a log line per step with its wall
 # time to stdout. Needs no `pip install`: PYTHONPATH=.
 set -u
@@ -50,6 +53,11 @@ for step in "$@"; do
     bench)
       timed python3 benchmarks/bench_kernels.py --replays 100 --arms b4-scalar,b3-scalar,b3-coop,triton-moe \
         --out "$L/bench.json" ;;
+    splits) timed python3 benchmarks/bench_splits.py --out "$L/splits.json" ;;
+    splits-sanitize)
+      for tool in memcheck racecheck; do
+        timed compute-sanitizer --tool "$tool" python3 benchmarks/bench_splits.py --check-only --repeat 2
+      done ;;
     sanitize)
       for tool in memcheck racecheck; do
         timed compute-sanitizer --tool "$tool" python3 -m workbench check --hidden 4096 --inter 2048 \

@@ -8,8 +8,17 @@
 // issued before the first is used) with tensor-core products (awq_meta.cuh, dot_group) against x
 // in shared memory; warp 0 adds the warps' sums in warp order, and lane i < 16 takes the up sum
 // from lane i + 16 to write silu(gate) * up.
+// A build with WB_W13_SPLITS = S > 1 spreads each CTA's warps over up to S CTAs (grid z) and adds
+// their sums in the same warp order (split_sum.cuh): the same bits, more CTAs in flight.
 #pragma once
 #include "awq_meta.cuh"
+
+#ifndef WB_W13_SPLITS
+#define WB_W13_SPLITS 1
+#endif
+#if WB_W13_SPLITS > 1
+#include "split_sum.cuh"
+#endif
 
 namespace wb {
 
@@ -23,6 +32,11 @@ namespace wb {
 #endif
 constexpr int kUnroll = WB_W13_UNROLL;       // groups whose loads a warp issues before it computes: bytes in flight
 constexpr int kMaxWarps = WB_W13_MAX_WARPS;  // the launcher picks ceil(groups / kUnroll) warps, at most this many
+#if WB_W13_SPLITS > 1
+constexpr int kSplits = WB_W13_SPLITS;       // CTAs a tile's warps spread over, at most
+__device__ float w13_partials[kPartialFloats];  // [tile][W][32] warp sums of the split CTAs
+__device__ unsigned w13_arrivals[kSplitTiles];  // per tile: split CTAs done with this call
+#endif
 
 struct W13Params {
   const __half* x;                 // [K] activations
@@ -41,6 +55,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) w13_kernel(const W13Params 
   const int h = blockIdx.x, j = blockIdx.y;  // output columns 16h .. 16h + 15 of routed slot j
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int G = p.K / kGroup, half_n = p.N / 2, n16 = p.K / 8;
+#if WB_W13_SPLITS > 1
+  // Virtual warp vw of the tile's W (the one-CTA launch's warps: its groups, its sums); a warp
+  // with vw >= W starts past the last group and has no work.
+  const int W = static_cast<int>(min(max((G + kUnroll - 1) / kUnroll, 1), kMaxWarps));
+  const int vw = static_cast<int>(blockIdx.z) * warps + warp, first = vw < W ? vw : G;
+#else
+  const int W = warps, first = warp;
+#endif
   calibration_spin(p.spin_cycles);
 
   // Three kinds of loads, issued so that none waits for another it does not need: x (copied to
@@ -48,7 +70,11 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) w13_kernel(const W13Params 
   // out-of-range id (documented policy: contributes nothing) reads expert 0 and is zeroed below,
   // so every load stays in bounds and no branch separates the id from the loads.
   const uint4* x16 = reinterpret_cast<const uint4*>(p.x);
+#if WB_W13_SPLITS > 1
+  SplitStaging stage{G, W, static_cast<int>(blockIdx.z) * warps, 0, {}};  // this CTA's groups of x
+#else
   Staging stage;
+#endif
   stage.begin(x16, n16);
   const int id = __ldg(p.ids + j);
   const bool valid = id >= 0 && id < p.experts;
@@ -62,32 +88,42 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) w13_kernel(const W13Params 
   const unsigned char* mhi = p.meta + (bank + up_col) * kRecordBytes;
   uint4 w[kUnroll];
   unsigned m[kUnroll];
-  // Issues the loads of groups g0, g0 + warps, ... (kUnroll of them; past the end they repeat the
+  // Issues the loads of groups g0, g0 + W, ... (kUnroll of them; past the end they repeat the
   // last group, so every lane always runs the reader's shuffles, and the sums skip them).
   auto load = [&](int g0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const size_t g = static_cast<size_t>(min(g0 + u * warps, G - 1));
+      const size_t g = static_cast<size_t>(min(g0 + u * W, G - 1));
       w[u] = __ldg(wp + g * p.N);
       m[u] = read_meta2(mlo + g * p.N * kRecordBytes, mhi + g * p.N * kRecordBytes, lane);
     }
   };
-  load(warp);
+  load(first);
   stage.finish(xs, x16, n16);
   if (threadIdx.x < 4) xs[n16 + threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);  // group G: zeros
   __syncthreads();
   const uint4* xl = xs + x_word(lane);  // this lane's 16 bytes of group g: xl[4 * g]
   Acc acc = acc_zero();
-  for (int g0 = warp; g0 < G; g0 += warps * kUnroll) {
+  for (int g0 = first; g0 < G; g0 += W * kUnroll) {
     // A slot past the last group multiplies the last group's weights by group G's zeros: adds
     // exactly 0, without a branch around the tensor-core work.
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
-      dot_group(w[u], quad_meta(m[u], lane), as_xfrag(xl[4 * min(g0 + u * warps, G)]), acc);
-    if (g0 + warps * kUnroll < G) load(g0 + warps * kUnroll);
+      dot_group(w[u], quad_meta(m[u], lane), as_xfrag(xl[4 * min(g0 + u * W, G)]), acc);
+    if (g0 + W * kUnroll < G) load(g0 + W * kUnroll);
   }
   finish_acc(acc);
+#if WB_W13_SPLITS > 1
+  float sum;  // one CTA per tile where the workspace is too small (split_count): no combine
+  const size_t tile = static_cast<size_t>(j) * gridDim.x + h;
+  if (gridDim.z == 1)
+    sum = cta_column_sum(red, acc_of_lane(acc, lane), warp, lane);
+  else if (!split_column_sum(w13_partials + tile * W * kTileCols, w13_arrivals + tile, red, gridDim.z, W,
+                                        vw, acc_of_lane(acc, lane), warp, lane, sum))
+    return;
+#else
   const float sum = cta_column_sum(red, acc_of_lane(acc, lane), warp, lane);
+#endif
   const float up = __shfl_down_sync(kFullMask, sum, 16);  // warp 0: lane i < 16 gets up column i
   if (warp != 0 || lane >= 16) return;
   const float g = valid ? sum : 0.f, u = valid ? up : 0.f;
@@ -97,8 +133,15 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) w13_kernel(const W13Params 
 #if !defined(__CUDACC_RTC__)
 inline LaunchShape w13_launch_shape(int K, int N, int top_k) {
   const int G = K / kGroup;
+#if WB_W13_SPLITS > 1
+  const unsigned warps = warps_for(G, kUnroll, kMaxWarps);
+  const unsigned s = split_count(kSplits, warps, static_cast<long long>(N / 32) * top_k);
+  return {dim3(static_cast<unsigned>(N / 32), static_cast<unsigned>(top_k), s), dim3(32 * ((warps + s - 1) / s)),
+          static_cast<size_t>((K / 8 + 4) * 16)};  // x and one group of zeros
+#else
   return {dim3(static_cast<unsigned>(N / 32), static_cast<unsigned>(top_k)), dim3(32 * warps_for(G, kUnroll, kMaxWarps)),
           static_cast<size_t>((K / 8 + 4) * 16)};  // x and one group of zeros
+#endif
 }
 #endif
 

@@ -221,7 +221,8 @@ def make_inputs(shape: Shape, kernel: str, seed: int, device: str | torch.device
 
 class KernelOp:
     """A built variant bound to a shape. ``op(...)`` allocates nothing and needs no scratch (W13 has
-    no exchange buffer), so it can be captured in a CUDA Graph.
+    no exchange buffer), so it can be captured in a CUDA Graph. (A split-K build,
+    csrc/kernels/split_sum.cuh, keeps its workspace in its library's static device memory.)
 
     w13: ``op(x fp16 [1,K], bank, ids int32 [top_k], out fp16 [top_k, N/2])``
     w2:  ``op(inter fp16 [top_k,K], bank, ids int32 [top_k], out fp16 [1,N], rw=fp32 [top_k])``
