@@ -50,6 +50,11 @@ def round_workers(workers: int, round_: str) -> int:
     return workers if round_ != "confirm" else max(2, (workers + 1) // 2)
 
 
+def fault_ids(fault: dict[str, Any]) -> list[str]:
+    """The comparisons a fault record names (one, or a placement's, joined by ", ")."""
+    return [c.strip() for c in str(fault.get("cmp") or "").split(", ") if c.strip()]
+
+
 def worker_seed(seed: int, worker: int, round_: str) -> int:
     """The placement seed of one worker's blocks: distinct per worker and round, replayable."""
     return (seed * 1_000_003 + 7_919 * (worker + 1) + ROUND_GROUP[round_] * 104_729) % (1 << 62)
@@ -109,6 +114,7 @@ class WorkerRun:
         self.errors: list[str] = []
         self.numerics: str | None = None
         self.excluded: set[str] = set()  # comparisons a fault ended: no later worker runs them
+        self.dropped: dict[str, str] = {}  # comparison -> why a worker left it out (numerics)
         self.spares: dict[int, _Proc] = {}  # GPU lane -> its waiting process
         self.procs: list[Any] = []  # every process spawned, joined at the end
         self._pending: list[_Worker] = []  # ended before the session began: flushed once it has
@@ -244,13 +250,19 @@ class WorkerRun:
         p = self.spares.pop(g)
         w.proc, w.go, w.jobs, w.spawned = p.proc, p.go, p.jobs, p.spawned  # held: the child
         # unpickles them only once it has started
-        w.job = dataclasses.replace(w.job, describe=self.r.session is None and not self._describing)
+        cfg = w.job.cfg  # what a fault or a failed gate excluded meanwhile runs no more
+        cfg = dataclasses.replace(cfg, comparisons=[c for c in cfg.comparisons
+                                                    if c.id not in self.excluded])  # fmt: skip
+        w.job = dataclasses.replace(
+            w.job, cfg=cfg, describe=self.r.session is None and not self._describing
+        )
         self._describing = self._describing or w.job.describe
         p.jobs.put(w.job)
         p.go.set()
         w.started = time.monotonic()
         w.status = "running"
 
+    _round: list[Any] = []  # the comparisons of the round in flight
     _describing = False  # a worker was asked for the session's environment and provenance
 
     def end(self) -> None:
@@ -273,10 +285,11 @@ class WorkerRun:
 
     # -------------------------------------------------------------- one round
 
-    def run_round(self, round_: str, comparisons: list[Any]) -> None:
-        """Every worker of the round, one at a time per GPU, all GPUs at once."""
+    def run_round(self, round_: str, comparisons: list[Any], numerics: str = "stop") -> None:
+        """Every worker of the round, one at a time per GPU, all GPUs at once; ``numerics``
+        "exclude" leaves a group that fails its gate out instead of stopping (WorkerJob)."""
         cfg, n = self.cfg, round_workers(self.cfg.workers, round_)
-        todo = [c for c in comparisons if c.id not in self.excluded]
+        todo = self._round = [c for c in comparisons if c.id not in self.excluded]
         lanes: dict[int, list[_Worker]] = {}
         for i in range(n):
             seed = worker_seed(cfg.protocol.placement_seed or 0, i, round_)
@@ -286,7 +299,8 @@ class WorkerRun:
                 protocol=dataclasses.replace(cfg.protocol, placement_seed=seed),
             )
             g = i % len(self.gpus)
-            job = WorkerJob(i, round_, wcfg, self.gpus[g], ROUND_GROUP[round_])
+            job = WorkerJob(i, round_, wcfg, self.gpus[g], ROUND_GROUP[round_],
+                            numerics=numerics)  # fmt: skip
             lanes.setdefault(g, []).append(_Worker(job))
         workers = [w for lane in lanes.values() for w in lane]
         try:
@@ -385,9 +399,13 @@ class WorkerRun:
         elif kind == "fault":
             w.status, w.fault = "fault", data
             self.faults.append({**data, "worker": w.job.index})
-            if data.get("cmp"):
-                self.excluded.update(c.strip() for c in str(data["cmp"]).split(","))
+            self.excluded.update(self._faulted(data))
             r.note(f"worker {w.job.index}: {data['error']}")
+        elif kind == "excluded":  # a group's gate failed in this worker; it went on
+            self.excluded.update(data["cmps"])
+            for c in data["cmps"]:
+                self.dropped.setdefault(c, data["error"])
+            r.note(f"worker {w.job.index}: {', '.join(data['cmps'])} left out: {data['error']}")
         elif kind == "numerics":
             w.status, w.error = "numerics", data
             self.numerics = data
@@ -401,23 +419,35 @@ class WorkerRun:
             if w.job.describe and w.hello is None:  # it never described: the next one will
                 self._describing = False
 
+    def _faulted(self, fault: dict[str, Any]) -> set[str]:
+        """The comparisons a fault rules out for the workers after it: those it names, and
+        every comparison of the round that runs the arm that faulted on the same kernel."""
+        ids = set(fault_ids(fault))
+        kernels = {c.kernel for c in self._round if c.id in ids}
+        arm = fault.get("arm")
+        return ids | {c.id for c in self._round
+                      if arm and c.kernel in kernels and arm in (c.a.name, c.b.name)}  # fmt: skip
+
     def _progress(self, w: _Worker, p: Any) -> Any:
         """A worker's progress as the run's: its block among every worker's blocks."""
         if getattr(p, "block", None) is None:
             return p
         return dataclasses.replace(p, block=w.job.index * self._block_stride + p.block)
 
+    def describe(self) -> dict[str, Any]:
+        """The session environment's ``workers``: how many, on which GPUs (after start())."""
+        return {
+            "planned": self.cfg.workers,
+            "confirm": round_workers(self.cfg.workers, "confirm"),
+            "gpus": [dataclasses.asdict(g) for g in self.gpus],
+        }
+
     def _open_session(self, hello: dict[str, Any]) -> None:
         """The session, once the first worker knows its GPU: its environment and provenance."""
         from workbench.store.session import SessionWriter
 
         r = self.r
-        env = dict(hello["environment"])
-        env["workers"] = {
-            "planned": self.cfg.workers,
-            "confirm": round_workers(self.cfg.workers, "confirm"),
-            "gpus": [dataclasses.asdict(g) for g in self.gpus],
-        }
+        env = {**hello["environment"], "workers": self.describe()}
         writer = SessionWriter(
             self.cfg.sessions_dir, self.cfg.slug, self.cfg.session_config(),
             hello["provenance"], env,
