@@ -8,6 +8,7 @@ of a run are known in advance. A test module's fixture calls `install(monkeypatc
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import types
 import weakref
@@ -420,7 +421,8 @@ def install(monkeypatch):
     monkeypatch.setattr(defaults, "WORKERS", 1)
     props = types.SimpleNamespace(
         name="Simulated H200", major=9, minor=0, multi_processor_count=132,
-        total_memory=140 << 30, L2_cache_size=40_000, clock_rate=1_980_000, uuid="sim",
+        total_memory=140 << 30, L2_cache_size=40_000, clock_rate=1_980_000,
+        uuid=f"GPU-sim-{os.environ.get('CUDA_VISIBLE_DEVICES', '0')}",  # one per board
     )  # fmt: skip
     cuda = torch.cuda
 

@@ -141,6 +141,33 @@ def _worker_arguments(g: Any, option: str) -> None:
     )
 
 
+def add_ray_argument(g: Any, what: str) -> None:
+    """--ray ADDRESS: ``what`` runs on every GPU of a Ray cluster (default $RAY_ADDRESS)."""
+    g.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help=f"{what} on every GPU of this Ray cluster, one per GPU (default $RAY_ADDRESS; "
+        "unset: local worker processes)",
+    )
+
+
+def ray_from_args(args: argparse.Namespace) -> str | None:
+    """The Ray address (--ray, else $RAY_ADDRESS) or None; without ray installed, BadArgument
+    naming where the address came from (exit 2). --single-process ignores $RAY_ADDRESS and
+    refuses --ray."""
+    from workbench.run.ray_workers import address, require_ray
+
+    if getattr(args, "single_process", False):
+        if args.ray:
+            raise BadArgument(f"--single-process cannot be combined with --ray {args.ray}")
+        return None
+    ray = address(args.ray)
+    if ray is not None:
+        require_ray("--ray" if args.ray else "RAY_ADDRESS")
+    return ray
+
+
 # option, attribute, maximum, the maximum's name in workbench.core.limits
 _UPPER = (
     ("--pairs", "pairs", limits.MAX_PAIRS, "MAX_PAIRS"),

@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any
 
-from workbench.commands._measure import add_protocol_arguments
+from workbench.commands._measure import add_protocol_arguments, add_ray_argument
 from workbench.core.errors import EXIT_INTERRUPTED, BadArgument, BuildError, NumericsError
 from workbench.core.limits import check_min_effect
 
@@ -50,13 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--workers", type=int, default=None, help="screening workers (one per visible GPU)"
     )
     g.add_argument("--no-resume", action="store_true", help="screen again what the cache holds")
-    g.add_argument(
-        "--ray",
-        default=None,
-        metavar="ADDRESS",
-        help="screen on every GPU of this Ray cluster, one actor per GPU (default $RAY_ADDRESS; "
-        "unset: local worker processes)",
-    )
+    add_ray_argument(g, "screen")
     g.add_argument(
         "--floor-file",
         default=None,
@@ -67,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(RunConfig, TuneConfig, floor); BadArgument names the option. No torch, no GPU."""
-    from workbench.commands._measure import protocol_from_args, workers_from_args
+    from workbench.commands._measure import protocol_from_args, ray_from_args, workers_from_args
     from workbench.core.vocab import SETS
     from workbench.data.shapes import shape_from_args
     from workbench.measure.plan import parse_list
@@ -86,11 +80,7 @@ def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
         floor = read_floor_file(args.floor_file)
     check_min_effect(args.min_effect, "--min-effect")
-    from workbench.tune import ray_pool
-
-    ray = ray_pool.address(args.ray)
-    if ray is not None:
-        ray_pool.require_ray("--ray" if args.ray else "RAY_ADDRESS")
+    ray = ray_from_args(args)
     tcfg = tuner.TuneConfig(args.kernel, args.arm, cands, screen_pairs=args.screen_pairs,
                             top=args.top, workers=args.workers, resume=not args.no_resume,
                             ray=ray)  # fmt: skip

@@ -127,8 +127,8 @@ class WorkerRun:
         """A started WorkerRun for ``runner`` when its run has workers and NVML names every
         visible GPU, else None: its first processes then import while the parent does its own
         (torch for the GPU check), not after. Where NVML cannot tell, run() starts them."""
-        if not runner.uses_workers():
-            return None
+        if not runner.uses_workers() or runner.cfg.ray is not None:
+            return None  # a Ray run's workers start on the cluster, at run()
         gpus = visible_gpus()
         if not all(g.name for g in gpus):
             return None
@@ -250,17 +250,23 @@ class WorkerRun:
         p = self.spares.pop(g)
         w.proc, w.go, w.jobs, w.spawned = p.proc, p.go, p.jobs, p.spawned  # held: the child
         # unpickles them only once it has started
-        cfg = w.job.cfg  # what a fault or a failed gate excluded meanwhile runs no more
-        cfg = dataclasses.replace(cfg, comparisons=[c for c in cfg.comparisons
-                                                    if c.id not in self.excluded])  # fmt: skip
-        w.job = dataclasses.replace(
-            w.job, cfg=cfg, describe=self.r.session is None and not self._describing
-        )
-        self._describing = self._describing or w.job.describe
+        w.job = self._job(w)
         p.jobs.put(w.job)
         p.go.set()
         w.started = time.monotonic()
         w.status = "running"
+
+    def _job(self, w: _Worker) -> WorkerJob:
+        """``w``'s job as it starts: less what a fault or a failed gate excluded meanwhile, and
+        asked to describe the session when none has been asked yet."""
+        cfg = w.job.cfg
+        cfg = dataclasses.replace(cfg, comparisons=[c for c in cfg.comparisons
+                                                    if c.id not in self.excluded])  # fmt: skip
+        job = dataclasses.replace(
+            w.job, cfg=cfg, describe=self.r.session is None and not self._describing
+        )
+        self._describing = self._describing or job.describe
+        return job
 
     _round: list[Any] = []  # the comparisons of the round in flight
     _describing = False  # a worker was asked for the session's environment and provenance
@@ -513,7 +519,8 @@ class WorkerRun:
             phases.setdefault("startup", 0.0)
         rec = {
             "worker": w.job.index, "round": w.job.round, "status": w.status,
-            "gpu": w.job.gpu.visible, "uuid": w.job.gpu.uuid or gpu.get("uuid"),
+            "gpu": (w.hello or {}).get("gpu") or w.job.gpu.visible,
+            "uuid": w.job.gpu.uuid or gpu.get("uuid"),
             "name": w.job.gpu.name or gpu.get("name"), "pid": (w.hello or {}).get("pid"),
             "started": _wall(w.started), "ended": _wall(w.ended),
             "placement_seed": w.job.cfg.protocol.placement_seed,
@@ -522,6 +529,8 @@ class WorkerRun:
             "wall_s": exit_.get("wall_s"),
             "error": w.error or (w.fault or {}).get("error"),
         }  # fmt: skip
+        if (w.hello or {}).get("host"):  # a Ray worker: its host and node
+            rec["host"], rec["ray_node"] = w.hello["host"], w.hello.get("ray_node")
         if w.fault is not None:
             rec["fault_cmp"], rec["fault_arm"] = w.fault.get("cmp"), w.fault.get("arm")
         r.workers.append(rec)

@@ -309,11 +309,9 @@ class TuneRunner(Runner):
         """Round "tune" of fresh worker processes (workbench.run.workers) over every candidate
         of ``top``, merged into this session; each candidate's verdict then comes from the
         merged journal, its interval over the workers (docs/DESIGN.md §7.3)."""
-        from workbench.run.workers import WorkerRun
-
         cmps = {c.name: comparisons("tune", default, c, self.cfg.sets, f"tune/{c.name}")
                 for c in top}  # fmt: skip
-        run = WorkerRun(self, setup=self.tcfg.setup)
+        run = self.worker_run(self.tcfg.setup)
         try:
             run.start()
             env = self.session.environment
