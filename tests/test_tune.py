@@ -307,8 +307,16 @@ def test_the_confirmation_runs_in_workers_and_a_faulting_candidate_ends_its_work
     sess = load_session(res.session_path)
     assert sess.config["workers"] == 3 and sess.environment["workers"]["planned"] == 3
     rounds = sorted((w["round"], w["worker"], w["status"]) for w in sess.workers)
-    assert rounds == [("tune", 0, "fault"), ("tune", 1, "complete"), ("tune", 2, "complete")]
-    assert sess.workers[0]["fault_cmp"].startswith(f"tune/{name(EQUAL)}/")
+    assert rounds == [("reader", 0, "complete"), ("reader", 1, "complete"),
+                      ("reader", 2, "complete"), ("tune", 0, "fault"), ("tune", 1, "complete"),
+                      ("tune", 2, "complete")]  # fmt: skip
+    # the reader verdict at the best parameters: a round of its own, over workers too
+    assert t["reader"]["w13"]["decision"] == "cooperative"
+    readers = [c for c in res.summary["comparisons"] if c["id"].startswith("reader/")]
+    assert len(readers) == 2 and all(c["verdict"]["method"] == "workers" for c in readers)
+    assert next(w for w in sess.workers if w["round"] == "tune")["fault_cmp"].startswith(
+        f"tune/{name(EQUAL)}/"
+    )
     assert {s["worker"] for s in sess.samples_for(f"tune/{name(FASTEST)}/hot")} == {0, 1, 2}
     assert {s["worker"] for s in sess.samples if s["cmp"].startswith(f"tune/{name(EQUAL)}/")} <= {0}
     assert sess.comparison(f"tune/{name(FASTEST)}/rotating")["workers"] == 3

@@ -36,7 +36,7 @@ PHASES = ("startup", "build", "describe", "banks", "warmup", "capture", "gate", 
 @dataclass(frozen=True)
 class WorkerJob:
     index: int
-    round: str  # "main", "confirm" or "tune" (workers.ROUND_GROUP)
+    round: str  # "main", "confirm", a tune's "tune" or "reader" (workers.ROUND_GROUP)
     cfg: Any  # the RunConfig of this worker: its comparisons and its placement seed
     gpu: GPU
     first_group: int = 0

@@ -41,7 +41,12 @@ from workbench.run.worker_proc import PHASES, WorkerJob, call_setup, worker_main
 
 __all__ = ["GPU", "PHASES", "WorkerRun", "call_setup", "check_one_model", "visible_gpus"]
 
-ROUND_GROUP = {"main": 0, "confirm": 1000, "tune": 2000}  # group numbers of a round's placements
+ROUND_GROUP = {
+    "main": 0,
+    "confirm": 1000,
+    "tune": 2000,
+    "reader": 3000,
+}  # group numbers of a round's placements
 
 
 def round_workers(workers: int, round_: str) -> int:

@@ -3,10 +3,11 @@ default with the full block protocol, then time the readers at the best paramete
 session holds it all; the runner's session, monitor, Ctrl-C and failure handling are reused.
 
 A tune screens in its own workers (screen.Pool, ray_pool.RayPool) and confirms in fresh worker
-processes (workbench.run.workers, round "tune"), as `workbench ab` measures: the interval of a
-confirmed candidate runs over workers, and a candidate whose kernel faults the GPU ends its
-worker alone and is EXCLUDED, naming the fault. ``RunConfig.workers`` 1 (--single-process)
-confirms in this process (debugging: its verdicts say they ignore process variance).
+processes (workbench.run.workers, round "tune"; the reader verdict, round "reader"), as
+`workbench ab` measures: the interval of a confirmed candidate runs over workers, and a
+candidate whose kernel faults the GPU ends its worker alone and is EXCLUDED, naming the fault.
+``RunConfig.workers`` 1 (--single-process) measures both here (debugging: the verdicts say
+they ignore process variance).
 
 Torch-free at module level (the device modules load inside the run).
 """
@@ -219,11 +220,15 @@ class TuneRunner(Runner):
             return
         self.emit("phase", "reader")
         cmps = reader_comparisons(best, self.cfg.sets)
-        engine._prepare_banks(cmps)
-        engine.run_group(len(rest) + self.tcfg.top, cmps)
+        if self.cfg.workers > 1:
+            results = self._in_workers("reader", cmps, "stop").analysis().results
+        else:
+            engine._prepare_banks(cmps)
+            engine.run_group(len(rest) + self.tcfg.top, cmps)
+            results = self.results
         # The one reader rule (docs/DESIGN.md §7.5) on these comparisons: scalar against
         # cooperative at the same parameters is a reader pair (plan.is_reader_comparison).
-        done = [r for r in self.results if r.id in {c.id for c in cmps} and r.verdict.n]
+        done = [r for r in results if r.id in {c.id for c in cmps} and r.verdict.n]
         if done:
             rec = recommendations(done).get(best.kernel)
             if rec is not None:
@@ -311,14 +316,7 @@ class TuneRunner(Runner):
         merged journal, its interval over the workers (docs/DESIGN.md §7.3)."""
         cmps = {c.name: comparisons("tune", default, c, self.cfg.sets, f"tune/{c.name}")
                 for c in top}  # fmt: skip
-        run = self.worker_run(self.tcfg.setup)
-        try:
-            run.start()
-            env = self.session.environment
-            self.session.update(environment={**env, "workers": run.describe()})
-            run.run_round("tune", [c for cs in cmps.values() for c in cs], numerics="exclude")
-        finally:
-            run.end()
+        run = self._in_workers("tune", [c for cs in cmps.values() for c in cs], "exclude")
         results = run.analysis().results
         for cand in top:
             ids = [c.id for c in cmps[cand.name]]
@@ -331,6 +329,22 @@ class TuneRunner(Runner):
                 self._exclude(cand, why)
             elif not self.cancel.is_set():
                 self._confirmed(cand, ids, results)
+
+    def _in_workers(self, round_: str, cmps: list[Any], numerics: str) -> Any:
+        """One round of fresh worker processes (workbench.run.workers) into this session;
+        returns its WorkerRun (faults, exclusions, the merged journal's analysis). A numerics
+        failure with ``numerics`` "stop" raises NumericsError, as in this process."""
+        run = self.worker_run(self.tcfg.setup)
+        try:
+            run.start()
+            env = self.session.environment
+            self.session.update(environment={**env, "workers": run.describe()})
+            run.run_round(round_, cmps, numerics=numerics)
+        finally:
+            run.end()
+        if run.numerics is not None:
+            raise NumericsError(run.numerics)
+        return run
 
     def _exclude(self, cand: Candidate, why: str) -> None:
         self.confirmed[cand.name] = {"candidate": cand.name, "params": dict(cand.params),
