@@ -426,7 +426,8 @@ def install(monkeypatch):
     monkeypatch.setattr(defaults, "WORKERS", 1)
     props = types.SimpleNamespace(
         name="Simulated H200", major=9, minor=0, multi_processor_count=132,
-        total_memory=140 << 30, L2_cache_size=40_000, clock_rate=1_980_000, uuid="sim",
+        total_memory=140 << 30, L2_cache_size=40_000, clock_rate=1_980_000,
+        uuid=f"GPU-sim-{os.environ.get('CUDA_VISIBLE_DEVICES', '0')}",  # one per board
     )  # fmt: skip
     cuda = torch.cuda
 

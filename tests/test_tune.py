@@ -15,6 +15,7 @@ import sim_device
 from sim_device import FakeKernelOp
 
 from workbench import cli
+from workbench.core import stats
 from workbench.data.shapes import resolve_shape
 from workbench.measure.abba import ProtocolConfig
 from workbench.store.session import load_session
@@ -42,18 +43,21 @@ def key(params):
 
 
 def run_tune(tmp_path, unroll=(3, 4, 5, 6), top=2, workers=1, cancel=None, events=None,
-             kernel="w13", overrides=None, ray=None):  # fmt: skip
+             kernel="w13", overrides=None, ray=None, confirm_workers=1, faulty=()):  # fmt: skip
+    """``confirm_workers`` > 1 confirms in worker processes; ``faulty``: variants that fault
+    the GPU in those workers only (the parent screens)."""
     shape = resolve_shape(**SHAPE)
     overrides = overrides or {"unroll": unroll, "max_warps": (16,)}
     cands = space.candidates(kernel, "b3-scalar", overrides, shape)
     setup = ("sim_device:install_in_worker",
              {"param_factor": dict(sim_device.PARAM_FACTOR), "broken": tuple(FakeKernelOp.broken),
-              "perturbed": dict(FakeKernelOp.perturbed)})  # fmt: skip
+              "perturbed": dict(FakeKernelOp.perturbed), "faulty": tuple(faulty)})  # fmt: skip
     tc = tuner.TuneConfig(kernel, "b3-scalar", cands, screen_pairs=2, top=top, workers=workers,
                           setup=setup, ray=ray)  # fmt: skip
     cfg = tuner.make_run_config(shape, tc, calls=4, replays=5,
                                 protocol=ProtocolConfig(pairs=2, blocks=3),
-                                sessions_dir=str(tmp_path / "sessions"))  # fmt: skip
+                                sessions_dir=str(tmp_path / "sessions"),
+                                workers=confirm_workers)  # fmt: skip
     r = tuner.TuneRunner(cfg, tc, cancel=cancel, events=events)
     return r.run()
 
@@ -77,6 +81,9 @@ def test_screen_and_confirm_find_the_fastest_and_read_the_equal_one_same(device,
     assert conf[name(FASTEST)]["verdict"] == "FASTER"
     assert conf[name(FASTEST)]["estimate"] == pytest.approx(0.9, abs=0.01)
     assert conf[name(EQUAL)]["verdict"] == "SAME"
+    # confirmed in this process (--single-process): every verdict says what it ignores
+    for c in conf.values():
+        assert all(stats.SINGLE_PROCESS in v["reason"] for v in c["sets"].values())
     assert t["best"]["candidate"] == name(FASTEST) and not t["best"]["is_default"]
     # the reader verdict at the best parameters: coop is 5 % faster on w13 in the simulation
     assert t["reader"]["w13"]["decision"] == "cooperative"
@@ -210,6 +217,8 @@ def test_cli_end_to_end_with_json_and_sweep_plot(device, capsys, tmp_path):
         (["--kernel", "w13", "--top", "-1"], "--top -1"),
         (["--kernel", "w13", "--screen-pairs", "0"], "--screen-pairs 0"),
         (["--kernel", "w13", "--workers", "0"], "--workers 0"),
+        (["--kernel", "w13", "--confirm-workers", "0"], "--confirm-workers 0"),
+        (["--kernel", "w13", "--single-process", "--confirm-workers", "3"], "--single-process"),
         (["--kernel", "w13", "--set", "cold"], "--set 'cold'"),
         (["--kernel", "w13", "--floor-file", "/nonexistent/floor"], "--floor-file"),
     ],
@@ -275,3 +284,39 @@ def test_top_zero_screens_only_and_workers_are_capped_by_the_gpus(device, tmp_pa
     assert res.status == "complete" and t["workers"] == 1
     assert t["ranked"][0] == name(FASTEST) and t["confirmed"] == [] and t["best"] is None
     assert any("--workers 4: only 1 GPU(s) visible" in n for n in res.summary["notes"])
+
+
+def test_the_confirmation_runs_in_workers_and_a_faulting_candidate_ends_its_worker_alone(
+    device, tmp_path
+):
+    """Round "tune" in three fresh processes (docs/DESIGN.md §5.10): each confirms the ranked
+    candidates in turn; EQUAL's kernel faults the GPU in every worker that runs it. The worker
+    it ends keeps what it measured before; the later workers leave EQUAL out."""
+    bad = space.Candidate("w13", "b3-scalar", EQUAL, False).variant.name
+    res = run_tune(tmp_path, unroll=(4, 6), confirm_workers=3, faulty=(bad,))
+    t = res.summary["tune"]
+    assert res.status == "complete" and t["ranked"] == [name(FASTEST), name(EQUAL)]
+    conf = {c["candidate"]: c for c in t["confirmed"]}
+    assert conf[name(EQUAL)]["verdict"] == "EXCLUDED"
+    assert "worker 0" in conf[name(EQUAL)]["reason"] and "GPU fault" in conf[name(EQUAL)]["reason"]
+    fast = conf[name(FASTEST)]
+    assert fast["verdict"] == "FASTER" and fast["estimate"] == pytest.approx(0.9, abs=0.01)
+    for v in fast["sets"].values():  # the interval runs over the three workers
+        assert v["workers"] == 3 and v["blocks"] == 9 and stats.SINGLE_PROCESS not in v["reason"]
+    assert t["best"]["candidate"] == name(FASTEST)
+    sess = load_session(res.session_path)
+    assert sess.config["workers"] == 3 and sess.environment["workers"]["planned"] == 3
+    rounds = sorted((w["round"], w["worker"], w["status"]) for w in sess.workers)
+    assert rounds == [("reader", 0, "complete"), ("reader", 1, "complete"),
+                      ("reader", 2, "complete"), ("tune", 0, "fault"), ("tune", 1, "complete"),
+                      ("tune", 2, "complete")]  # fmt: skip
+    # the reader verdict at the best parameters: a round of its own, over workers too
+    assert t["reader"]["w13"]["decision"] == "cooperative"
+    readers = [c for c in res.summary["comparisons"] if c["id"].startswith("reader/")]
+    assert len(readers) == 2 and all(c["verdict"]["method"] == "workers" for c in readers)
+    assert next(w for w in sess.workers if w["round"] == "tune")["fault_cmp"].startswith(
+        f"tune/{name(EQUAL)}/"
+    )
+    assert {s["worker"] for s in sess.samples_for(f"tune/{name(FASTEST)}/hot")} == {0, 1, 2}
+    assert {s["worker"] for s in sess.samples if s["cmp"].startswith(f"tune/{name(EQUAL)}/")} <= {0}
+    assert sess.comparison(f"tune/{name(FASTEST)}/rotating")["workers"] == 3

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -27,13 +28,20 @@ class _Queue:
         self.items.append(item)
 
 
+@dataclass
+class _Cfg:  # a run's settings as far as the parent's job reads them, plus what cannot pickle
+    comparisons: list = field(default_factory=list)
+    lock: object = field(default_factory=threading.Lock)
+
+
 def test_settings_that_do_not_pickle_are_one_line_before_any_worker_gets_them():
     run = workers.WorkerRun.__new__(workers.WorkerRun)
     run.r = type("R", (), {"session": None})()
+    run.excluded = set()
     go, jobs = _Event(), _Queue()
     run.spares = {0: workers._Proc(proc=None, go=go, jobs=jobs, spawned=0.0)}
     gpu = workers.GPU(visible="0", nvml=0, name="sim")
-    job = workers.WorkerJob(0, "main", {"lock": threading.Lock()}, gpu)  # a lock does not pickle
+    job = workers.WorkerJob(0, "main", _Cfg(), gpu)  # a lock does not pickle
     with pytest.raises(WorkbenchError, match=r"cannot be sent to a worker process \(TypeError: "):
         run._start(workers._Worker(job), 0)
     assert jobs.items == [] and not go.set_called  # nothing reached the worker

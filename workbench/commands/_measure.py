@@ -28,14 +28,13 @@ from workbench.measure.abba import ProtocolConfig
 
 
 def add_protocol_arguments(
-    p: argparse.ArgumentParser, replays_default: int, workers: bool = True
+    p: argparse.ArgumentParser, replays_default: int, workers: str = "--workers"
 ) -> None:
-    """The protocol's options; ``workers=False`` leaves out --workers and --single-process (a
-    command whose --workers means something else: `workbench tune`'s screening workers)."""
+    """The protocol's options; ``workers`` spells the option of the worker processes beside
+    --single-process (`workbench tune`: --confirm-workers, its --workers are screening's)."""
     g = p.add_argument_group("timing protocol (docs/DESIGN.md §5)")
     d = ProtocolConfig()
-    if workers:
-        _worker_arguments(g)
+    _worker_arguments(g, workers)
     g.add_argument(
         "--blocks",
         type=int,
@@ -125,9 +124,9 @@ def add_protocol_arguments(
     o.add_argument("--json", action="store_true", help="machine-readable summary on stdout")
 
 
-def _worker_arguments(g: Any) -> None:
+def _worker_arguments(g: Any, option: str) -> None:
     g.add_argument(
-        "--workers",
+        option,
         type=int,
         default=None,
         metavar="N",
@@ -140,6 +139,33 @@ def _worker_arguments(g: Any) -> None:
         help="measure in this process (debugging): every verdict then says that its interval "
         "ignores process variance",
     )
+
+
+def add_ray_argument(g: Any, what: str) -> None:
+    """--ray ADDRESS: ``what`` runs on every GPU of a Ray cluster (default $RAY_ADDRESS)."""
+    g.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help=f"{what} on every GPU of this Ray cluster, one per GPU (default $RAY_ADDRESS; "
+        "unset: local worker processes)",
+    )
+
+
+def ray_from_args(args: argparse.Namespace) -> str | None:
+    """The Ray address (--ray, else $RAY_ADDRESS) or None; without ray installed, BadArgument
+    naming where the address came from (exit 2). --single-process ignores $RAY_ADDRESS and
+    refuses --ray."""
+    from workbench.run.ray_workers import address, require_ray
+
+    if getattr(args, "single_process", False):
+        if args.ray:
+            raise BadArgument(f"--single-process cannot be combined with --ray {args.ray}")
+        return None
+    ray = address(args.ray)
+    if ray is not None:
+        require_ray("--ray" if args.ray else "RAY_ADDRESS")
+    return ray
 
 
 # option, attribute, maximum, the maximum's name in workbench.core.limits
@@ -171,14 +197,15 @@ def check_limits(args: argparse.Namespace) -> None:
         raise BadArgument(f"--target {args.target!r} needs --adaptive (else --blocks decide)")
 
 
-def workers_from_args(args: argparse.Namespace) -> int:
-    """--workers, or 1 with --single-process (both at once is refused: exit 2)."""
-    if args.single_process and args.workers not in (None, 1):
-        raise BadArgument(f"--single-process cannot be combined with --workers {args.workers}")
+def workers_from_args(args: argparse.Namespace, option: str = "--workers") -> int:
+    """``option`` (--workers), or 1 with --single-process (both at once is refused: exit 2)."""
+    given = getattr(args, option.lstrip("-").replace("-", "_"))
+    if args.single_process and given not in (None, 1):
+        raise BadArgument(f"--single-process cannot be combined with {option} {given}")
     if args.single_process:
         return 1
-    workers = defaults.WORKERS if args.workers is None else args.workers
-    limits.check_max("--workers", workers, limits.MAX_WORKERS, "MAX_WORKERS")
+    workers = defaults.WORKERS if given is None else given
+    limits.check_max(option, workers, limits.MAX_WORKERS, "MAX_WORKERS")
     return workers
 
 

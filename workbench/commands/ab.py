@@ -15,7 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.commands._measure import add_protocol_arguments, drive, finish_output
+from workbench.commands._measure import (
+    add_protocol_arguments,
+    add_ray_argument,
+    drive,
+    finish_output,
+)
 from workbench.core import defaults
 from workbench.data.checkpoint import add_checkpoint_arguments
 
@@ -64,13 +69,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="after timing, profile one launch of A and one of B per w13/w2 comparison with "
         "Nsight Compute (ncu) and keep the counters side by side in the session",
     )
+    add_ray_argument(g, "run the worker processes as Ray tasks")
     add_protocol_arguments(p, defaults.REPLAYS)
     add_checkpoint_arguments(p)
 
 
 def config_from_args(args: argparse.Namespace):
     """The validated RunConfig; BadArgument (exit 2) names the option. No torch, no GPU."""
-    from workbench.commands._measure import protocol_from_args, workers_from_args
+    from workbench.commands._measure import protocol_from_args, ray_from_args, workers_from_args
     from workbench.core.vocab import KERNEL_CHOICES, SETS
     from workbench.data.checkpoint import checkpoint_from_args
     from workbench.data.shapes import shape_from_args
@@ -96,6 +102,7 @@ def config_from_args(args: argparse.Namespace):
         sessions_dir=args.sessions_dir,
         slug=args.slug,
         counters=args.counters,
+        ray=ray_from_args(args),
         extra=None if ckpt is None else {"checkpoint": ckpt.summary()},
     )
     cfg.checkpoint = ckpt  # banks from its experts (docs/DESIGN.md §3.8)

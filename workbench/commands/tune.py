@@ -2,8 +2,9 @@
 
 Builds every candidate (parallel, cached), gates each against the default, screens every one
 on the hot and rotating sets (one worker process per visible GPU, or with --ray one Ray
-actor per GPU of every host of a cluster), confirms the best --top
-against the default with the full block protocol, and times scalar against cooperative reader at
+actor per GPU of every host of a cluster), confirms the best --top against the default with
+the full block protocol in fresh worker processes (--confirm-workers, as `workbench ab`'s
+--workers; --single-process confirms in this process), and times scalar against cooperative reader at
 the best parameters. One session holds it all, with a sweep plot. A second run over the same
 space resumes from the screened results of the first. Exit codes as `workbench ab`.
 """
@@ -17,7 +18,7 @@ import sys
 import threading
 from typing import Any
 
-from workbench.commands._measure import add_protocol_arguments
+from workbench.commands._measure import add_protocol_arguments, add_ray_argument
 from workbench.core.errors import EXIT_INTERRUPTED, BadArgument, BuildError, NumericsError
 from workbench.core.limits import check_min_effect
 
@@ -49,24 +50,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--workers", type=int, default=None, help="screening workers (one per visible GPU)"
     )
     g.add_argument("--no-resume", action="store_true", help="screen again what the cache holds")
-    g.add_argument(
-        "--ray",
-        default=None,
-        metavar="ADDRESS",
-        help="screen on every GPU of this Ray cluster, one actor per GPU (default $RAY_ADDRESS; "
-        "unset: local worker processes)",
-    )
+    add_ray_argument(g, "screen")
     g.add_argument(
         "--floor-file",
         default=None,
         help="streaming floor for the sweep plot (KERNEL/SET = US lines)",
     )
-    add_protocol_arguments(p, DEFAULT_REPLAYS, workers=False)
+    add_protocol_arguments(p, DEFAULT_REPLAYS, workers="--confirm-workers")
 
 
 def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """(RunConfig, TuneConfig, floor); BadArgument names the option. No torch, no GPU."""
-    from workbench.commands._measure import protocol_from_args
+    from workbench.commands._measure import protocol_from_args, ray_from_args, workers_from_args
     from workbench.core.vocab import SETS
     from workbench.data.shapes import shape_from_args
     from workbench.measure.plan import parse_list
@@ -85,11 +80,7 @@ def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
         floor = read_floor_file(args.floor_file)
     check_min_effect(args.min_effect, "--min-effect")
-    from workbench.tune import ray_pool
-
-    ray = ray_pool.address(args.ray)
-    if ray is not None:
-        ray_pool.require_ray("--ray" if args.ray else "RAY_ADDRESS")
+    ray = ray_from_args(args)
     tcfg = tuner.TuneConfig(args.kernel, args.arm, cands, screen_pairs=args.screen_pairs,
                             top=args.top, workers=args.workers, resume=not args.no_resume,
                             ray=ray)  # fmt: skip
@@ -97,6 +88,7 @@ def configs_from_args(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         shape, tcfg, sets=parse_list(args.set, SETS, "--set"), calls=args.calls,
         replays=args.replays, seed=args.seed, m=args.min_effect, protocol=protocol,
         sessions_dir=args.sessions_dir, slug=args.slug,
+        workers=workers_from_args(args, "--confirm-workers"),
     )  # fmt: skip
     return cfg, tcfg, floor
 
@@ -113,6 +105,8 @@ def candidate_line(res: dict[str, Any]) -> str:
 def render(console: Any, tune: dict[str, Any]) -> None:
     from rich.table import Table
 
+    from workbench.core.stats import SINGLE_PROCESS
+
     t = Table(title=f"tune {tune['kernel']} {tune['arm']} on {tune['gpu']}: screened "
               f"({tune['workers']} worker(s), {tune['screen_seconds'] or 0:.1f} s)")  # fmt: skip
     for col in ("candidate", "status", "gpu", "hot B/A", "rotating B/A", "score", "why"):
@@ -126,9 +120,15 @@ def render(console: Any, tune: dict[str, Any]) -> None:
                   f"{r['score']:.4f}" if r.get("score") else "", (r.get("reason") or "")[:60])  # fmt: skip
     console.print(t)
     for c in tune["confirmed"]:
+        if c["verdict"] == "EXCLUDED":  # its gate failed, or its kernel faulted the GPU
+            console.print(f"confirmed {c['candidate']}: EXCLUDED ({c.get('reason')})")
+            continue
         per = ", ".join(f"{k} {v['verdict']} {v['estimate']:.4f} [{v['ci'][0]:.4f}, {v['ci'][1]:.4f}]"
                         for k, v in c["sets"].items())  # fmt: skip
-        console.print(f"confirmed {c['candidate']}: {c['verdict']} ({per})")
+        over = {v.get("workers") or 1 for v in c["sets"].values()}
+        unit = (f"over {'/'.join(map(str, sorted(over)))} workers" if max(over, default=1) > 1
+                else SINGLE_PROCESS)  # fmt: skip
+        console.print(f"confirmed {c['candidate']}: {c['verdict']} ({per}; {unit})")
     if tune.get("best"):
         b = tune["best"]
         console.print(

@@ -78,6 +78,18 @@ class _CmpState:
     done: bool = False
 
 
+def plan_groups(plan: list[ComparisonSpec]) -> list[list[ComparisonSpec]]:
+    """The plan's runs of comparisons of one kernel and group: they share their blocks'
+    placements (docs/DESIGN.md §5.5), in the plan's order."""
+    groups: list[list[ComparisonSpec]] = []
+    for c in plan:
+        if groups and (groups[-1][0].kernel, groups[-1][0].group) == (c.kernel, c.group):
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    return groups
+
+
 def raise_if_fault(e: BaseException, cmp: str | None) -> None:
     """A sticky CUDA error becomes GPUFault naming the comparison and the arm that ran last:
     the context is lost, so no later block could run (docs/DESIGN.md §9)."""
@@ -213,27 +225,21 @@ class Engine:
         confirmation); ``keep`` names the banks (kernel, layout) it still needs afterwards, and
         groups are numbered from ``first_group`` (their placements differ by group)."""
         plan = self._drop_unsupported(list(comparisons))
-        groups: list[tuple[str, list[ComparisonSpec]]] = []
-        for c in plan:
-            key = f"{c.kernel}/{c.group}"
-            if groups and groups[-1][0] == key:
-                groups[-1][1].append(c)
-            else:
-                groups.append((key, [c]))
+        groups = plan_groups(plan)
         # Every bank of the run first, b3 before b4 per kernel, before any graph or release: the
         # NVML memory records then measure the banks alone.
         with self.timed("banks"):
             self._prepare_banks(plan)
-        for i, (_, cmps) in enumerate(groups):
+        for i, cmps in enumerate(groups):
             with self.timed("banks"):
                 self._prepare_banks(cmps)
             self.run_group(first_group + i, cmps)
             if self.sink.cancel.is_set():
                 break
-            later = [c for _, g in groups[i + 1 :] for c in g]
+            later = [c for g in groups[i + 1 :] for c in g]
             self.workloads.clear()
             self.python.clear()  # Python arms' converted experts: not needed by later kernels
-            self.store.release(self._banks_needed(later) | set(keep))
+            self.store.release(self.banks_needed(later) | set(keep))
         return first_group + len(groups)
 
     def run_group(self, group: int, cmps: list[ComparisonSpec]) -> None:
@@ -410,7 +416,7 @@ class Engine:
         layouts = c.a.layouts | c.b.layouts
         return geometry(self.shape, c.kernel, c.set, self.cfg.calls, layouts, self.l2)
 
-    def _banks_needed(self, cmps: list[ComparisonSpec]) -> set[tuple[str, str]]:
+    def banks_needed(self, cmps: list[ComparisonSpec]) -> set[tuple[str, str]]:
         return {
             (k, lay)
             for c in cmps
@@ -457,7 +463,7 @@ class Engine:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         self.padding = torch.empty(padding, dtype=torch.uint8, device=DEVICE)
-        for key in sorted(self._banks_needed([s.spec for s in active])):
+        for key in sorted(self.banks_needed([s.spec for s in active])):
             self.store.relocate(key)
         self.python.relocate()
         torch.cuda.synchronize()

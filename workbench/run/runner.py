@@ -92,6 +92,10 @@ class RunConfig:
     # worker processes (docs/DESIGN.md §5.10): each runs protocol.blocks blocks of every
     # comparison; 1 measures in this process (debugging: its intervals ignore process variance)
     workers: int = 1  # make_config gives defaults.WORKERS
+    # a Ray cluster's address: the workers run there, one per GPU (workbench/run/ray_workers.py);
+    # ray_init: more ray.init arguments (tests: a local instance with fake GPUs)
+    ray: str | None = None
+    ray_init: dict[str, Any] | None = None
     sessions_dir: str = defaults.SESSIONS_DIR
     slug: str = "ab"
     mode: str = "ab"  # or "calibrate"
@@ -118,6 +122,7 @@ class RunConfig:
             "protocol": p,
             "confirm": self.confirm,
             "workers": self.workers,
+            **({"ray": self.ray} if self.ray is not None else {}),
             **self.extra,
         }
 
@@ -199,9 +204,7 @@ class Runner:
                 self.cfg.protocol, placement_seed=secrets.randbits(62)
             )
         if self.uses_workers():
-            from workbench.run.workers import WorkerRun
-
-            status = (self.early_workers or WorkerRun(self)).run()
+            status = (self.early_workers or self.worker_run()).run()
             return self.result(status)
         self.monitor = Monitor()
         engine = self.make_engine()
@@ -251,7 +254,17 @@ class Runner:
 
     def uses_workers(self) -> bool:
         """Whether this run measures in worker processes (docs/DESIGN.md §5.10)."""
-        return self.cfg.workers > 1
+        return self.cfg.workers > 1 or self.cfg.ray is not None
+
+    def worker_run(self, setup: Any = None) -> Any:
+        """The parent of this run's workers: local processes, or Ray tasks with ``cfg.ray``."""
+        if self.cfg.ray is not None:
+            from workbench.run.ray_workers import RayWorkerRun
+
+            return RayWorkerRun(self, self.cfg.ray, self.cfg.ray_init, setup)
+        from workbench.run.workers import WorkerRun
+
+        return WorkerRun(self, setup)
 
     early_workers: Any = None  # a started workbench.run.workers.WorkerRun (start_workers)
 
@@ -439,6 +452,7 @@ def make_config(
     extra: dict[str, Any] | None = None,
     workers: int | None = None,
     counters: bool = False,
+    ray: str | None = None,
 ) -> RunConfig:
     """A validated RunConfig for `workbench ab` (torch-free: bad input fails before GPU work).
     Errors are BadArgument naming the command-line option and its value."""
@@ -464,6 +478,7 @@ def make_config(
         shape=shape.validate(), comparisons=comparisons, sets=tuple(sets), calls=calls,
         replays=replays, seed=seed, m=float(m), protocol=protocol, confirm=confirm,
         sessions_dir=str(sessions_dir), slug=slug, mode="ab", workers=workers, counters=counters,
+        ray=ray,
         extra={"kernels": list(kernels), "a": a, "b": b, "reference": reference, **(extra or {})},
     )  # fmt: skip
 

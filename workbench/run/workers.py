@@ -9,7 +9,8 @@ over the workers (workbench.core.stats.block_ci).
 
 The parent owns the order of work: round "main" (the plan's comparisons) on every worker, then
 the recommendation from the merged journal, then round "confirm" (the step confirmation of the
-recommended mix) on every worker. Workers run one after another on one GPU and in parallel, one
+recommended mix) on half of them; a tune (workbench.tune.tuner) runs its confirmation as round
+"tune" into its open session. Workers run one after another on one GPU and in parallel, one
 per GPU, on several GPUs of one model; the next worker on a GPU does its imports while the one
 before it measures, and makes its first CUDA call only once that one has sent its last message
 (its banks freed, its blocks timed).
@@ -19,12 +20,12 @@ the worker's number and with pair and block numbers made unique across workers. 
 arm faults the GPU (a sticky CUDA error loses the context) ends alone: the parent keeps every
 record, names the arm, and leaves that comparison out of the workers after it.
 
-Torch-free at module level: a worker imports torch only after its CUDA_VISIBLE_DEVICES is set.
+The child's side is workbench.run.worker_proc; the GPUs are workbench.run.gpus; a Ray cluster's
+GPUs, workbench.run.ray_workers. Torch-free.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import pickle
@@ -35,217 +36,34 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.core.errors import (
-    BadArgument,
-    BuildError,
-    GPUFault,
-    NumericsError,
-    WorkbenchError,
-    fault_line,
-    is_sticky_cuda_error,
-)
-from workbench.run.sink import Sink
+from workbench.core.errors import NumericsError, WorkbenchError
+from workbench.run.gpus import GPU, check_one_model, visible_gpus
+from workbench.run.worker_proc import PHASES, WorkerJob, call_setup, worker_main
 
-PHASES = ("startup", "build", "describe", "banks", "warmup", "capture", "gate", "timing")
-ROUND_GROUP = {"main": 0, "confirm": 1000}  # group numbers of a round's placements
+__all__ = ["GPU", "PHASES", "WorkerRun", "call_setup", "check_one_model", "visible_gpus"]
 
-
-# ------------------------------------------------------------------------------ the GPUs
-
-
-@dataclass(frozen=True)
-class GPU:
-    """A GPU a worker may run on: ``visible`` is the CUDA_VISIBLE_DEVICES entry it gets."""
-
-    visible: str
-    nvml: int
-    name: str | None = None
-    uuid: str | None = None
-
-
-def visible_gpus() -> list[GPU]:
-    """The GPUs of this run: the entries of $CUDA_VISIBLE_DEVICES, else every GPU NVML lists,
-    with NVML's names and UUIDs (None where NVML cannot tell; then one GPU, as CUDA sees it)."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    entries = [x.strip() for x in env.split(",") if x.strip()] if env else None
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            known = []
-            for i in range(pynvml.nvmlDeviceGetCount()):
-                h = pynvml.nvmlDeviceGetHandleByIndex(i)
-                name, uuid = pynvml.nvmlDeviceGetName(h), pynvml.nvmlDeviceGetUUID(h)
-                known.append(
-                    (i, name.decode() if isinstance(name, bytes) else str(name),
-                     uuid.decode() if isinstance(uuid, bytes) else str(uuid))
-                )  # fmt: skip
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no NVML: the one device CUDA picks, unnamed
-        return [GPU(entries[0] if entries else "0", 0)]
-    if not known:
-        return [GPU(entries[0] if entries else "0", 0)]
-    if entries is None:
-        return [GPU(str(i), i, n, u) for i, n, u in known]
-    out = []
-    for e in entries:
-        hit = next((k for k in known if str(k[0]) == e or k[2] == e or k[2].startswith(e)), None)
-        out.append(GPU(e, hit[0], hit[1], hit[2]) if hit else GPU(e, len(out)))
-    return out
-
-
-def check_one_model(gpus: list[GPU]) -> None:
-    """Refuse a mix of GPU models before anything runs: a verdict is per model (§5.10)."""
-    names = sorted({g.name for g in gpus if g.name})
-    if len(names) > 1:
-        listing = ", ".join(f"{g.visible}: {g.name}" for g in gpus)
-        raise BadArgument(
-            f"the visible GPUs are of {len(names)} models ({listing}): a verdict holds for one "
-            "model; set CUDA_VISIBLE_DEVICES to GPUs of one model"
-        )
+ROUND_GROUP = {
+    "main": 0,
+    "confirm": 1000,
+    "tune": 2000,
+    "reader": 3000,
+}  # group numbers of a round's placements
 
 
 def round_workers(workers: int, round_: str) -> int:
-    """Workers of a round: all of them for "main"; half (at least two) for "confirm", whose
-    verdict confirms the recommended mix on step and decides nothing (docs/DESIGN.md §5.10)."""
-    return workers if round_ == "main" else max(2, (workers + 1) // 2)
+    """Workers of a round: all of them, but half (at least two) for "confirm", whose verdict
+    confirms the recommended mix on step and decides nothing (docs/DESIGN.md §5.10)."""
+    return workers if round_ != "confirm" else max(2, (workers + 1) // 2)
+
+
+def fault_ids(fault: dict[str, Any]) -> list[str]:
+    """The comparisons a fault record names (one, or a placement's, joined by ", ")."""
+    return [c.strip() for c in str(fault.get("cmp") or "").split(", ") if c.strip()]
 
 
 def worker_seed(seed: int, worker: int, round_: str) -> int:
     """The placement seed of one worker's blocks: distinct per worker and round, replayable."""
     return (seed * 1_000_003 + 7_919 * (worker + 1) + ROUND_GROUP[round_] * 104_729) % (1 << 62)
-
-
-# ------------------------------------------------------------------------------ a worker
-
-
-@dataclass(frozen=True)
-class WorkerJob:
-    index: int
-    round: str  # "main" or "confirm"
-    cfg: Any  # the RunConfig of this worker: its comparisons and its placement seed
-    gpu: GPU
-    first_group: int = 0
-    describe: bool = False  # send the session's environment and provenance in its hello
-
-
-def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
-    """Run ``("module:function", kwargs)`` first thing in a worker (tests install the simulated
-    device this way; a real run passes None)."""
-    if setup is not None:
-        import importlib
-
-        mod, _, fn = setup[0].partition(":")
-        getattr(importlib.import_module(mod), fn)(**setup[1])
-
-
-def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
-    """One worker process: imports first (they overlap the worker before it on the GPU), then
-    waits for its job (``jobs``, with ``go``) and measures its round. Every record, reading and
-    outcome goes to ``out``; the last message is "exit"."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it sets ``stop``
-    t0 = time.monotonic()
-    engine = monitor = None
-    fault = False
-    info: dict[str, Any] = {}
-    early: BaseException | None = None
-    try:
-        call_setup(setup)
-        import torch  # noqa: F401
-
-        from workbench.measure.engine import Engine
-        from workbench.measure.monitor import Monitor
-    except BaseException as e:  # reported once there is a job to report it for
-        early = e
-    info["import_s"] = time.monotonic() - t0
-    job: WorkerJob | None = None
-    while job is None:
-        if go.wait(0.1):
-            try:
-                job = jobs.get(timeout=5.0)
-            except queue.Empty:
-                return
-        elif stop.is_set() or not _parent_alive():
-            return
-    info["wait_s"] = time.monotonic() - t0 - info["import_s"]  # imported, waiting for its turn
-    if job.index < 0:  # a spare the run did not need
-        return
-    idx = job.index
-
-    def record(type: str, **fields: Any) -> dict[str, Any]:
-        rec = {"type": type, "t": fields.pop("t", time.time()), **fields}
-        out.put(("record", idx, rec))
-        return rec
-
-    def progress(p: Any) -> None:
-        out.put(("progress", idx, p))
-
-    try:
-        if early is not None:
-            raise early
-        t1 = time.monotonic()
-        sink = Sink(record=record, progress=progress, cancel=stop)
-        monitor = Monitor(device_index=job.gpu.nvml)
-        monitor.sink = lambda r: out.put(
-            ("nvml", idx, {"t": time.time(), **(dataclasses.asdict(r) if dataclasses.is_dataclass(r)
-                                                else dict(r))})
-        )  # fmt: skip
-        torch.cuda.init()  # the CUDA context: what every fresh process pays first
-        engine = Engine(job.cfg, sink, monitor)
-        info["startup_s"] = time.monotonic() - t1
-        t2 = time.monotonic()
-        builds = engine.build()
-        info["build_s"] = time.monotonic() - t2
-        t3 = time.monotonic()
-        hello: dict[str, Any] = {"pid": os.getpid(), "nvml": monitor.reason or "available",
-                                 "environment": engine.environment(builds)}  # fmt: skip
-        if job.describe:  # the session's provenance (sources hashed): asked of one worker
-            hello["provenance"] = engine.provenance(builds)
-        hello["clock_mhz"] = engine.clock_mhz
-        info["describe_s"] = time.monotonic() - t3
-        monitor.start()
-        out.put(("hello", idx, hello))
-        engine.run_plan(list(job.cfg.comparisons), first_group=job.first_group)
-        out.put(("done", idx, "interrupted" if stop.is_set() else "complete"))
-    except GPUFault as e:
-        fault = True
-        out.put(("fault", idx, {"cmp": e.cmp, "arm": e.arm, "error": str(e)}))
-    except NumericsError as e:
-        out.put(("numerics", idx, str(e)))
-    except BaseException as e:  # reported to the parent, which names the worker
-        if is_sticky_cuda_error(e):
-            fault = True
-            text = fault_line(None, None, f"{type(e).__name__}: {e}")
-            out.put(("fault", idx, {"cmp": None, "arm": None, "error": text}))
-        else:
-            kind = "build" if isinstance(e, BuildError) else "error"
-            out.put((kind, idx, f"{type(e).__name__}: {e}"))
-    finally:
-        if monitor is not None:
-            monitor.stop()
-        if engine is not None and not fault:
-            with contextlib.suppress(Exception):  # what it holds goes with the process anyway
-                engine.release()
-        phases = dict(engine.phases) if engine is not None else {}
-        for k in ("startup_s", "build_s", "describe_s"):
-            if k in info:
-                phases[k[:-2]] = info[k]
-        out.put(("exit", idx, {"phases": phases, "import_s": info.get("import_s"),
-                               "wait_s": info.get("wait_s"),
-                               "wall_s": time.monotonic() - t0}))  # fmt: skip
-
-
-def _parent_alive() -> bool:
-    """False once the parent has gone without a word (killed): a waiting spare then leaves."""
-    import multiprocessing as mp
-
-    parent = mp.parent_process()
-    return parent is None or parent.is_alive()
-
-
-# ------------------------------------------------------------------------------ the parent
 
 
 def _wall(mono: float | None) -> float | None:
@@ -302,6 +120,7 @@ class WorkerRun:
         self.errors: list[str] = []
         self.numerics: str | None = None
         self.excluded: set[str] = set()  # comparisons a fault ended: no later worker runs them
+        self.dropped: dict[str, str] = {}  # comparison -> why a worker left it out (numerics)
         self.spares: dict[int, _Proc] = {}  # GPU lane -> its waiting process
         self.procs: list[Any] = []  # every process spawned, joined at the end
         self._pending: list[_Worker] = []  # ended before the session began: flushed once it has
@@ -314,8 +133,8 @@ class WorkerRun:
         """A started WorkerRun for ``runner`` when its run has workers and NVML names every
         visible GPU, else None: its first processes then import while the parent does its own
         (torch for the GPU check), not after. Where NVML cannot tell, run() starts them."""
-        if not runner.uses_workers():
-            return None
+        if not runner.uses_workers() or runner.cfg.ray is not None:
+            return None  # a Ray run's workers start on the cluster, at run()
         gpus = visible_gpus()
         if not all(g.name for g in gpus):
             return None
@@ -437,20 +256,32 @@ class WorkerRun:
         p = self.spares.pop(g)
         w.proc, w.go, w.jobs, w.spawned = p.proc, p.go, p.jobs, p.spawned  # held: the child
         # unpickles them only once it has started
-        w.job = dataclasses.replace(w.job, describe=self.r.session is None and not self._describing)
-        self._describing = self._describing or w.job.describe
-        try:  # here, not in the queue's feeder thread, which would print a traceback and hang
-            pickle.dumps(w.job)
-        except Exception as e:
-            raise WorkbenchError(
-                f"the run's settings cannot be sent to a worker process ({type(e).__name__}: "
-                f"{e}); --single-process measures in this process"
-            ) from None
+        w.job = self._job(w)
         p.jobs.put(w.job)
         p.go.set()
         w.started = time.monotonic()
         w.status = "running"
 
+    def _job(self, w: _Worker) -> WorkerJob:
+        """``w``'s job as it starts: less what a fault or a failed gate excluded meanwhile, and
+        asked to describe the session when none has been asked yet."""
+        cfg = w.job.cfg
+        cfg = dataclasses.replace(cfg, comparisons=[c for c in cfg.comparisons
+                                                    if c.id not in self.excluded])  # fmt: skip
+        job = dataclasses.replace(
+            w.job, cfg=cfg, describe=self.r.session is None and not self._describing
+        )
+        self._describing = self._describing or job.describe
+        try:  # here, not in a queue's feeder thread, which would print a traceback and hang
+            pickle.dumps(job)
+        except Exception as e:
+            raise WorkbenchError(
+                f"the run's settings cannot be sent to a worker process ({type(e).__name__}: "
+                f"{e}); --single-process measures in this process"
+            ) from None
+        return job
+
+    _round: list[Any] = []  # the comparisons of the round in flight
     _describing = False  # a worker was asked for the session's environment and provenance
 
     def end(self) -> None:
@@ -473,10 +304,11 @@ class WorkerRun:
 
     # -------------------------------------------------------------- one round
 
-    def run_round(self, round_: str, comparisons: list[Any]) -> None:
-        """Every worker of the round, one at a time per GPU, all GPUs at once."""
+    def run_round(self, round_: str, comparisons: list[Any], numerics: str = "stop") -> None:
+        """Every worker of the round, one at a time per GPU, all GPUs at once; ``numerics``
+        "exclude" leaves a group that fails its gate out instead of stopping (WorkerJob)."""
         cfg, n = self.cfg, round_workers(self.cfg.workers, round_)
-        todo = [c for c in comparisons if c.id not in self.excluded]
+        todo = self._round = [c for c in comparisons if c.id not in self.excluded]
         lanes: dict[int, list[_Worker]] = {}
         for i in range(n):
             seed = worker_seed(cfg.protocol.placement_seed or 0, i, round_)
@@ -486,7 +318,8 @@ class WorkerRun:
                 protocol=dataclasses.replace(cfg.protocol, placement_seed=seed),
             )
             g = i % len(self.gpus)
-            job = WorkerJob(i, round_, wcfg, self.gpus[g], ROUND_GROUP[round_])
+            job = WorkerJob(i, round_, wcfg, self.gpus[g], ROUND_GROUP[round_],
+                            numerics=numerics)  # fmt: skip
             lanes.setdefault(g, []).append(_Worker(job))
         workers = [w for lane in lanes.values() for w in lane]
         try:
@@ -585,9 +418,13 @@ class WorkerRun:
         elif kind == "fault":
             w.status, w.fault = "fault", data
             self.faults.append({**data, "worker": w.job.index})
-            if data.get("cmp"):
-                self.excluded.update(c.strip() for c in str(data["cmp"]).split(","))
+            self.excluded.update(self._faulted(data))
             r.note(f"worker {w.job.index}: {data['error']}")
+        elif kind == "excluded":  # a group's gate failed in this worker; it went on
+            self.excluded.update(data["cmps"])
+            for c in data["cmps"]:
+                self.dropped.setdefault(c, data["error"])
+            r.note(f"worker {w.job.index}: {', '.join(data['cmps'])} left out: {data['error']}")
         elif kind == "numerics":
             w.status, w.error = "numerics", data
             self.numerics = data
@@ -601,23 +438,35 @@ class WorkerRun:
             if w.job.describe and w.hello is None:  # it never described: the next one will
                 self._describing = False
 
+    def _faulted(self, fault: dict[str, Any]) -> set[str]:
+        """The comparisons a fault rules out for the workers after it: those it names, and
+        every comparison of the round that runs the arm that faulted on the same kernel."""
+        ids = set(fault_ids(fault))
+        kernels = {c.kernel for c in self._round if c.id in ids}
+        arm = fault.get("arm")
+        return ids | {c.id for c in self._round
+                      if arm and c.kernel in kernels and arm in (c.a.name, c.b.name)}  # fmt: skip
+
     def _progress(self, w: _Worker, p: Any) -> Any:
         """A worker's progress as the run's: its block among every worker's blocks."""
         if getattr(p, "block", None) is None:
             return p
         return dataclasses.replace(p, block=w.job.index * self._block_stride + p.block)
 
+    def describe(self) -> dict[str, Any]:
+        """The session environment's ``workers``: how many, on which GPUs (after start())."""
+        return {
+            "planned": self.cfg.workers,
+            "confirm": round_workers(self.cfg.workers, "confirm"),
+            "gpus": [dataclasses.asdict(g) for g in self.gpus],
+        }
+
     def _open_session(self, hello: dict[str, Any]) -> None:
         """The session, once the first worker knows its GPU: its environment and provenance."""
         from workbench.store.session import SessionWriter
 
         r = self.r
-        env = dict(hello["environment"])
-        env["workers"] = {
-            "planned": self.cfg.workers,
-            "confirm": round_workers(self.cfg.workers, "confirm"),
-            "gpus": [dataclasses.asdict(g) for g in self.gpus],
-        }
+        env = {**hello["environment"], "workers": self.describe()}
         writer = SessionWriter(
             self.cfg.sessions_dir, self.cfg.slug, self.cfg.session_config(),
             hello["provenance"], env,
@@ -683,7 +532,8 @@ class WorkerRun:
             phases.setdefault("startup", 0.0)
         rec = {
             "worker": w.job.index, "round": w.job.round, "status": w.status,
-            "gpu": w.job.gpu.visible, "uuid": w.job.gpu.uuid or gpu.get("uuid"),
+            "gpu": (w.hello or {}).get("gpu") or w.job.gpu.visible,
+            "uuid": w.job.gpu.uuid or gpu.get("uuid"),
             "name": w.job.gpu.name or gpu.get("name"), "pid": (w.hello or {}).get("pid"),
             "started": _wall(w.started), "ended": _wall(w.ended),
             "placement_seed": w.job.cfg.protocol.placement_seed,
@@ -692,6 +542,8 @@ class WorkerRun:
             "wall_s": exit_.get("wall_s"),
             "error": w.error or (w.fault or {}).get("error"),
         }  # fmt: skip
+        if (w.hello or {}).get("host"):  # a Ray worker: its host and node
+            rec["host"], rec["ray_node"] = w.hello["host"], w.hello.get("ray_node")
         if w.fault is not None:
             rec["fault_cmp"], rec["fault_arm"] = w.fault.get("cmp"), w.fault.get("arm")
         r.workers.append(rec)

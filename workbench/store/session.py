@@ -181,6 +181,11 @@ class SessionWriter:
     def finished(self) -> bool:
         return self._meta["status"] != "running"
 
+    @property
+    def environment(self) -> dict[str, Any]:
+        """session.json's environment as it stands (a copy)."""
+        return dict(self._meta.get("environment") or {})
+
     def _write_meta(self) -> None:
         with self._meta_lock:
             _atomic_write_json(self.path / META_FILE, self._meta)

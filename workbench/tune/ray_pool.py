@@ -22,23 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.core.errors import BadArgument, NoGPUError, WorkbenchError, extra_install
+from workbench.core.errors import NoGPUError, WorkbenchError
+from workbench.run.ray_workers import address, require_ray
 from workbench.tune.screen import Task, _WorkerRunner, call_setup, screen_one
 
+__all__ = ["RayPool", "ScreenActor", "address", "require_ray"]
+
 PLACE_TIMEOUT_S = 600.0  # actors waiting this long for a GPU (held by others) are given up
-
-
-def address(arg: str | None) -> str | None:
-    """The Ray cluster to screen on: ``--ray ADDRESS``, else $RAY_ADDRESS, else None (local)."""
-    return arg or os.environ.get("RAY_ADDRESS") or None
-
-
-def require_ray(where: str) -> None:
-    """BadArgument naming ``where`` (the option or variable) when ray is not installed."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise BadArgument(f"{where}: ray is not installed: {extra_install('ray')}") from None
 
 
 class _Collect:

@@ -22,7 +22,7 @@ from typing import Any
 
 from workbench.core.errors import NumericsError, WorkbenchError
 from workbench.run.sink import Sink
-from workbench.run.workers import call_setup
+from workbench.run.worker_proc import call_setup
 from workbench.tune.space import Candidate, comparisons
 
 

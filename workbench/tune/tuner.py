@@ -2,6 +2,13 @@
 default with the full block protocol, then time the readers at the best parameters. One
 session holds it all; the runner's session, monitor, Ctrl-C and failure handling are reused.
 
+A tune screens in its own workers (screen.Pool, ray_pool.RayPool) and confirms in fresh worker
+processes (workbench.run.workers, round "tune"; the reader verdict, round "reader"), as
+`workbench ab` measures: the interval of a confirmed candidate runs over workers, and a
+candidate whose kernel faults the GPU ends its worker alone and is EXCLUDED, naming the fault.
+``RunConfig.workers`` 1 (--single-process) measures both here (debugging: the verdicts say
+they ignore process variance).
+
 Torch-free at module level (the device modules load inside the run).
 """
 
@@ -13,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.analysis.recommend import overall, recommendations
+from workbench.core import defaults
 from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
 from workbench.core.vocab import SETS
 from workbench.data.shapes import Shape
@@ -80,6 +88,9 @@ def make_run_config(
         for c in comparisons("screen", default, cand, sets, f"screen/{cand.name}")
     ]
     extra = {"tune": tcfg.to_dict(), **kw.pop("extra", {})}
+    w = kw.setdefault("workers", defaults.WORKERS)  # the confirmation's worker processes
+    if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+        raise BadArgument(f"--confirm-workers {w!r} must be an integer >= 1")
     cfg = RunConfig(shape=shape.validate(), comparisons=plan, sets=tuple(sets), confirm=False,
                     mode="tune", slug=kw.pop("slug", None) or f"tune-{tcfg.kernel}",
                     extra=extra, **kw)  # fmt: skip
@@ -94,7 +105,8 @@ class _Tagged:
         self.inner, self.gpu, self.host = inner, gpu, host
 
     def record(self, type: str, **fields: Any) -> dict[str, Any]:
-        fields.setdefault("gpu", self.gpu)
+        if "worker" not in fields:  # a worker's records name it; its worker record, the GPU
+            fields.setdefault("gpu", self.gpu)
         if self.host is not None:  # a Ray sweep: samples of several hosts share one session
             fields.setdefault("host", self.host)
         return self.inner.record(type, **fields)
@@ -124,7 +136,7 @@ class TuneRunner(Runner):
         return TuneEngine(self.cfg, self.sink, self.monitor)
 
     def uses_workers(self) -> bool:
-        return False  # a tune screens in its own workers (Pool, RayPool) and confirms here
+        return False  # the tune's own process screens and opens the session; see confirm()
 
     def run_plan(self, engine: Any) -> None:
         self.tune(engine)
@@ -189,10 +201,15 @@ class TuneRunner(Runner):
         self.emit("phase", "confirm")
         engine.use_protocol(self.cfg.protocol)
         engine.store.release(set())  # screening banks may be anywhere: place anew
-        for j, res in enumerate(self.ranked()[: self.tcfg.top]):
+        top = [self._candidate(res["candidate"]) for res in self.ranked()[: self.tcfg.top]]
+        if self.cfg.workers > 1:
+            self._confirm_in_workers(default, top)
+        for j, cand in enumerate(top if self.cfg.workers <= 1 else []):
             if self.cancel.is_set():
                 return
-            self._confirm(engine, default, self._candidate(res["candidate"]), len(rest) + j)
+            self._confirm(engine, default, cand, len(rest) + j)
+        if self.cancel.is_set() and len(self.confirmed) < len(top):
+            return
         self.best = self._choose(default)
         self.emit("best", self.best)
         if self.cancel.is_set():
@@ -203,11 +220,15 @@ class TuneRunner(Runner):
             return
         self.emit("phase", "reader")
         cmps = reader_comparisons(best, self.cfg.sets)
-        engine._prepare_banks(cmps)
-        engine.run_group(len(rest) + self.tcfg.top, cmps)
+        if self.cfg.workers > 1:
+            results = self._in_workers("reader", cmps, "stop").analysis().results
+        else:
+            engine._prepare_banks(cmps)
+            engine.run_group(len(rest) + self.tcfg.top, cmps)
+            results = self.results
         # The one reader rule (docs/DESIGN.md §7.5) on these comparisons: scalar against
         # cooperative at the same parameters is a reader pair (plan.is_reader_comparison).
-        done = [r for r in self.results if r.id in {c.id for c in cmps} and r.verdict.n]
+        done = [r for r in results if r.id in {c.id for c in cmps} and r.verdict.n]
         if done:
             rec = recommendations(done).get(best.kernel)
             if rec is not None:
@@ -289,23 +310,66 @@ class TuneRunner(Runner):
                 return c
         raise WorkbenchError(f"no candidate named {name!r} in this sweep")
 
+    def _confirm_in_workers(self, default: Candidate, top: list[Candidate]) -> None:
+        """Round "tune" of fresh worker processes (workbench.run.workers) over every candidate
+        of ``top``, merged into this session; each candidate's verdict then comes from the
+        merged journal, its interval over the workers (docs/DESIGN.md §7.3)."""
+        cmps = {c.name: comparisons("tune", default, c, self.cfg.sets, f"tune/{c.name}")
+                for c in top}  # fmt: skip
+        run = self._in_workers("tune", [c for cs in cmps.values() for c in cs], "exclude")
+        results = run.analysis().results
+        for cand in top:
+            ids = [c.id for c in cmps[cand.name]]
+            why = _excluded_why(run, ids)
+            if why is None and not any(r.id in ids and r.verdict.n for r in results):
+                why = "no worker measured it" + (
+                    f" ({'; '.join(run.errors)})" if run.errors else ""
+                )
+            if why is not None:
+                self._exclude(cand, why)
+            elif not self.cancel.is_set():
+                self._confirmed(cand, ids, results)
+
+    def _in_workers(self, round_: str, cmps: list[Any], numerics: str) -> Any:
+        """One round of fresh worker processes (workbench.run.workers) into this session;
+        returns its WorkerRun (faults, exclusions, the merged journal's analysis). A numerics
+        failure with ``numerics`` "stop" raises NumericsError, as in this process."""
+        run = self.worker_run(self.tcfg.setup)
+        try:
+            run.start()
+            env = self.session.environment
+            self.session.update(environment={**env, "workers": run.describe()})
+            run.run_round(round_, cmps, numerics=numerics)
+        finally:
+            run.end()
+        if run.numerics is not None:
+            raise NumericsError(run.numerics)
+        return run
+
+    def _exclude(self, cand: Candidate, why: str) -> None:
+        self.confirmed[cand.name] = {"candidate": cand.name, "params": dict(cand.params),
+                                     "verdict": "EXCLUDED", "reason": why, "sets": {}}  # fmt: skip
+        self.note(f"{cand.name}: excluded at confirmation: {why}")
+        self.emit("confirmed", self.confirmed[cand.name])
+
     def _confirm(self, engine: Any, default: Candidate, cand: Candidate, group: int) -> None:
         cmps = comparisons("tune", default, cand, self.cfg.sets, f"tune/{cand.name}")
-        ids = {c.id for c in cmps}
         try:
             engine._prepare_banks(cmps)
             engine.run_group(group, cmps)
         except NumericsError as e:  # passed its screening gate, failed on a later placement
-            self.confirmed[cand.name] = {"candidate": cand.name, "verdict": "EXCLUDED",
-                                         "reason": f"numerics: {e}", "sets": {}}  # fmt: skip
-            self.note(f"{cand.name}: excluded at confirmation: {e}")
+            self._exclude(cand, f"numerics: {e}")
             return
+        self._confirmed(cand, [c.id for c in cmps], self.results)
+
+    def _confirmed(self, cand: Candidate, ids: list[str], results: list[Any]) -> None:
+        """A confirmed candidate's record from its comparisons' results (the analysis model's)."""
         sets, verdicts = {}, {}
-        for r in self.results:
+        for r in results:
             if r.id in ids:
                 v = verdicts[r.set] = r.verdict
                 sets[r.set] = {"cmp": r.id, "verdict": v.verdict, "estimate": v.median,
-                               "ci": [v.ci_low, v.ci_high], "blocks": v.blocks,
+                               "ci": [v.ci_low, v.ci_high], "blocks": v.blocks, "workers": v.workers,
                                "reason": v.reason}  # fmt: skip
         direction = overall(verdicts)  # the reader rule's combination of the sets (§7.5)
         est = [x["estimate"] for x in sets.values() if x["estimate"]]
@@ -345,6 +409,20 @@ class TuneRunner(Runner):
         from workbench.run.runner import json_safe
 
         return json_safe(out)
+
+
+def _excluded_why(run: Any, ids: list[str]) -> str | None:
+    """Why a worker round left a candidate out: the GPU fault of one of its comparisons (the
+    worker it ended named), else its numerics failure; None when it was measured."""
+    from workbench.run.workers import fault_ids
+
+    for f in run.faults:
+        if set(fault_ids(f)) & set(ids):
+            return f"worker {f['worker']}: {f['error']}"
+    for i in ids:
+        if i in run.dropped:
+            return f"numerics: {run.dropped[i]}"
+    return None
 
 
 def run_tune_session(

@@ -1,0 +1,200 @@
+"""One worker process of a run (docs/DESIGN.md §5.10): the child's side of workbench.run.workers.
+
+A worker imports first (that overlaps the worker before it on its GPU), waits for its job, then
+initializes CUDA, makes its banks, places, captures, gates and times its share of blocks of every
+comparison of its round. Every record, reading and outcome goes to ``out`` as a message
+``(kind, worker, data)``; the last is "exit". ``run_job`` is the measuring part alone, which a
+Ray task (workbench.run.ray_workers) runs too, in the fresh process Ray gives it.
+
+Torch-free at module level: a worker imports torch only after its CUDA_VISIBLE_DEVICES is set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import queue
+import signal
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.core.errors import (
+    BuildError,
+    GPUFault,
+    NumericsError,
+    fault_line,
+    is_sticky_cuda_error,
+)
+from workbench.run.gpus import GPU
+from workbench.run.sink import Sink
+
+PHASES = ("startup", "build", "describe", "banks", "warmup", "capture", "gate", "timing")
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    index: int
+    round: str  # "main", "confirm", a tune's "tune" or "reader" (workers.ROUND_GROUP)
+    cfg: Any  # the RunConfig of this worker: its comparisons and its placement seed
+    gpu: GPU
+    first_group: int = 0
+    describe: bool = False  # send the session's environment and provenance in its hello
+    # "stop": a numerics failure ends the run (exit 5); "exclude": it leaves that group's
+    # comparisons out ("excluded") and the worker goes on (a tune's candidates, a group each)
+    numerics: str = "stop"
+
+
+def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
+    """Run ``("module:function", kwargs)`` first thing in a worker (tests install the simulated
+    device this way; a real run passes None)."""
+    if setup is not None:
+        import importlib
+
+        mod, _, fn = setup[0].partition(":")
+        getattr(importlib.import_module(mod), fn)(**setup[1])
+
+
+def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
+    """One worker process: imports first (they overlap the worker before it on the GPU), then
+    waits for its job (``jobs``, with ``go``) and measures its round (run_job)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it sets ``stop``
+    t0 = time.monotonic()
+    early: BaseException | None = None
+    try:
+        call_setup(setup)
+        import torch  # noqa: F401
+
+        import workbench.measure.engine
+        import workbench.measure.monitor  # noqa: F401
+    except BaseException as e:  # reported once there is a job to report it for
+        early = e
+    info: dict[str, Any] = {"import_s": time.monotonic() - t0}
+    job: WorkerJob | None = None
+    while job is None:
+        if go.wait(0.1):
+            try:
+                job = jobs.get(timeout=5.0)
+            except queue.Empty:
+                return
+        elif stop.is_set() or not _parent_alive():
+            return
+    info["wait_s"] = time.monotonic() - t0 - info["import_s"]  # imported, waiting for its turn
+    if job.index < 0:  # a spare the run did not need
+        return
+    run_job(job, out, stop, info, t0, early)
+
+
+def run_job(
+    job: WorkerJob,
+    out: Any,
+    stop: Any,
+    info: dict[str, Any],
+    t0: float,
+    early: BaseException | None = None,
+    hello_extra: dict[str, Any] | None = None,
+) -> None:
+    """Measure ``job`` in this process (its imports done, ``info`` their seconds): CUDA, the
+    engine, its blocks; every message to ``out``, "exit" last. ``hello_extra``: more facts of
+    where it runs (a Ray worker's host)."""
+    idx = job.index
+    engine = monitor = None
+    fault = False
+
+    def record(type: str, **fields: Any) -> dict[str, Any]:
+        rec = {"type": type, "t": fields.pop("t", time.time()), **fields}
+        out.put(("record", idx, rec))
+        return rec
+
+    def progress(p: Any) -> None:
+        out.put(("progress", idx, p))
+
+    try:
+        if early is not None:
+            raise early
+        import torch
+
+        from workbench.measure.engine import Engine
+        from workbench.measure.monitor import Monitor
+
+        t1 = time.monotonic()
+        sink = Sink(record=record, progress=progress, cancel=stop)
+        monitor = Monitor(device_index=job.gpu.nvml)
+        monitor.sink = lambda r: out.put(
+            ("nvml", idx, {"t": time.time(), **(dataclasses.asdict(r) if dataclasses.is_dataclass(r)
+                                                else dict(r))})
+        )  # fmt: skip
+        torch.cuda.init()  # the CUDA context: what every fresh process pays first
+        engine = Engine(job.cfg, sink, monitor)
+        info["startup_s"] = time.monotonic() - t1
+        t2 = time.monotonic()
+        builds = engine.build()
+        info["build_s"] = time.monotonic() - t2
+        t3 = time.monotonic()
+        hello: dict[str, Any] = {"pid": os.getpid(), "nvml": monitor.reason or "available",
+                                 "environment": engine.environment(builds),
+                                 **(hello_extra or {})}  # fmt: skip
+        if job.describe:  # the session's provenance (sources hashed): asked of one worker
+            hello["provenance"] = engine.provenance(builds)
+        hello["clock_mhz"] = engine.clock_mhz
+        info["describe_s"] = time.monotonic() - t3
+        monitor.start()
+        out.put(("hello", idx, hello))
+        if job.numerics == "exclude":
+            _each_group(engine, job, out, stop)
+        else:
+            engine.run_plan(list(job.cfg.comparisons), first_group=job.first_group)
+        out.put(("done", idx, "interrupted" if stop.is_set() else "complete"))
+    except GPUFault as e:
+        fault = True
+        out.put(("fault", idx, {"cmp": e.cmp, "arm": e.arm, "error": str(e)}))
+    except NumericsError as e:
+        out.put(("numerics", idx, str(e)))
+    except BaseException as e:  # reported to the parent, which names the worker
+        if is_sticky_cuda_error(e):
+            fault = True
+            text = fault_line(None, None, f"{type(e).__name__}: {e}")
+            out.put(("fault", idx, {"cmp": None, "arm": None, "error": text}))
+        else:
+            kind = "build" if isinstance(e, BuildError) else "error"
+            out.put((kind, idx, f"{type(e).__name__}: {e}"))
+    finally:
+        if monitor is not None:
+            monitor.stop()
+        if engine is not None and not fault:
+            with contextlib.suppress(Exception):  # what it holds goes with the process anyway
+                engine.release()
+        phases = dict(engine.phases) if engine is not None else {}
+        for k in ("startup_s", "build_s", "describe_s"):
+            if k in info:
+                phases[k[:-2]] = info[k]
+        out.put(("exit", idx, {"phases": phases, "import_s": info.get("import_s"),
+                               "wait_s": info.get("wait_s"),
+                               "wall_s": time.monotonic() - t0}))  # fmt: skip
+
+
+def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any) -> None:
+    """The job's groups one by one (a tune: one group per candidate): a numerics failure leaves
+    that group's comparisons out, said to the parent as "excluded", and the worker goes on."""
+    from workbench.measure.engine import plan_groups
+
+    groups = plan_groups(list(job.cfg.comparisons))
+    g = job.first_group
+    for i, part in enumerate(groups):
+        if stop.is_set():
+            break
+        later = [c for p in groups[i + 1 :] for c in p]
+        try:
+            g = engine.run_plan(part, keep=engine.banks_needed(later), first_group=g)
+        except NumericsError as e:  # passed its screening gate, failed on this placement
+            out.put(("excluded", job.index, {"cmps": [c.id for c in part], "error": str(e)}))
+            g += 1
+
+
+def _parent_alive() -> bool:
+    """False once the parent has gone without a word (killed): a waiting spare then leaves."""
+    import multiprocessing as mp
+
+    parent = mp.parent_process()
+    return parent is None or parent.is_alive()
