@@ -57,9 +57,14 @@ def test_runs_are_judged_against_their_own_board_and_the_boards_named():
     assert one.coverage()[1] == BOARDS * RUNS
 
 
-class _S:
-    def __init__(self, workers, gpu):
-        self.workers, self.environment = workers, {"gpu": gpu}
+def _S(workers, gpu):
+    """A loaded session with only workers and environment.gpu (the real dataclass: the board
+    helpers read it through its accessors)."""
+    from pathlib import Path
+
+    from workbench.store.session import Session
+
+    return Session(Path("s"), {"environment": {"gpu": gpu}}, "complete", workers=workers)
 
 
 def test_a_sessions_board_is_its_workers_gpus_else_its_own():
@@ -68,6 +73,7 @@ def test_a_sessions_board_is_its_workers_gpus_else_its_own():
     )
     assert session_board(_S([], {"uuid": "GPU-c"})) == "GPU-c"
     assert session_board(_S([{"uuid": None}], None)) == "?"
+    assert session_board(_S([], "NVIDIA H200")) == "?"  # an older session's bare-string gpu
 
 
 def test_a_session_says_how_many_boards_its_workers_sampled():

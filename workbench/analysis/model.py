@@ -142,8 +142,7 @@ class ComparisonResult:
 def rated_mhz(session: Session) -> float | None:
     """The GPU's rated SM clock (torch's clock_rate, in the environment): the runner converts
     cycles to µs with it where NVML gave no clock, and so does the analysis."""
-    gpu = session.environment.get("gpu")
-    clocks = gpu.get("clocks") if isinstance(gpu, dict) else None
+    clocks = session.gpu.get("clocks")
     khz = clocks.get("torch_clock_rate_khz") if isinstance(clocks, dict) else None
     return khz / 1000.0 if isinstance(khz, (int, float)) and khz > 0 else None
 

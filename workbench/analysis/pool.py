@@ -271,7 +271,7 @@ def session_boards(s: Session) -> list[str]:
     names; empty where neither was recorded."""
     uuids = sorted({w["uuid"] for w in s.workers if w.get("uuid")})
     if not uuids:
-        one = (s.environment.get("gpu") or {}).get("uuid")
+        one = s.gpu.get("uuid")
         uuids = [one] if one else []
     return uuids
 

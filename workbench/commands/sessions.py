@@ -16,12 +16,15 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.commands._paths import distinct_sessions
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
 from workbench.core.fmt import interval, num
+
+if TYPE_CHECKING:
+    from workbench.store.session import Session
 
 HELP = "list, show or compare saved sessions"
 
@@ -149,8 +152,8 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _gpu_line(env: dict[str, Any]) -> str:
-    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
+def _gpu_line(s: Session) -> str:
+    gpu = s.gpu
     bits = [f"{k} {gpu[k]}" for k in ("driver", "cuda", "torch", "sm") if gpu.get(k)]
     return f"{gpu.get('name', 'unknown')}" + (f" ({', '.join(bits)})" if bits else "")
 
@@ -190,7 +193,7 @@ def _show(args: argparse.Namespace) -> int:
     print(f"session   {s.path.name}  ({s.status})")
     print(f"path      {s.path}")
     print(f"created   {s.created}   finished {s.finished or '-'}")
-    print(f"GPU       {_gpu_line(s.environment)}")
+    print(f"GPU       {_gpu_line(s)}")
     commit = str(git.get("commit") or "unknown")[:10] + (" (dirty)" if git.get("dirty") else "")
     print(f"commit    {commit}   workbench {s.provenance.get('version', '?')}")
     digest = source_digest(files)

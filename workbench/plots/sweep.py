@@ -81,7 +81,7 @@ def fig_sweep(s: Session, floor: dict[tuple[str, str], float] | None = None) -> 
         handles, labels = ax.get_legend_handles_labels()
         uniq = dict(zip(labels, handles, strict=True))
         ax.legend(uniq.values(), uniq.keys(), fontsize=7, loc="best")
-    gpu = (s.environment.get("gpu") or {}).get("name", "")
+    gpu = s.gpu.get("name", "")
     fig.suptitle(f"tune {kernel} {tune.get('arm', '')} on {gpu}: {s.path.name}", fontsize=10)
     return fig
 

@@ -47,7 +47,7 @@ def _shape_key(s: Session) -> decision.ShapeKey:
 
 
 def _session_record(s: Session) -> dict[str, Any]:
-    gpu = s.environment.get("gpu") if isinstance(s.environment.get("gpu"), dict) else {}
+    gpu = s.gpu
     git = s.provenance.get("git") or {}
     return {
         "id": s.name, "created": s.created, "status": s.status, "mode": s.config.get("mode"),

@@ -443,7 +443,7 @@ def _counters(session: Session) -> list[str]:
 
 def provenance_line(session: Session) -> str:
     env, prov = session.environment, session.provenance
-    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
+    gpu = session.gpu
     parts = [f"GPU {gpu_text(session)}"]
     workers = boards_text(session)
     if workers:

@@ -301,6 +301,14 @@ class Session:
     config = property(lambda self: self.meta.get("config") or {})
     provenance = property(lambda self: self.meta.get("provenance") or {})
     environment = property(lambda self: self.meta.get("environment") or {})
+
+    @property
+    def gpu(self) -> dict[str, Any]:
+        """environment.gpu as a dict (name, uuid, clocks...); {} where absent or an older session
+        spelled it as a bare string (gpu_name reads that spelling)."""
+        gpu = self.environment.get("gpu")
+        return gpu if isinstance(gpu, dict) else {}
+
     summary = property(lambda self: self.meta.get("summary"))
     created = property(lambda self: self.meta.get("created", ""))
     finished = property(lambda self: self.meta.get("finished"))
