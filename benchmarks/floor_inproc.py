@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 # clusters), and 264 x 256, the arithmetic's best in `floor_probe sweep`: every (kernel, set)
 # takes the fastest of all of them
 SHAPES = ((300, 256), (264, 512), (264, 256), (132, 1024), (132, 512), (80, 640), (160, 320))
-# the arithmetic mode's structures (floor_ext.cu `kind`): floor+math is the fastest of "u8" (eight
+# the arithmetic mode's structures (floor_ext_binding.cpp `kind`): floor+math is the fastest of "u8" (eight
 # loads per round, up to 800 threads), "u4x2" and "u2x2" (four or two per round, two CTAs per SM);
 # "arith" is the arithmetic alone, no loads
 MATH_KINDS = ("u8", "u4x2", "u2x2")
@@ -30,21 +30,24 @@ MATH_KINDS = ("u8", "u4x2", "u2x2")
 
 def load_extension():
     """Build (or reuse) the probe extension; the name hashes its sources, so edits rebuild it."""
-    from torch.utils.cpp_extension import load
-
     from workbench.kernels.build import cache_root, cuda_home
 
     home = cuda_home()  # as workbench's own builds find the toolkit (the PATH's nvcc may be a link)
-    ldflags = []
+    ldflags, includes = [], []
     if home:
         os.environ.setdefault("CUDA_HOME", home)
         # torch fixes its CUDA_HOME when cpp_extension is first imported, which may be before this
         # (it then guesses the parent of the PATH's nvcc link, and the link step misses cudart)
         ldflags = [f"-L{d}" for d in (Path(home) / "lib64", Path(home) / "lib") if d.is_dir()]
+        # the binding is compiled by the host compiler, which needs the toolkit's headers named
+        includes = [str(Path(home) / "include")]
+    from torch.utils.cpp_extension import load
 
     kernels = HERE.parent / "csrc" / "kernels"  # floor_kernel.cuh includes the kernels' arithmetic
-    sources = [
+    sources = [  # the two compiled first; the rest are included
         HERE / "floor_ext.cu",
+        HERE / "floor_ext_binding.cpp",
+        HERE / "floor_ext.h",
         HERE / "floor_kernel.cuh",
         kernels / "awq_meta.cuh",
         kernels / "layout.h",
@@ -55,9 +58,11 @@ def load_extension():
     build_dir.mkdir(parents=True, exist_ok=True)
     return load(
         name,
-        [str(sources[0])],
+        [str(sources[0]), str(sources[1])],
+        extra_cflags=["-O2", f"-I{HERE}"],
         extra_cuda_cflags=["-O3", f"-I{HERE}"],
         extra_ldflags=ldflags,
+        extra_include_paths=includes,
         build_directory=str(build_dir),
         verbose=False,
     )
