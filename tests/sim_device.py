@@ -8,6 +8,7 @@ of a run are known in advance. A test module's fixture calls `install(monkeypatc
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 import types
@@ -395,6 +396,12 @@ def install(monkeypatch):
     from workbench.kernels import build
     from workbench.kernels.ops import make_inputs
 
+    # The engine collects garbage before it places each block (measure/engine.py, bankstore.py) so
+    # that no dropped bank is freed inside a timed window. In a test process that has run hundreds
+    # of tests, a full collection walks every object they left alive: collect what is garbage now
+    # and freeze the survivors, so the engine's collections walk only what this test made.
+    gc.collect()
+    gc.freeze()
     built: list = []
 
     def build_many(variants, max_jobs=None, load=True):
