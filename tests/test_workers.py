@@ -14,6 +14,7 @@ from workbench import cli
 from workbench.core import stats
 from workbench.core.errors import EXIT_BAD_ARGS, EXIT_GPU_FAULT
 from workbench.run import runner, workers
+from workbench.run.phases import phase_table
 from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -60,6 +61,20 @@ def test_workers_merge_into_one_session_with_an_interval_over_workers(
         assert w["status"] == "complete"
         assert {"startup", "describe", "banks", "capture", "gate", "timing"} <= set(w["phases"])
         assert all(v >= 0 for v in w["phases"].values())
+    # the parent's steps (the phase table's spans, workbench.run.phases): in order, and each
+    # round's span holds its workers' turns
+    tl = sess.meta["summary"]["timeline"]
+    assert list(tl) == ["start", "built", "main", "analysed", "confirm", "end"]
+    assert list(tl.values()) == sorted(tl.values())
+    for w in recs:
+        lo, hi = (
+            (tl["built"], tl["main"]) if w["round"] == "main" else (tl["analysed"], tl["confirm"])
+        )
+        # (a worker's instants are monotonic ones made wall-clock: allow a clock's slew)
+        assert lo - 0.05 <= w["started"] <= w["ended"] <= hi + 0.05
+    assert list(phase_table(sess).spans) == [
+        "build", "main round", "analysis", "confirm round", "finish"
+    ]  # fmt: skip
     for cmp_id, n in (("w13/hot", 3), ("w2/rotating", 3), ("step/hot/confirm", 2)):
         samples = sess.samples_for(cmp_id)
         assert {x["worker"] for x in samples} == set(range(n))

@@ -164,6 +164,7 @@ class Runner:
         self.phases: dict[str, float] = {}  # seconds per phase of the process's work (§5.10)
         self.fault: dict[str, Any] | None = None  # the GPU fault that ended the run, if one did
         self.workers: list[dict[str, Any]] = []  # one record per worker process (§5.10)
+        self.timeline: dict[str, float] = {}  # the parent's instants of a worker run (run/phases)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -382,6 +383,7 @@ class Runner:
             "nvml": self.nvml_status,
             "phases": self.phase_totals(),
             "worker_records": list(self.workers),
+            "timeline": dict(self.timeline),
             "fault": self.fault,
         }
         if self.cfg.mode == "calibrate":

@@ -166,17 +166,23 @@ class WorkerRun:
         r, cfg = self.r, self.cfg
         self.start()  # a no-op where early() did it
         status, error = "complete", None
+        mark = self._mark  # the parent's instants, the phase table's spans (run/phases.py)
+        mark("start")
         try:
             self._build()
+            mark("built")
             self.run_round("main", list(cfg.comparisons))
+            mark("main")
             if self._go_on() and r.session is not None:  # else no worker began: said below
                 an = self.analysis()
                 r.recommendations = an.recommendations
                 for rec in an.recommendations.values():
                     r.emit("recommendation", rec)
                 confirm = r.confirmation_plan(an.results)
+                mark("analysed")
                 if confirm and self._go_on():
                     self.run_round("confirm", confirm)
+                    mark("confirm")
         except KeyboardInterrupt:
             r._finish("interrupted", "interrupted (KeyboardInterrupt)")
             raise
@@ -192,6 +198,7 @@ class WorkerRun:
             raise NumericsError(self.numerics)
         if r.cancel.is_set():
             status = "interrupted"
+        mark("end")
         if self.faults:
             status, error = "failed", self.faults[0]["error"]
             r.fault = self.faults[0]
@@ -199,6 +206,12 @@ class WorkerRun:
             status, error = "failed", "; ".join(self.errors)
         r._finish(status, error)
         return status
+
+    def _mark(self, name: str) -> None:
+        """The wall-clock instant of a step of this run (the summary's ``timeline``)."""
+        timeline = getattr(self.r, "timeline", None)
+        if isinstance(timeline, dict):
+            timeline[name] = time.time()
 
     def _go_on(self) -> bool:
         return not self.r.cancel.is_set() and self.numerics is None
