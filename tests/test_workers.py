@@ -168,3 +168,22 @@ def test_a_mix_of_gpu_models_is_refused_before_anything_runs(device, monkeypatch
     assert code == EXIT_BAD_ARGS and s is None
     assert "2 models" in err and "CUDA_VISIBLE_DEVICES" in err and "Traceback" not in err
     assert not any(tmp_path.iterdir())  # no session was begun
+
+
+def test_the_gates_references_are_computed_once_per_run_and_handed_over(
+    device, monkeypatch, capsys, tmp_path
+):
+    # W13 hot with its reference arms (b4-scalar, triton-moe): tolerance gates, float64 references
+    in_workers(monkeypatch)
+    code, s, err = run_ab(capsys, tmp_path, "--workers", "3", "--kernel", "w13", "--set", "hot",
+                          "--no-confirm")  # fmt: skip
+    assert code == 0, err
+    sess = load_session(s["session"])
+    setup = {w["worker"]: w["setup"] for w in sess.workers if w["round"] == "main"}
+    first = setup[0]["references_computed"]
+    assert first > 0 and setup[0]["references_given"] == 0
+    for w in (1, 2):  # the later workers compute none: the first one's serve them
+        assert setup[w] == {"triton_given": 0, "references_given": first, "references_computed": 0}
+    # and their gates still run on every block, and pass
+    gated = [g for g in sess.gates if "arms" in g]
+    assert {g["worker"] for g in gated} == {0, 1, 2} and all(g["ok"] for g in gated)

@@ -44,6 +44,8 @@ class WorkerJob:
     # "stop": a numerics failure ends the run (exit 5); "exclude": it leaves that group's
     # comparisons out ("excluded") and the worker goes on (a tune's candidates, a group each)
     numerics: str = "stop"
+    # what the run set up once and hands over (workbench.run.setup): None for the first worker
+    setup: dict[str, Any] | None = None
 
 
 def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
@@ -98,8 +100,11 @@ def run_job(
     """Measure ``job`` in this process (its imports done, ``info`` their seconds): CUDA, the
     engine, its blocks; every message to ``out``, "exit" last. ``hello_extra``: more facts of
     where it runs (a Ray worker's host)."""
+    from workbench.run import setup as run_setup
+
     idx = job.index
     engine = monitor = None
+    given: dict[str, int] = {}
     fault = False
 
     def record(type: str, **fields: Any) -> dict[str, Any]:
@@ -127,6 +132,7 @@ def run_job(
         )  # fmt: skip
         torch.cuda.init()  # the CUDA context: what every fresh process pays first
         engine = Engine(job.cfg, sink, monitor)
+        given = run_setup.install(job.setup, engine)
         info["startup_s"] = time.monotonic() - t1
         t2 = time.monotonic()
         builds = engine.build()
@@ -169,9 +175,15 @@ def run_job(
         for k in ("startup_s", "build_s", "describe_s"):
             if k in info:
                 phases[k[:-2]] = info[k]
+        handed = None
+        if engine is not None and not fault:
+            with contextlib.suppress(Exception):  # a hand-over is a saving, never a failure
+                handed = run_setup.collect(engine)
         out.put(("exit", idx, {"phases": phases, "import_s": info.get("import_s"),
                                "wait_s": info.get("wait_s"),
-                               "wall_s": time.monotonic() - t0}))  # fmt: skip
+                               "wall_s": time.monotonic() - t0, "handover": handed,
+                               "setup": run_setup.counts(given, engine) if engine else None,
+                               }))  # fmt: skip
 
 
 def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any) -> None:

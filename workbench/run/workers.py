@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.core.errors import NumericsError, WorkbenchError
+from workbench.run import setup as run_setup
 from workbench.run.gpus import GPU, check_one_model, visible_gpus
 from workbench.run.worker_proc import PHASES, WorkerJob, call_setup, worker_main
 
@@ -125,6 +126,7 @@ class WorkerRun:
         self.procs: list[Any] = []  # every process spawned, joined at the end
         self._pending: list[_Worker] = []  # ended before the session began: flushed once it has
         self.started = False  # start() has spawned the first processes
+        self.handover: dict[str, Any] = {}  # set up once, for the next workers (run/setup.py)
 
     # -------------------------------------------------------------- the run
 
@@ -282,8 +284,9 @@ class WorkerRun:
         cfg = dataclasses.replace(cfg, comparisons=[c for c in cfg.comparisons
                                                     if c.id not in self.excluded])  # fmt: skip
         job = dataclasses.replace(
-            w.job, cfg=cfg, describe=self.r.session is None and not self._describing
-        )
+            w.job, cfg=cfg, describe=self.r.session is None and not self._describing,
+            setup=self.handover or None,
+        )  # fmt: skip
         self._describing = self._describing or job.describe
         try:  # here, not in a queue's feeder thread, which would print a traceback and hang
             pickle.dumps(job)
@@ -448,6 +451,7 @@ class WorkerRun:
         elif kind == "exit":
             w.exit = data
             w.ended = time.monotonic()
+            run_setup.merge(self.handover, data.get("handover"))
             if w.job.describe and w.hello is None:  # it never described: the next one will
                 self._describing = False
 
@@ -552,7 +556,7 @@ class WorkerRun:
             "placement_seed": w.job.cfg.protocol.placement_seed,
             "blocks": w.job.cfg.protocol.block_goal, "phases": phases,
             "import_s": exit_.get("import_s"), "wait_s": exit_.get("wait_s"),
-            "wall_s": exit_.get("wall_s"),
+            "wall_s": exit_.get("wall_s"), "setup": exit_.get("setup"),
             "error": w.error or (w.fault or {}).get("error"),
         }  # fmt: skip
         if (w.hello or {}).get("host"):  # a Ray worker: its host and node
