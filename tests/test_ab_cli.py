@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from sim_device import FUSED_PEER_US, PEER_US, SM_MHZ, FakeFusedPeer, FakeKernel
 
 from workbench import cli
 from workbench.core.errors import BadArgument, BuildError
+from workbench.core.vocab import KERNELS
 from workbench.measure.abba import ProtocolConfig
 from workbench.run import runner
 from workbench.store.session import load_session
@@ -167,6 +169,14 @@ def test_default_ab_run_end_to_end(device, capsys, tmp_path):
     m3, m4 = mem[("w13", "b3")], mem[("w13", "b4")]
     assert m4["computed"] - m3["computed"] == m3["banks"] * 8 * (64 // 32) * 256
     assert m3["used_before"] is None and "NVML unavailable" in s["nvml"]
+    # the b4 banks are derived from their b3 twins (the same bytes as generating them, by
+    # ops.derive_bank's test), not drawn again: each of the batch and the warm-up bank before it
+    assert [mem[(k, "b4")]["derived"] for k in KERNELS] == [
+        mem[(k, "b3")]["banks"] for k in KERNELS
+    ]
+    assert [mem[(k, "b3")]["derived"] for k in KERNELS] == [0, 0]
+    derived = Counter((k, lay) for k, lay, _ in sim_device.DERIVED)
+    assert derived == {(k, "b4"): mem[(k, "b3")]["banks"] + 1 for k in KERNELS}
     # session: complete, every comparison and sample journaled, summary saved
     sess = load_session(s["session"])
     assert sess.status == "complete" and sess.summary["recommendations"] == recs
