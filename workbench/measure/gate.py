@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from workbench.core.errors import NumericsError
-from workbench.measure.graphs import GraphArm, first_difference, loose_difference
+from workbench.measure.graphs import GraphArm, first_difference, loose_difference, unwritten
 from workbench.measure.plan import ComparisonSpec, Geometry, kernels_of
 
 
@@ -107,10 +107,7 @@ def _tolerance_gate(
             inputs["inter"] = outs["call0.inter"] if c.kernel == "step" else inp.get("inter")
             want = _reference(engine, c, arm, k, bank_index, inputs)
             errs.append(rel_l2(outs[name].float().cpu().numpy().reshape(want.shape), want))
-        unwritten = sum(
-            bool(torch.isnan(t).any()) for outs_g in graph_arm.outputs for _, t in outs_g
-        )
-        got[arm.name] = float("nan") if unwritten else max(errs)
+        got[arm.name] = float("nan") if unwritten(graph_arm) else max(errs)
         limit[arm.name] = min(arm.tolerance(k) for k in kernels_of(c.kernel))
         gating[arm.name] = arm.gating
     missed = [n for n in got if not got[n] <= limit[n]]  # NaN fails too
