@@ -406,6 +406,18 @@ def test_plots_are_drawn_and_a_failure_is_not_fatal(device, monkeypatch, capsys,
     assert code == 0, out.err
     assert any(p.suffix == ".png" for p in plots.iterdir())
     assert "B/A" in out.out and "FASTER" in out.out  # the table is on stdout without --json
+    # the answer first, then the plots with their progress line (--json: all of it on stderr)
+    code = cli.main(["ab", *SMALL, *FAST, "--kernel", "w13", "--set", "hot", "--no-reference",
+                     "--sessions-dir", str(tmp_path / "s1"), "--plots-dir", str(tmp_path / "p1"),
+                     "--json"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    drawn = sorted(str(p) for p in (tmp_path / "p1").iterdir())
+    assert sorted(json.loads(out.out)["plots"]) == drawn
+    err = out.err
+    order = [err.rindex(x) for x in ("FASTER", "session: ", "plots: drawing", "file(s) in")]
+    assert order == sorted(order)
+    assert f"plots: {len(drawn)} file(s) in" in err
 
     import workbench.plots
 
