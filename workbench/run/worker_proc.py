@@ -58,9 +58,24 @@ def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
         getattr(importlib.import_module(mod), fn)(**setup[1])
 
 
-def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
+def early_context() -> float:
+    """This process's CUDA context, made ahead of its turn (``ab --overlap``): the seconds it
+    took. The device is the engine's (a test's simulated device is the CPU)."""
+    import torch
+
+    from workbench.measure import bankstore
+
+    t = time.monotonic()
+    torch.cuda.init()
+    torch.empty(1, device=bankstore.DEVICE)  # the context and the allocator's first segment
+    return time.monotonic() - t
+
+
+def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any, overlap: bool = False) -> None:
     """One worker process: imports first (they overlap the worker before it on the GPU), then
-    waits for its job (``jobs``, with ``go``) and measures its round (run_job)."""
+    waits for its job (``jobs``, with ``go``) and measures its round (run_job). ``overlap``
+    (default off until an A/A on the GPU shows it changes nothing, issue 44): it also makes its
+    CUDA context before its turn, while the worker before it may still be timing."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it sets ``stop``
     t0 = time.monotonic()
     early: BaseException | None = None
@@ -73,6 +88,12 @@ def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
     except BaseException as e:  # reported once there is a job to report it for
         early = e
     info: dict[str, Any] = {"import_s": time.monotonic() - t0}
+    if overlap and early is None:
+        before_go, at = not go.is_set(), time.time()
+        try:
+            info["overlap"] = {"context_s": early_context(), "before_go": before_go, "at": at}
+        except BaseException as e:  # reported once there is a job, as a failed import is
+            early = e
     job: WorkerJob | None = None
     while job is None:
         if go.wait(0.1):
@@ -183,7 +204,7 @@ def run_job(
                                "wait_s": info.get("wait_s"),
                                "wall_s": time.monotonic() - t0, "handover": handed,
                                "setup": run_setup.counts(given, engine) if engine else None,
-                               }))  # fmt: skip
+                               "overlap": info.get("overlap")}))  # fmt: skip
 
 
 def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any) -> None:

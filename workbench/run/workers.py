@@ -252,7 +252,9 @@ class WorkerRun:
         if handler is not None:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            proc = ctx.Process(target=worker_main, args=(self.setup, self.out, go, self.stop, jobs),
+            overlap = bool(getattr(self.cfg, "overlap", False))
+            proc = ctx.Process(target=worker_main,
+                               args=(self.setup, self.out, go, self.stop, jobs, overlap),
                                name=f"workbench-worker-gpu{g}")  # fmt: skip
             proc.start()
         finally:
@@ -285,7 +287,7 @@ class WorkerRun:
                                                     if c.id not in self.excluded])  # fmt: skip
         job = dataclasses.replace(
             w.job, cfg=cfg, describe=self.r.session is None and not self._describing,
-            setup=self.handover or None,
+            setup=getattr(self, "handover", None) or None,
         )  # fmt: skip
         self._describing = self._describing or job.describe
         try:  # here, not in a queue's feeder thread, which would print a traceback and hang
@@ -559,6 +561,8 @@ class WorkerRun:
             "wall_s": exit_.get("wall_s"), "setup": exit_.get("setup"),
             "error": w.error or (w.fault or {}).get("error"),
         }  # fmt: skip
+        if exit_.get("overlap"):  # its CUDA context made before its turn (--overlap)
+            rec["overlap"] = exit_["overlap"]
         if (w.hello or {}).get("host"):  # a Ray worker: its host and node
             rec["host"], rec["ray_node"] = w.hello["host"], w.hello.get("ray_node")
         if w.fault is not None:
