@@ -15,7 +15,7 @@ from workbench import cli
 from workbench.core import stats
 from workbench.core.errors import EXIT_BAD_ARGS, EXIT_GPU_FAULT
 from workbench.run import runner, worker_proc, workers
-from workbench.run.phases import phase_table
+from workbench.run.phases import phase_lines, phase_table
 from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -226,6 +226,7 @@ def test_overlap_run_records_each_workers_early_context(device, monkeypatch, cap
     assert sess.config["overlap"] is True and sess.status == "complete"
     for w in sess.workers:
         assert w["overlap"]["context_s"] >= 0 and isinstance(w["overlap"]["before_go"], bool)
+    assert any(line.startswith("  overlap 2 workers") for line in phase_lines(phase_table(sess)))
     code = cli.main(["ab", *SMALL, *FAST, "--single-process", "--overlap", "--no-plots"])
     assert code == EXIT_BAD_ARGS
     assert "--overlap needs local worker processes" in capsys.readouterr().err

@@ -111,6 +111,7 @@ def phase_table(s: Any) -> PhaseTable:
             "wall_s": _num(w.get("wall_s")), "import_s": _num(w.get("import_s")),
             "wait_s": _num(w.get("wait_s")), "turn_s": _turn(w),
             "phases": {p: _num(ph.get(p)) for p in PHASES},
+            "overlap": w.get("overlap") if isinstance(w.get("overlap"), dict) else None,
         })  # fmt: skip
         turn = rows[-1]["turn_s"]  # of which no phase: plan set-up, releases, the exit
         rows[-1]["rest_s"] = (
@@ -151,6 +152,14 @@ def phase_lines(t: PhaseTable) -> list[str]:
         lines.append(
             f"  turns   {sum(turns):.1f} s summed over {len(turns)} workers, "
             f"{sum(turns) / t.wall_s:.0%} of the wall time (on one GPU; on several they overlap)"
+        )
+    early = [r["overlap"] for r in t.rows if r.get("overlap")]
+    if early:
+        before = sum(bool(o.get("before_go")) for o in early)
+        secs = sum(_num(o.get("context_s")) or 0.0 for o in early)
+        lines.append(
+            f"  overlap {len(early)} workers made their CUDA context ahead of their turn "
+            f"({secs:.1f} s in all), {before} of them before the GPU was theirs (--overlap)"
         )
     if t.spans is None:
         lines.append(f"  run     {NO_TIMELINE}")
