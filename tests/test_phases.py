@@ -85,3 +85,17 @@ def test_benchmark_script_prints_the_same_table_and_refuses_a_bad_name_in_one_li
     p = subprocess.run([*script, "no-such-session"], capture_output=True, text=True, cwd=REPO)
     assert p.returncode == EXIT_BAD_ARGS
     assert len(p.stderr.strip().splitlines()) == 1 and "no-such-session" in p.stderr
+
+
+def test_a_single_process_run_of_today_is_not_called_old(tmp_path):
+    from workbench.store.session import SessionWriter
+
+    w = SessionWriter(tmp_path, "ab", {"workers": 1}, {}, {})
+    w.record("note", text="x")
+    w.finish("complete", {"phases": {"timing": 1.5, "banks": 0.5}, "timeline": {}})
+    t = phase_table(load_session(w.path, nvml=False))
+    assert t.single and t.totals["timing"] == 1.5
+    lines = phase_lines(t)
+    assert any("one process" in line for line in lines) and not any(
+        NO_TIMELINE in line for line in lines
+    )

@@ -65,6 +65,7 @@ class PhaseTable:
     totals: dict[str, float] = field(default_factory=dict)
     summed_wall_s: float = 0.0
     spans: dict[str, float] | None = None  # the parent's steps, None where not recorded
+    single: bool = False  # a single-process run of today: no parent steps to record
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +127,7 @@ def phase_table(s: Any) -> PhaseTable:
         totals=totals,
         summed_wall_s=sum(r["wall_s"] or 0.0 for r in rows),
         spans=timeline_spans(summary.get("timeline")),
+        single=isinstance(summary.get("timeline"), dict) and not s.workers,
     )
 
 
@@ -161,7 +163,9 @@ def phase_lines(t: PhaseTable) -> list[str]:
             f"  overlap {len(early)} workers made their CUDA context ahead of their turn "
             f"({secs:.1f} s in all), {before} of them before the GPU was theirs (--overlap)"
         )
-    if t.spans is None:
+    if t.single:
+        lines.append("  run     one process (--single-process): its phases are the run's")
+    elif t.spans is None:
         lines.append(f"  run     {NO_TIMELINE}")
     else:
         spans = "  ".join(f"{k} {v:.1f} s" for k, v in t.spans.items())
