@@ -112,7 +112,7 @@ def _counted(path: Path, cmp: str) -> float:
 
 @pytest.mark.parametrize("path", _sessions(warmup=True, workers=True)[-9:], ids=lambda p: p.name)
 def test_what_sized_the_warmup_still_holds(path):
-    """WARMUP_PAIRS = 1: the second warm-up pair of W13 hot reads as the first (no number of
+    """WARMUP_PAIRS = 2: the second warm-up pair of W13 hot reads as the first (no number of
     its replays moves it), and the rotating comparison, run after it, matches the counted blocks
     from its first warm-up pair."""
     warm = _warmup_ratios(path)
