@@ -19,7 +19,7 @@ from test_tune_ray import local_ray  # noqa: E402, F401  (the module's Ray insta
 from test_workers import in_workers, run_ab  # noqa: E402
 
 from workbench import cli  # noqa: E402
-from workbench.core.errors import EXIT_BAD_ARGS  # noqa: E402
+from workbench.core.errors import EXIT_BAD_ARGS, EXIT_NO_GPU  # noqa: E402
 from workbench.run import ray_workers  # noqa: E402
 from workbench.store.session import load_session  # noqa: E402
 
@@ -98,9 +98,10 @@ def test_without_ray_installed_ab_refuses_in_one_line(monkeypatch, capsys, argv,
     monkeypatch.setitem(sys.modules, "ray", None)  # an import of ray now fails
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     monkeypatch.setattr(runner, "require_gpu", lambda: pytest.fail("GPU work before the check"))
-    assert cli.main(["ab", *argv]) == EXIT_BAD_ARGS
+    assert cli.main(["ab", *argv]) == EXIT_NO_GPU  # a missing package (README's exit codes)
     err = capsys.readouterr().err.strip()
     assert f"{where}: ray is not installed" in err and len(err.splitlines()) == 1, err
+    assert "pip install 'awq-moe-workbench[ray]'" in err, err
 
 
 def test_single_process_ignores_the_ray_address_and_refuses_the_option(monkeypatch):

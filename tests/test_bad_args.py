@@ -81,7 +81,19 @@ CASES: list[tuple[list[str], str]] = [
     (["check", "--checkpoint", "/nonexistent/ckpt"], "checkpoint '/nonexistent/ckpt'"),
     (["checkpoint", "show", "/nonexistent/ckpt"], "checkpoint '/nonexistent/ckpt' does not exist"),
     (["checkpoint", "make", "{tmp}/c", "--group-size", "48"], "--group-size 48"),
-    (["checkpoint", "make", "{tmp}/c"], "would take 58.4 GiB"),
+    (
+        ["checkpoint", "make", "{tmp}/c", "--layers", "48", "--experts", "512"],
+        "would take 58.4 GiB",
+    ),
+    # the folder is checked before the size (issue 46)
+    (["checkpoint", "make", "{file}/sub", "--layers", "48", "--experts", "512"], "is a file"),
+    (["checkpoint", "make", "/proc/x", "--layers", "1", "--experts", "16"], "DIR '/proc/x'"),
+    (["ab", "--sessions-dir", "/proc/x"], "--sessions-dir '/proc/x'"),
+    (["ab", "--plots-dir", "/proc/x"], "--plots-dir '/proc/x'"),
+    (["calibrate", "--sessions-dir", "{file}/sub"], "--sessions-dir"),
+    (["capacity", "--bogus"], "workbench capacity: error: unrecognized arguments: --bogus"),
+    (["sessions", "show", SESSION, "--bogus"], "workbench sessions show: error: unrecognized"),
+    (["export", SESSION, "--format", "vllm", "--out", "-"], "--out - (stdout)"),
     (
         ["checkpoint", "make", "{file}", "--layers", "1", "--experts", "16"],
         "is a file, not a folder",

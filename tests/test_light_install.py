@@ -118,7 +118,13 @@ def test_browsing_reports_plots_compare_and_the_tui_need_no_torch(tmp_path):
 
 
 def test_a_command_that_needs_the_gpu_stack_names_the_extra(tmp_path):
-    results, _ = _run([["check", "--kernel", "w2"], ["ab"]], tmp_path)
+    import ckpt_fixture
+
+    folder, _ = ckpt_fixture.checkpoint(tmp_path / "ckpt", group=64)
+    # `checkpoint show` reads safetensors through torch (issue 46: it said "not a readable
+    # .safetensors file", exit 2)
+    commands = [["check", "--kernel", "w2"], ["ab"], ["checkpoint", "show", str(folder)]]
+    results, _ = _run(commands, tmp_path)
     for res in results:
         assert res["code"] == EXIT_NO_GPU, (res["argv"], res["err"])
         line = res["err"].strip()

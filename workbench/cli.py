@@ -14,6 +14,7 @@ import sys
 import threading
 
 from workbench import __version__
+from workbench.commands._output import check_stdout, prepare_streams
 from workbench.core.errors import (
     EXIT_BAD_ARGS,
     EXIT_BROKEN_PIPE,
@@ -47,6 +48,26 @@ class _Parser(argparse.ArgumentParser):
         # One line, like every other bad-argument error: the usage of `ab` alone is 15 lines,
         # and --help is one command away.
         self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _chosen(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost sub-command's parser that ``ns`` was parsed with (`workbench sessions
+    show`'s for `sessions show X --bogus`), so that its errors carry the command's name."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(ns, subs[0].dest, None) if subs else None
+        if name not in (subs[0].choices if subs else {}):
+            return parser
+        parser = subs[0].choices[name]
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but an unknown argument is reported by the sub-command it was
+    given to (`workbench capacity: error: unrecognized arguments: --bogus`), not by the top."""
+    ns, extra = parser.parse_known_args(argv)
+    if extra:
+        _chosen(parser, ns).error(f"unrecognized arguments: {' '.join(extra)}")
+    return ns
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,12 +124,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     command = "workbench"
+    prepare_streams()  # a closed or non-UTF-8 stdout or stderr, once for every command
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = parse(parser, argv)
         if args.command is None:
-            args = parser.parse_args(["tui", *(argv or [])])
+            args = parse(parser, ["tui", *(argv or [])])
         command = f"workbench {args.command}"
+        check_stdout()  # before the command does anything (workbench.commands._output)
         rc = int(args._run(args) or 0)
         sys.stdout.flush()  # here, so that a reader that left shows up as BrokenPipeError below
         return rc

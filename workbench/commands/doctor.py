@@ -54,11 +54,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_human(facts, findings, hot, code) -> None:
     from rich import box
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    con = Console()
+    from workbench.commands._output import console
+
+    con = console(stderr=False, pipe_width=80)
     t = Table(title="this machine", box=box.SIMPLE_HEAD, pad_edge=False, show_header=False)
     t.add_column("what", style="bold")
     t.add_column("value")

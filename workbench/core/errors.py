@@ -65,6 +65,18 @@ def gpu_stack_module(e: ImportError) -> str | None:
     return name if name in GPU_STACK else None
 
 
+class MissingExtra(NoGPUError):
+    """A package one of pyproject.toml's extras brings is missing (ray for ``--ray``): exit 3,
+    as for the GPU stack, with the line that installs the extra."""
+
+    def __init__(self, module: str, extra: str, where: str = "") -> None:
+        head = f"{where}: " if where else ""
+        super().__init__(
+            f"{head}{module} is not installed; install the {extra!r} extra: {extra_install(extra)}"
+        )
+        self.module = module
+
+
 class MissingDependency(WorkbenchError):
     """A dependency of even the light install is missing (a partial install): exit 3, as for
     the GPU stack, with the one line that installs it."""
