@@ -200,3 +200,6 @@ def test_doctor_on_the_light_install_shows_the_whole_install_command(tmp_path):
     assert fix.startswith(f"fix: pip install '{DIST}[{GPU_EXTRA}]' (in a checkout: "), fix
     assert f'python3 -m pip install -e ".[{GPU_EXTRA}]")' in fix, fix
     assert 'install -e "."' not in out
+    # issue 46: a missing pynvml is a missing package, not a missing GPU
+    assert "unknown: pynvml is not installed" in out and "none visible" not in out
+    assert "runs need an NVIDIA GPU and its driver" not in out
