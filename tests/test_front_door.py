@@ -156,3 +156,30 @@ def test_sessions_show_where_the_table_fits_prints_the_table(monkeypatch):
     assert _main(["sessions", "show", DEFAULT]) == 0
     text = re.sub(r"\x1b\[[0-9;]*m", "", raw.getvalue().decode())
     assert re.search(r"^comparison +role +A +B +pairs", text, re.M), text[:2000]
+
+
+# ------------------------------------------------ the pre-flight: outputs before the GPU
+
+
+@pytest.mark.parametrize("command", ["ab", "calibrate", "check", "tune"])
+def test_an_unwritable_build_cache_is_refused_before_the_gpu_check(
+    monkeypatch, tmp_path, capsys, command
+):
+    import torch
+
+    from workbench.run import runner
+
+    def boom(*a, **k):
+        raise AssertionError("a GPU step was reached before the outputs were checked")
+
+    monkeypatch.setattr(runner, "require_gpu", boom)
+    monkeypatch.setattr(torch.cuda, "is_available", boom)
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path / "a-file" / "sub"))
+    argv = [command, "--sessions-dir", str(tmp_path / "s"), "--no-plots"]
+    argv += ["--kernel", "w13"] if command == "tune" else []
+    code = cli.main(argv if command != "check" else [command])
+    err = capsys.readouterr().err.strip()
+    assert code == EXIT_BAD_ARGS, err
+    assert len(err.splitlines()) == 1 and "the build cache" in err and "WORKBENCH_CACHE" in err
+    assert not (tmp_path / "s").exists()
