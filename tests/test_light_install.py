@@ -124,6 +124,8 @@ def test_a_command_that_needs_the_gpu_stack_names_the_extra(tmp_path):
     # `checkpoint show` reads safetensors through torch (issue 46: it said "not a readable
     # .safetensors file", exit 2)
     commands = [["check", "--kernel", "w2"], ["ab"], ["checkpoint", "show", str(folder)]]
+    # the TUI's headless run: "runs are disabled" named no install command (issue 46)
+    commands.append(["tui", "--screenshot", str(tmp_path / "s.svg"), "--run", "--size", "80x24"])
     results, _ = _run(commands, tmp_path)
     for res in results:
         assert res["code"] == EXIT_NO_GPU, (res["argv"], res["err"])
