@@ -73,6 +73,22 @@ def test_a_closed_stdout_is_one_line_and_exit_2(tmp_path, argv):
     assert lines[0].startswith(f"workbench {argv[0]}: " if argv[0] != "--version" else "workbench:")
 
 
+def _read_only_stderr() -> None:
+    # what `2>&-` through a launcher script gives: fd 2 open, for reading (pyenv's shim)
+    os.close(2)
+    os.open(os.devnull, os.O_RDONLY)
+
+
+@pytest.mark.parametrize("child", [lambda: os.close(2), _read_only_stderr], ids=["closed", "read"])
+def test_a_closed_stderr_keeps_the_exit_code(child):
+    p = subprocess.run(
+        [sys.executable, "-m", "workbench", "sessions", "show", "no-such-session"], cwd=REPO,
+        capture_output=True, text=True, timeout=120, preexec_fn=child,  # noqa: PLW1509
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    assert p.returncode == EXIT_BAD_ARGS and "Traceback" not in p.stdout, p
+
+
 # ------------------------------------------------------------------ a non-UTF-8 terminal
 
 

@@ -25,6 +25,11 @@ from pathlib import Path
 
 from workbench.core.errors import BadArgument
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: a descriptor that is open is taken as writable
+    fcntl = None
+
 # what a character the commands print becomes where the stream's encoding cannot hold it
 ASCII_FOR = {
     "µ": "u", "§": "S", "→": "->", "←": "<-", "–": "-", "—": "-", "×": "x", "±": "+/-",
@@ -88,12 +93,18 @@ def _devnull_on(fd: int) -> None:
         os.close(null)
 
 
-def _fd_open(fd: int) -> bool:
+def _fd_writable(fd: int) -> bool:
+    """Whether ``fd`` is open for writing. A closed descriptor may be open for reading instead
+    by the time Python starts: a launcher script (pyenv's shim is one) that the shell ran with
+    ``2>&-`` opens itself on the lowest free number, and Python inherits it as its stderr."""
     try:
-        os.fstat(fd)
+        if fcntl is None:
+            os.fstat(fd)
+            return True
+        mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
     except OSError:
         return False
-    return True
+    return mode in (os.O_WRONLY, os.O_RDWR)
 
 
 def _ascii_safe(stream) -> None:
@@ -112,10 +123,10 @@ def stdout_closed() -> bool:
 
 def prepare_streams() -> None:
     """Make stdout and stderr safe to write for the rest of the process (module docstring)."""
-    if sys.stderr is None or not _fd_open(2):
+    if sys.stderr is None or not _fd_writable(2):
         _devnull_on(2)
         sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (the process's)
-    if sys.stdout is None or not _fd_open(1):
+    if sys.stdout is None or not _fd_writable(1):
         _devnull_on(1)
         sys.stdout = _Closed()
     for stream in (sys.stdout, sys.stderr):
