@@ -169,6 +169,33 @@ def test_a_missing_dependency_is_named_with_its_install_command(tmp_path):
     assert listing.returncode == 0 and "20261129T140359Z_default" in listing.stdout, listing.stderr
 
 
+# a dependency left out of a partial install: one line naming its install command, exit 3
+NO_MODULE = r"""
+import sys
+sys.modules[sys.argv[1]] = None
+from workbench import cli
+raise SystemExit(cli.main(sys.argv[2:]))
+"""
+
+
+def test_any_missing_dependency_is_one_line_with_its_install_command(tmp_path):
+    cases = [
+        ("matplotlib", ["plot", str(REPO / SESSION), "--out", str(tmp_path / "p")], "matplotlib"),
+        ("rich", ["capacity"], "rich"),
+        ("textual", ["tui", "--browse", "--screenshot", str(tmp_path / "s.svg")], "textual"),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(REPO), WORKBENCH_CACHE=str(tmp_path / "cache"))
+    for module, argv, dist in cases:
+        p = subprocess.run(
+            [sys.executable, "-c", NO_MODULE, module, *argv],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == EXIT_NO_GPU and len(lines) == 1, (module, p.stderr[-2000:])
+        assert lines[0].startswith(f"workbench {argv[0]}: {dist} is not installed"), lines
+        assert lines[0].endswith(f"python3 -m pip install {dist}"), lines
+
+
 def test_every_install_hint_names_the_distribution_and_the_checkout_command():
     """PyPI's `workbench` is another project: the distribution is DIST, and every hint that
     installs an extra names DIST (from the wheel) or the checkout's `-e ".[extra]"`."""

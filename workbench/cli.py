@@ -19,10 +19,8 @@ from workbench.core.errors import (
     EXIT_BAD_ARGS,
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
-    EXIT_NO_GPU,
-    MissingGPUStack,
     WorkbenchError,
-    gpu_stack_module,
+    missing_package,
 )
 
 # name -> module; the order is the order of `workbench --help`.
@@ -145,12 +143,13 @@ def _main(argv: list[str] | None) -> int:
         print(f"{command}: {e}", file=sys.stderr)
         return e.exit_code
     except ImportError as e:
-        # the light install: a command that needs the GPU stack says which extra brings it
-        module = gpu_stack_module(e)
-        if module is None:
+        # a package missing from the install (the GPU stack on the light install, ray, a
+        # dependency): one line naming the command that installs it, exit 3
+        missing = missing_package(e)
+        if missing is None:
             raise
-        print(f"{command}: {MissingGPUStack(module)}", file=sys.stderr)
-        return EXIT_NO_GPU
+        print(f"{command}: {missing}", file=sys.stderr)
+        return missing.exit_code
     except KeyboardInterrupt:
         # whatever was measured or drawn is already on disk (sessions are journals, figures
         # and builds are written whole): say so in one line, no traceback
