@@ -199,3 +199,16 @@ def test_an_unwritable_build_cache_is_refused_before_the_gpu_check(
     assert code == EXIT_BAD_ARGS, err
     assert len(err.splitlines()) == 1 and "the build cache" in err and "WORKBENCH_CACHE" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_the_tuis_browse_mode_names_the_install_command_without_torch(monkeypatch):
+    """The reason the TUI gives for browse mode (its banner, the `r` toast, `tui --run`)."""
+    from workbench.core.errors import DIST
+    from workbench.tui.engine import EngineBackend
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` fails as if not installed
+    status = EngineBackend("sessions", "plots").gpu_status()
+    assert not status.available
+    assert (
+        status.reason.startswith("torch is not installed: ") and f"'{DIST}[gpu]'" in status.reason
+    )

@@ -159,6 +159,9 @@ def test_tui_browser_shows_commit_sources_stale_and_recommendation(root, tmp_pat
             bad = browser.infos[keys[3]]
             assert bad.status == "unreadable" and "unknown status" in bad.error
             assert "1 unreadable session folder(s) skipped" in str(app.query_one("#status").content)
+            # the error whole in a notice (issue 46: the status line cut it after the name)
+            shown = [str(n.message) for n in app._notifications]
+            assert any(bad.error in m and bad.name in m for m in shown), shown
             # an opened stale session says so among its notes
             app.open_session(root["stale"])
             for _ in range(3):

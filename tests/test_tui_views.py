@@ -79,7 +79,11 @@ async def reach_run(pilot, roots) -> None:
 
 
 def check_run(app, size) -> list[str]:
-    return footer_problems(app, size, ("b", "r", "l", "question_mark", "q"))
+    problems = footer_problems(app, size, ("b", "r", "l", "question_mark", "q"))
+    # the form's preset whole (issue 46: "qwen3.8-flash-ne" at 80 columns)
+    if not any("preset" in ln and "qwen3.8-flash-next " in ln for ln in screen_lines(app)):
+        problems.append("the run form's preset is cut")
+    return problems
 
 
 async def reach_sessions(pilot, roots) -> None:
