@@ -94,6 +94,8 @@ CASES: list[tuple[list[str], str]] = [
     (["capacity", "--bogus"], "workbench capacity: error: unrecognized arguments: --bogus"),
     (["sessions", "show", SESSION, "--bogus"], "workbench sessions show: error: unrecognized"),
     (["export", SESSION, "--format", "vllm", "--out", "-"], "--out - (stdout)"),
+    (["plot", SESSION, "--out", "-"], "--out - (stdout)"),
+    (["tui", "--screenshot", "-"], "--screenshot - (stdout)"),
     (
         ["checkpoint", "make", "{file}", "--layers", "1", "--experts", "16"],
         "is a file, not a folder",

@@ -146,6 +146,12 @@ def output_target(path: str | None) -> Path | None:
     return Path(path)
 
 
+def not_stdout(path: str | None, option: str, what: str) -> None:
+    """BadArgument when ``-`` (stdout) is given where a folder or a binary file is written."""
+    if path == "-":
+        raise BadArgument(f"{option} - (stdout) takes one text; {what}: name a folder or a file")
+
+
 def console(stderr: bool = True, pipe_width: int = 180):
     """A rich Console on stderr (messages, progress) or stdout (results).
 

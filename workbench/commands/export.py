@@ -42,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.commands._output import output_target
+    from workbench.commands._output import not_stdout, output_target
     from workbench.commands._paths import distinct_sessions, output_dir, output_file
     from workbench.commands.sessions import resolve
     from workbench.core.files import write_whole
@@ -57,9 +57,8 @@ def run(args: argparse.Namespace) -> int:
     target = output_target(args.out)
     if args.format == "json":
         out = None if target is None else output_file(target, "--out", "decisions.json")
-    elif args.out == "-":
-        raise BadArgument("--out - (stdout) takes one file; --format vllm writes a folder of them")
     else:
+        not_stdout(args.out, "--out", "--format vllm writes a folder of files")
         folder = output_dir(args.out or DEFAULT_VLLM_DIR, "--out")
     paths = [resolve(a, args.root) for a in args.sessions]
     distinct_sessions(args.sessions, paths, "its decisions would count twice")
