@@ -95,6 +95,8 @@ CASES: list[tuple[list[str], str]] = [
     (["sessions", "show", SESSION, "--bogus"], "workbench sessions show: error: unrecognized"),
     (["export", SESSION, "--format", "vllm", "--out", "-"], "--out - (stdout)"),
     (["plot", SESSION, "--out", "-"], "--out - (stdout)"),
+    (["plot", SESSION, "--out", "/proc/x"], "--out '/proc/x'"),
+    (["report", SESSION, "--plots-dir", "/proc/x"], "--plots-dir '/proc/x'"),
     (["tui", "--screenshot", "-"], "--screenshot - (stdout)"),
     (
         ["checkpoint", "make", "{file}", "--layers", "1", "--experts", "16"],

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from workbench.commands._output import output_target
-from workbench.commands._paths import not_a_file, output_dir, output_file
+from workbench.commands._paths import output_dir, output_file, writable_dir
 from workbench.commands.plot import add_session_argument
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     target = output_target(args.output)
     out = None if target is None else output_file(target, "--output")
     if not args.no_plots:
-        not_a_file(figures, "--plots-dir")
+        writable_dir(figures, "--plots-dir")  # the pre-flight: before the session is read
     session = load_session(resolve_session(args.session, args.root))
     for w in session.warnings:
         print(f"workbench report: warning: {w}", file=sys.stderr)
