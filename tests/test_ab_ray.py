@@ -19,7 +19,7 @@ from test_tune_ray import local_ray  # noqa: E402, F401  (the module's Ray insta
 from test_workers import in_workers, run_ab  # noqa: E402
 
 from workbench import cli  # noqa: E402
-from workbench.core.errors import EXIT_BAD_ARGS  # noqa: E402
+from workbench.core.errors import EXIT_BAD_ARGS, EXIT_NO_GPU  # noqa: E402
 from workbench.run import ray_workers  # noqa: E402
 from workbench.store.session import load_session  # noqa: E402
 
@@ -38,6 +38,15 @@ def test_ab_workers_run_as_ray_tasks_one_per_gpu_into_one_session(
     capsys,
     tmp_path,
 ):
+    from workbench.core.errors import NoGPUError
+    from workbench.run import runner
+
+    def no_local_gpu() -> None:
+        raise NoGPUError("no usable GPU here")
+
+    # the workers run on the cluster's GPUs: this host needs none (issue 46: it said "no usable
+    # GPU" and stopped)
+    monkeypatch.setattr(runner, "require_gpu", no_local_gpu)
     in_workers(monkeypatch, process_sd=0.001, board_sd=0.002)
     code, s, err = run_ab(capsys, tmp_path, "--workers", "4", "--no-reference", "--kernel",
                           "w13", "--set", "hot", "--ray", "auto")  # fmt: skip
@@ -98,9 +107,10 @@ def test_without_ray_installed_ab_refuses_in_one_line(monkeypatch, capsys, argv,
     monkeypatch.setitem(sys.modules, "ray", None)  # an import of ray now fails
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     monkeypatch.setattr(runner, "require_gpu", lambda: pytest.fail("GPU work before the check"))
-    assert cli.main(["ab", *argv]) == EXIT_BAD_ARGS
+    assert cli.main(["ab", *argv]) == EXIT_NO_GPU  # a missing package (README's exit codes)
     err = capsys.readouterr().err.strip()
     assert f"{where}: ray is not installed" in err and len(err.splitlines()) == 1, err
+    assert "pip install 'awq-moe-workbench[ray]'" in err, err
 
 
 def test_single_process_ignores_the_ray_address_and_refuses_the_option(monkeypatch):

@@ -102,6 +102,26 @@ def test_checkpoint_options(no_gpu, capsys, tmp_path, argv, message):
 # ------------------------------------------------------------------ checkpoint make / show
 
 
+def test_the_docs_checkpoint_make_example_works_as_written(capsys, tmp_path):
+    """Issue 46: README's `workbench checkpoint make DIR` asked for 58.4 GiB and exited 2."""
+    import re
+
+    from fixtures_sessions import REPO
+
+    docs = [REPO / "README.md", *(REPO / "docs").glob("*.md")]
+    examples = {m for f in docs for m in re.findall(r"`workbench (checkpoint make DIR[^`]*)`",
+                                                    f.read_text())}  # fmt: skip
+    assert examples, "the docs name no `workbench checkpoint make DIR` example"
+    for i, example in enumerate(sorted(examples)):
+        folder = tmp_path / f"c{i}"
+        argv = [str(folder) if a == "DIR" else a for a in example.split()]
+        code, out, err = run(capsys, argv)
+        assert code == 0, (example, err)
+        assert "config.json" in out and "model.safetensors" in out
+        shown = run(capsys, ["checkpoint", "show", folder, "--json"])
+        assert shown[0] == 0 and json.loads(shown[1])["shape"]["hidden"] == 2560
+
+
 def test_make_writes_what_autoawq_would_and_show_reads_it(capsys, tmp_path):
     common = [
         "--hidden",

@@ -203,3 +203,39 @@ def test_doctor_on_this_machine_reports_the_real_toolchain(capsys):
     if f["cuda_home"]:
         assert f["nvcc_version"] and f["nvcc_archs"], f
         assert os.path.exists(f["nvcc"])
+
+
+# ------------------------------------------------------------ issue 46: doctor guides all the way
+
+
+def test_a_missing_pynvml_is_a_missing_package_not_a_missing_gpu(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` fails as if not installed
+    f = Facts()
+    tc.gather_nvml(f)
+    assert f.nvml_missing and f.gpus == []
+    (finding,) = [x for x in diagnose(f) if "NVML" in x.what or "GPU" in x.what]
+    assert "pynvml" in finding.what and "not installed" in finding.what
+    assert "[gpu]" in finding.fix and "driver" not in finding.fix
+    monkeypatch.setattr(tc, "gather", lambda nvml=None: f)
+    assert cli.main(["doctor"]) == 3
+    out = capsys.readouterr().out
+    assert "unknown: pynvml is not installed" in out and "none visible" not in out
+
+
+def test_a_bad_workbench_cache_and_cuda_home_are_reported(monkeypatch, tmp_path, capsys):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    monkeypatch.setenv("WORKBENCH_CACHE", str(a_file / "sub"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "nonexistent"))
+    monkeypatch.setattr(tc, "gather_nvml", lambda facts, nvml=None: None)
+    monkeypatch.setattr(tc, "gather_torch", lambda facts: None)
+    code = cli.main(["doctor", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 3 and d["exit"] == 3
+    whats = [x["what"] for x in d["findings"]]
+    assert any("build cache" in w and "cannot be written" in w for w in whats), whats
+    assert any(w.startswith(f"CUDA_HOME={tmp_path / 'nonexistent'} is not a CUDA toolkit")
+               for w in whats), whats  # fmt: skip
+    assert d["facts"]["cuda_env_bad"] == {"CUDA_HOME": str(tmp_path / "nonexistent")}

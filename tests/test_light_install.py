@@ -118,7 +118,15 @@ def test_browsing_reports_plots_compare_and_the_tui_need_no_torch(tmp_path):
 
 
 def test_a_command_that_needs_the_gpu_stack_names_the_extra(tmp_path):
-    results, _ = _run([["check", "--kernel", "w2"], ["ab"]], tmp_path)
+    import ckpt_fixture
+
+    folder, _ = ckpt_fixture.checkpoint(tmp_path / "ckpt", group=64)
+    # `checkpoint show` reads safetensors through torch (issue 46: it said "not a readable
+    # .safetensors file", exit 2)
+    commands = [["check", "--kernel", "w2"], ["ab"], ["checkpoint", "show", str(folder)]]
+    # the TUI's headless run: "runs are disabled" named no install command (issue 46)
+    commands.append(["tui", "--screenshot", str(tmp_path / "s.svg"), "--run", "--size", "80x24"])
+    results, _ = _run(commands, tmp_path)
     for res in results:
         assert res["code"] == EXIT_NO_GPU, (res["argv"], res["err"])
         line = res["err"].strip()
@@ -161,6 +169,33 @@ def test_a_missing_dependency_is_named_with_its_install_command(tmp_path):
     assert listing.returncode == 0 and "20261129T140359Z_default" in listing.stdout, listing.stderr
 
 
+# a dependency left out of a partial install: one line naming its install command, exit 3
+NO_MODULE = r"""
+import sys
+sys.modules[sys.argv[1]] = None
+from workbench import cli
+raise SystemExit(cli.main(sys.argv[2:]))
+"""
+
+
+def test_any_missing_dependency_is_one_line_with_its_install_command(tmp_path):
+    cases = [
+        ("matplotlib", ["plot", str(REPO / SESSION), "--out", str(tmp_path / "p")], "matplotlib"),
+        ("rich", ["capacity"], "rich"),
+        ("textual", ["tui", "--browse", "--screenshot", str(tmp_path / "s.svg")], "textual"),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(REPO), WORKBENCH_CACHE=str(tmp_path / "cache"))
+    for module, argv, dist in cases:
+        p = subprocess.run(
+            [sys.executable, "-c", NO_MODULE, module, *argv],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == EXIT_NO_GPU and len(lines) == 1, (module, p.stderr[-2000:])
+        assert lines[0].startswith(f"workbench {argv[0]}: {dist} is not installed"), lines
+        assert lines[0].endswith(f"python3 -m pip install {dist}"), lines
+
+
 def test_every_install_hint_names_the_distribution_and_the_checkout_command():
     """PyPI's `workbench` is another project: the distribution is DIST, and every hint that
     installs an extra names DIST (from the wheel) or the checkout's `-e ".[extra]"`."""
@@ -194,3 +229,6 @@ def test_doctor_on_the_light_install_shows_the_whole_install_command(tmp_path):
     assert fix.startswith(f"fix: pip install '{DIST}[{GPU_EXTRA}]' (in a checkout: "), fix
     assert f'python3 -m pip install -e ".[{GPU_EXTRA}]")' in fix, fix
     assert 'install -e "."' not in out
+    # issue 46: a missing pynvml is a missing package, not a missing GPU
+    assert "unknown: pynvml is not installed" in out and "none visible" not in out
+    assert "runs need an NVIDIA GPU and its driver" not in out

@@ -138,3 +138,19 @@ def test_the_index_is_written_with_the_umask_mode(root, _session_index):
     finally:
         os.umask(old)
     assert stat.S_IMODE(_session_index.stat().st_mode) == 0o644  # not mkstemp's 0600
+
+
+def test_entries_of_a_deleted_root_are_pruned_at_the_next_listing(root, tmp_path, _session_index):
+    """Issue 46: the index kept 103 entries of roots deleted since (464 KB rewritten whole)."""
+    import shutil
+
+    other = tmp_path / "other"
+    write(other, "three", None)
+    list_sessions(other)
+    list_sessions(root)
+    entries = json.loads(_session_index.read_text())["entries"]
+    assert sum(str(other) in k for k in entries) == 1 and len(entries) == 3
+    shutil.rmtree(other)
+    list_sessions(root)  # another root: the deleted one's entry goes anyway
+    entries = json.loads(_session_index.read_text())["entries"]
+    assert len(entries) == 2 and not any(str(other) in k for k in entries)

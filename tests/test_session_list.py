@@ -149,15 +149,19 @@ def test_tui_browser_shows_commit_sources_stale_and_recommendation(root, tmp_pat
             unhashed = cells[str(root["unhashed"])]
             # mark, session, status, sources, recommendation, when, GPU, commit (issue 25: what
             # decides first, so that 80 columns show it)
-            # mark, date, session, status, sources, recommendation, shape, GPU, commit, ...
+            # mark, date, session, recommendation, status, sources, shape, GPU, commit, ...
+            # (issue 46: the recommendation whole at 80 columns beside the longest slug)
             assert fresh[2] == "fresh" and fresh[8] == "abcdef1234"
-            assert fresh[4] == source_digest(source_hashes())
-            assert fresh[5] == "w13 cooperative, w2 scalar"
-            assert stale[8] == "abcdef1234+" and stale[4].endswith(" STALE")
-            assert unhashed[4] == "?"
+            assert fresh[5] == source_digest(source_hashes())
+            assert fresh[3] == "w13 cooperative, w2 scalar"
+            assert stale[8] == "abcdef1234+" and stale[5].endswith(" STALE")
+            assert unhashed[5] == "?"
             bad = browser.infos[keys[3]]
             assert bad.status == "unreadable" and "unknown status" in bad.error
             assert "1 unreadable session folder(s) skipped" in str(app.query_one("#status").content)
+            # the error whole in a notice (issue 46: the status line cut it after the name)
+            shown = [str(n.message) for n in app._notifications]
+            assert any(bad.error in m and bad.name in m for m in shown), shown
             # an opened stale session says so among its notes
             app.open_session(root["stale"])
             for _ in range(3):

@@ -23,7 +23,7 @@ from textual.widgets._footer import FooterKey  # noqa: E402
 from tui_backend_double import make_app, settle  # noqa: E402
 
 from workbench.store import provenance  # noqa: E402
-from workbench.tui.widgets.recommendation import RecommendationPanel  # noqa: E402
+from workbench.tui.widgets.recommendation import RecommendationPanel, short_arms  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,6 +31,7 @@ SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((140, 40), id="140x40"
 R1 = "20261202T003535Z_default-r1"  # 18 comparisons
 R2 = "20261202T003734Z_default-r2"  # the same protocol: the compare's other side
 R2_LATER = "20261203T102235Z_default-r2"  # the same slug a day later
+LONG_SLUG = "20261203T095251Z_default-plots-board2"  # the longest slug with a recommendation
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def views(roots, monkeypatch):
 def add_committed(roots) -> None:
     """Three committed sessions beside the synthetic one (only where a view shows them: each
     is read in full at the first listing)."""
-    for name in (R1, R2, R2_LATER):
+    for name in (R1, R2, R2_LATER, LONG_SLUG):
         shutil.copytree(REPO / "sessions" / name, roots[1] / name)
 
 
@@ -78,7 +79,11 @@ async def reach_run(pilot, roots) -> None:
 
 
 def check_run(app, size) -> list[str]:
-    return footer_problems(app, size, ("b", "r", "l", "question_mark", "q"))
+    problems = footer_problems(app, size, ("b", "r", "l", "question_mark", "q"))
+    # the form's preset whole (issue 46: "qwen3.8-flash-ne" at 80 columns)
+    if not any("preset" in ln and "qwen3.8-flash-next " in ln for ln in screen_lines(app)):
+        problems.append("the run form's preset is cut")
+    return problems
 
 
 async def reach_sessions(pilot, roots) -> None:
@@ -97,6 +102,13 @@ def check_sessions(app, size) -> list[str]:
         day, time = info.created[5:10], info.created[11:16]
         if not any("default-r2" in ln and day in ln and time in ln for ln in lines):
             problems.append(f"{info.name}: its date {day} {time} is not on screen")
+    # issue 46: the recommendation whole beside the longest slug ("w13 cooperati" was cut)
+    for info in browser.infos.values():
+        slug = info.name.partition("_")[2]
+        if info.recommendation and not any(
+            slug in ln and info.recommendation in ln for ln in lines
+        ):
+            problems.append(f"{info.name}: recommendation {info.recommendation!r} not whole")
     return problems
 
 
@@ -111,13 +123,18 @@ def check_results(app, size) -> list[str]:
     view = app.query_one("#results-view").view
     footer_top = size[1] - 3  # the GPU line, the status line and the footer below
     panel = app.query_one(RecommendationPanel)
-    if not (panel.region.height >= 1 + len(view.recommendations)):
+    if not (panel.region.height >= len(view.recommendations)):
         problems.append(f"the recommendation is cut: {panel.region}")
     if panel.region.bottom > footer_top:
         problems.append(f"the recommendation is off screen: {panel.region}")
     lines = screen_lines(app)[:footer_top]
-    # at 80x24 the comparisons that decide; at 140x40 every one of the 18
-    rows = [r for r in view.rows if r.role == "main" or size[1] >= 40]
+    for rec in view.recommendations:  # the answer: each kernel and the reader chosen, whole
+        choice = re.compile(rf"{rec.kernel.upper()}\s+→ {re.escape(short_arms(rec.choice))}")
+        if not any(choice.search(ln) for ln in lines):
+            problems.append(f"recommendation {rec.kernel} → {rec.choice} not whole on screen")
+    # at 80x24 the comparisons that decide and those that confirm (issue 46); at 140x40 every
+    # one of the 18
+    rows = [r for r in view.rows if r.role in ("main", "confirm") or size[1] >= 40]
     for r in rows:
         head = re.escape(r.verdict.words)
         row = re.compile(rf"^\s*{re.escape(r.id)}\s+{head}\s+{r.verdict.median:.4f}\b")
@@ -215,3 +232,47 @@ def test_view(views, snap_compare, view, size):
     shot = snap_compare(app, terminal_size=size, run_before=run_before)
     assert not problems, "\n".join(problems)
     assert shot
+
+
+# ---- issue 46: keys at 80x24 ---------------------------------------------------------------
+
+
+def test_tab_goes_between_the_tab_bar_and_the_results_table(views):
+    """Opening a session focuses its table; Tab goes to the tab bar and the next Tab back to the
+    table: never to the scrolling column around it, which shows no focus."""
+    add_committed(views)
+    app, _ = make_app(views)
+
+    async def drive() -> list[str]:
+        seen = []
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            app.open_session(views[1] / R1)
+            await settle(pilot)
+            seen.append(type(app.focused).__name__)
+            for _ in range(2):
+                await pilot.press("tab")
+                seen.append(type(app.focused).__name__)
+        return seen
+
+    assert asyncio.run(drive()) == ["ResultsTable", "ContentTabs", "ResultsTable"]
+
+
+def test_compare_keeps_the_comparison_names_while_it_scrolls_sideways(views):
+    add_committed(views)
+    app, _ = make_app(views)
+
+    async def drive() -> list[str]:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            app.compare_sessions(views[1] / R1, views[1] / R2)
+            await settle(pilot)
+            await pilot.press("tab")
+            for _ in range(12):  # to the last column
+                await pilot.press("right")
+            await pilot.pause()
+            body = app.screen.query_one(".modal-body").region
+            return [ln[body.x : body.right] for ln in screen_lines(app)[body.y : body.bottom]]
+
+    lines = asyncio.run(drive())
+    assert any("w13/hot " in ln for ln in lines), "\n".join(lines)

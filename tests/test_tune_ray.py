@@ -105,7 +105,9 @@ def test_without_ray_installed_the_option_is_refused_in_one_line(monkeypatch, ca
     monkeypatch.setattr(runner, "require_gpu", lambda: pytest.fail("GPU work before the check"))
     code = cli.main(["tune", "--kernel", "w13", "--param", "unroll=4,5", "--ray", "auto"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and "--ray: ray is not installed" in err and len(err.splitlines()) == 1
+    # a missing package: exit 3 and the command that installs it (README's exit codes)
+    assert code == 3 and "--ray: ray is not installed" in err and len(err.splitlines()) == 1
+    assert "pip install 'awq-moe-workbench[ray]'" in err
 
 
 def test_actors_on_another_gpu_model_are_not_used(local_ray, device, tmp_path, monkeypatch):

@@ -14,14 +14,13 @@ import sys
 import threading
 
 from workbench import __version__
+from workbench.commands._output import check_stdout, prepare_streams
 from workbench.core.errors import (
     EXIT_BAD_ARGS,
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
-    EXIT_NO_GPU,
-    MissingGPUStack,
     WorkbenchError,
-    gpu_stack_module,
+    missing_package,
 )
 
 # name -> module; the order is the order of `workbench --help`.
@@ -47,6 +46,26 @@ class _Parser(argparse.ArgumentParser):
         # One line, like every other bad-argument error: the usage of `ab` alone is 15 lines,
         # and --help is one command away.
         self.exit(EXIT_BAD_ARGS, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _chosen(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost sub-command's parser that ``ns`` was parsed with (`workbench sessions
+    show`'s for `sessions show X --bogus`), so that its errors carry the command's name."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(ns, subs[0].dest, None) if subs else None
+        if name not in (subs[0].choices if subs else {}):
+            return parser
+        parser = subs[0].choices[name]
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but an unknown argument is reported by the sub-command it was
+    given to (`workbench capacity: error: unrecognized arguments: --bogus`), not by the top."""
+    ns, extra = parser.parse_known_args(argv)
+    if extra:
+        _chosen(parser, ns).error(f"unrecognized arguments: {' '.join(extra)}")
+    return ns
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,12 +122,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     command = "workbench"
+    prepare_streams()  # a closed or non-UTF-8 stdout or stderr, once for every command
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = parse(parser, argv)
         if args.command is None:
-            args = parser.parse_args(["tui", *(argv or [])])
+            args = parse(parser, ["tui", *(argv or [])])
         command = f"workbench {args.command}"
+        check_stdout()  # before the command does anything (workbench.commands._output)
         rc = int(args._run(args) or 0)
         sys.stdout.flush()  # here, so that a reader that left shows up as BrokenPipeError below
         return rc
@@ -122,12 +143,13 @@ def _main(argv: list[str] | None) -> int:
         print(f"{command}: {e}", file=sys.stderr)
         return e.exit_code
     except ImportError as e:
-        # the light install: a command that needs the GPU stack says which extra brings it
-        module = gpu_stack_module(e)
-        if module is None:
+        # a package missing from the install (the GPU stack on the light install, ray, a
+        # dependency): one line naming the command that installs it, exit 3
+        missing = missing_package(e)
+        if missing is None:
             raise
-        print(f"{command}: {MissingGPUStack(module)}", file=sys.stderr)
-        return EXIT_NO_GPU
+        print(f"{command}: {missing}", file=sys.stderr)
+        return missing.exit_code
     except KeyboardInterrupt:
         # whatever was measured or drawn is already on disk (sessions are journals, figures
         # and builds are written whole): say so in one line, no traceback

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from workbench.commands import _tables
-from workbench.commands._paths import not_a_file
+from workbench.commands._output import console as make_console
+from workbench.commands._paths import writable_dir
 from workbench.core import defaults, limits
 from workbench.core.errors import (
     EXIT_GPU_FAULT,
@@ -186,16 +187,21 @@ _UPPER = (
 
 def check_limits(args: argparse.Namespace) -> None:
     """Upper bounds and the slug rule (workbench.core.limits); lower bounds are checked by their
-    owners (ProtocolConfig, make_config). Torch-free: runs before any GPU check."""
+    owners (ProtocolConfig, make_config); then the folders the run writes (sessions, plots, the
+    build cache). Torch-free: runs before any GPU check."""
+    from workbench.kernels.build import writable_cache
+
     limits.check_slug(args.slug)
-    not_a_file(args.sessions_dir, "--sessions-dir")
-    if not args.no_plots:
-        not_a_file(args.plots_dir, "--plots-dir")
     for option, attr, maximum, name in _UPPER:
         limits.check_max(option, getattr(args, attr), maximum, name)
     limits.check_min_effect(args.min_effect, "--min-effect")
     if args.target is not None and not args.adaptive:
         raise BadArgument(f"--target {args.target!r} needs --adaptive (else --blocks decide)")
+    # the pre-flight of every path the run will write, before any build or GPU check
+    writable_dir(args.sessions_dir, "--sessions-dir")
+    if not args.no_plots:
+        writable_dir(args.plots_dir, "--plots-dir")
+    writable_cache()
 
 
 def workers_from_args(args: argparse.Namespace, option: str = "--workers") -> int:
@@ -292,13 +298,14 @@ def drive(cfg, args: argparse.Namespace):
     """Run ``cfg`` with progress on stderr. Returns (RunResult or None, exit code)."""
     from workbench.run.runner import Runner, require_gpu
 
-    console = _tables.console()
+    console = make_console()
     live = _Live(console, cfg.protocol.pairs, cfg.protocol.block_goal)
     cancel = threading.Event()
     runner = Runner(cfg, progress=live.progress, events=live.event, cancel=cancel)
     runner.start_workers()  # their imports overlap this process's torch import just below
     try:
-        require_gpu()  # NoGPUError -> exit 3 with the plain message, before any build
+        if cfg.ray is None:  # with --ray the workers run on the cluster's GPUs, not this host's
+            require_gpu()  # NoGPUError -> exit 3 with the plain message, before any build
     except BaseException:
         runner.end_workers()
         raise
@@ -380,8 +387,8 @@ def finish_output(result, args: argparse.Namespace, render) -> int:
     """Tables (stdout, or stderr with --json) and the session: the answer first; then the plots
     with their progress line; then the JSON summary on stdout. Returns 0, or EXIT_INTERRUPTED
     when Ctrl-C stopped the plots (the session is saved)."""
-    err = _tables.console()
-    out = err if args.json else _tables.console(stderr=False)
+    err = make_console()
+    out = err if args.json else make_console(stderr=False)
     render(out, result)
     out.print(f"session: {result.session_path} ({result.status})")
     try:

@@ -3,6 +3,8 @@ a file is meant, and one line naming the option otherwise (never an OSError's tr
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +28,37 @@ def output_file(path: str | Path, option: str, example: str = "report.md") -> Pa
     if p.is_dir() or str(path).endswith(("/", "\\")):
         raise BadArgument(f"{option} {str(p)!r} is a folder: name a file, e.g. {p / example}")
     output_dir(p.parent, option)
+    return p
+
+
+def writable_dir(path: str | Path, option: str) -> Path:
+    """A folder that the command will write into later (made then if missing), checked now
+    without making it: it must not be a file, nor lie under one, and its nearest existing folder
+    must take a new file. BadArgument naming the option otherwise (a pre-flight: before any
+    build, GPU check or session load)."""
+    p = not_a_file(path, option)
+    probe = p
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise BadArgument(f"{option} {str(p)!r}: {str(probe)!r} is a file, not a folder")
+    try:
+        fd, name = tempfile.mkstemp(dir=probe, prefix=".workbench-probe-")
+    except OSError as e:
+        where = "" if probe == p else f" (in {str(probe)!r})"
+        raise BadArgument(f"{option} {str(p)!r}: cannot write there{where}: {e.strerror}") from None
+    os.close(fd)
+    os.unlink(name)
+    return p
+
+
+def new_or_empty_dir(path: str | Path, option: str) -> Path:
+    """A folder to fill: new, or empty, and writable (``writable_dir``)."""
+    p = writable_dir(path, option)
+    if p.is_dir() and any(p.iterdir()):
+        raise BadArgument(
+            f"{option} {str(p)!r} is a folder that is not empty: give a new or empty one"
+        )
     return p
 
 

@@ -4,7 +4,6 @@ calibration (`workbench ab` / `calibrate`)."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from workbench.core.fmt import num
@@ -15,17 +14,9 @@ VERDICT_STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "cyan", "AMBIGUOUS"
 # the columns `workbench ab` and `sessions show` print (workbench.analysis.table.COLUMNS)
 RESULT_COLUMNS = ("comparison", "role", "a", "b", "pairs", "a_ms", "b_ms", "us", "ratio",
                   "change", "ci", "p", "k/n", "flagged", "gate", "ws_l2", "verdict")  # fmt: skip
-
-
-def console(stderr: bool = True):
-    from rich.console import Console
-
-    # Redirected to a file or a pipe, rich would assume 80 columns and squeeze the results
-    # table; 180 fits the messages, and a table is printed at its own width (print_table).
-    # soft_wrap keeps messages (paths, errors) as whole lines.
-    stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else 180
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
+# the same cells as records (a terminal too narrow for the table), the answer first
+RECORD_FIELDS = ("ratio", "ci", "change", "p", "k/n", "a", "b", "a_ms", "b_ms", "us", "pairs",
+                 "role", "flagged", "gate", "ws_l2")  # fmt: skip
 
 
 def _f(x: float | None, fmt: str, none: str = "–") -> str:
@@ -83,11 +74,11 @@ def results_table(results: list[Any]):
     from workbench.analysis.table import comparison_table
 
     tab = comparison_table(results, RESULT_COLUMNS)
+    # no column is squeezed: a table that does not fit the terminal is laid out as records
+    # instead (results_records), never with a cell cut short
     t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for c, h in zip(tab.columns, tab.headers, strict=True):
-        fold = c.key in ("a", "b")  # long step arms fold on a narrow terminal
-        t.add_column(h, justify="left" if c.align == "l" else "right",
-                     no_wrap=not fold, overflow="fold" if fold else "ellipsis")  # fmt: skip
+        t.add_column(h, justify="left" if c.align == "l" else "right", no_wrap=True)
     verdict = tab.index("verdict")
     for row in tab.rows:
         # Text, not markup: arm names carry brackets ("b3-scalar[unroll=4]")
@@ -97,16 +88,49 @@ def results_table(results: list[Any]):
     return t
 
 
-def print_table(out, table) -> None:
+def results_records(results: list[Any], width: int) -> list[Any]:
+    """The comparisons one record each, for a terminal too narrow for their table: the id and
+    the verdict, then every other cell as "header: value", as many to a line as ``width`` holds
+    (a cell is never split: one wider than the line gets a line of its own)."""
+    from rich.text import Text
+
+    from workbench.analysis.table import comparison_table
+
+    tab = comparison_table(results, ("comparison", "verdict", *RECORD_FIELDS))
+    out = []
+    for row in tab.rows:
+        head = Text(row.cells[0], style="bold")
+        head.append("  ")
+        head.append(row.cells[1], style=VERDICT_STYLE.get(row.verdict, ""))
+        out.append(head)
+        line = ""
+        for h, cell in zip(tab.headers[2:], row.cells[2:], strict=True):
+            item = f"{h}: {cell}"
+            if line and 2 + len(line) + 3 + len(item) > width:
+                out.append(Text(f"  {line}"))
+                line = ""
+            line = f"{line}   {item}" if line else item
+        if line:
+            out.append(Text(f"  {line}"))
+    return out
+
+
+def print_table(out, table, records=None) -> None:
     """``table`` at its natural width into a file or a pipe (rich would squeeze it into the
-    console's width); on a terminal, as wide as the terminal."""
+    console's width). On a terminal, the table where it fits; where it does not, ``records``
+    (the same cells one record per line, a callable of the width), else the table wrapped by
+    rich."""
     from rich.measure import Measurement
 
+    need = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
     if out.is_terminal:
-        out.print(table)
+        if need <= out.width or records is None:
+            out.print(table)
+        else:
+            for line in records(out.width):
+                out.print(line, soft_wrap=True)
         return
     width = out.width
-    need = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
     out.width = max(width, need)  # print caps its own width at the console's
     try:
         out.print(table)
@@ -122,7 +146,7 @@ def render_results(out, an: Any) -> None:
 
     results = an.results
     if results:
-        print_table(out, results_table(results))
+        print_table(out, results_table(results), lambda w: results_records(results, w))
         out.print(
             f"(m = {an.m * 100:g} %; ratio = B/A, below 1 favours B; p: Wilcoxon signed-rank over "
             "the pairs; k/n: pairs favouring B; verdicts recomputed from the journal)"

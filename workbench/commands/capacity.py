@@ -45,11 +45,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_human(cap) -> None:
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     s = cap.shape
-    console = Console()
+    from workbench.commands._output import console as make_console
+
+    console = make_console(stderr=False, pipe_width=80)
     console.print(
         f"[bold]{s.name}[/bold]: hidden {s.hidden}, inter {s.inter}, experts {s.experts}, "
         f"top_k {s.top_k}, layers {s.layers}, tp {s.tp}, group {s.group}"

@@ -97,6 +97,9 @@ def _bank_source(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     kernels, shapes = _validated(args)
+    from workbench.kernels.build import writable_cache
+
+    writable_cache()  # the pre-flight: the builds' folder before the GPU check
     import torch
 
     if not torch.cuda.is_available():

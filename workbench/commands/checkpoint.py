@@ -1,7 +1,8 @@
 """`workbench checkpoint make DIR | show DIR`: write a random AWQ test checkpoint, or show what
 `ab --checkpoint` / `check --checkpoint` would read from one (docs/DESIGN.md §3.8).
 
-Exit codes: 0 done; 2 bad arguments (also an unreadable or inconsistent checkpoint).
+Exit codes: 0 done; 2 bad arguments (also an unreadable or inconsistent checkpoint, a DIR that
+cannot be written); 3 a package missing (`show` of a checkpoint needs torch: the gpu extra).
 """
 
 from __future__ import annotations
@@ -10,9 +11,15 @@ import argparse
 import json
 import sys
 
+from workbench.commands._paths import new_or_empty_dir
 from workbench.core.errors import BadArgument
 from workbench.core.limits import MAX_SEED, check_max
 from workbench.data.shapes import add_shape_arguments
+
+# what `checkpoint make DIR` writes unless told otherwise: the default preset's hidden and
+# intermediate sizes in 78 MiB, seconds to write (README's example)
+MAKE_LAYERS = 1
+MAKE_EXPERTS = 32
 
 HELP = "write a random AWQ test checkpoint (make) or show what a run reads from one (show)"
 
@@ -22,10 +29,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     make = sub.add_parser(
         "make",
         help="write config.json + safetensors (AutoAWQ packing, random weights) into DIR "
-        "(new or empty); the shape is a preset's with --layers/--experts etc. overriding it",
+        f"(new or empty): a preset's dims with {MAKE_LAYERS} layer of {MAKE_EXPERTS} experts "
+        "unless --layers/--experts etc. say otherwise (the default preset's own 48 layers of "
+        "512 experts would take 58 GiB)",
     )
     make.add_argument("dir", metavar="DIR")
     add_shape_arguments(make)
+    make.set_defaults(layers=MAKE_LAYERS, experts=MAKE_EXPERTS)
     make.add_argument(
         "--group-size", type=int, default=128, help="AWQ group size, a multiple of 32 (128)"
     )
@@ -42,6 +52,7 @@ def _make(args: argparse.Namespace) -> int:
     from workbench.data.checkpoint_write import checkpoint_bytes, write_checkpoint
     from workbench.data.shapes import resolve_shape
 
+    new_or_empty_dir(args.dir, "DIR")  # the pre-flight: the folder before the sizes
     if args.seed < 0:
         raise BadArgument(f"--seed {args.seed} must be >= 0")
     check_max("--seed", args.seed, MAX_SEED, "MAX_SEED")
@@ -54,10 +65,13 @@ def _make(args: argparse.Namespace) -> int:
         raise BadArgument(f"--group-size {args.group_size} must be a positive multiple of 32")
     if args.shards <= 0:
         raise BadArgument(f"--shards {args.shards} must be >= 1")
-    files = write_checkpoint(
-        args.dir, s.hidden, s.inter, s.experts, s.top_k, s.layers, group=args.group_size,
-        seed=args.seed, shards=args.shards, origin=s.name,
-    )  # fmt: skip
+    try:
+        files = write_checkpoint(
+            args.dir, s.hidden, s.inter, s.experts, s.top_k, s.layers, group=args.group_size,
+            seed=args.seed, shards=args.shards, origin=s.name,
+        )  # fmt: skip
+    except OSError as e:  # a full disk, a folder taken away while writing
+        raise BadArgument(f"DIR {args.dir!r}: cannot write the checkpoint ({e.strerror})") from None
     size = checkpoint_bytes(s.hidden, s.inter, s.experts, s.layers, args.group_size)
     print(f"wrote {size / 2**20:.1f} MiB of random AWQ experts ({s.name} dims)", file=sys.stderr)
     for f in files:

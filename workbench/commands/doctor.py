@@ -54,11 +54,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_human(facts, findings, hot, code) -> None:
     from rich import box
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    con = Console()
+    from workbench.commands._output import console
+
+    con = console(stderr=False, pipe_width=80)
     t = Table(title="this machine", box=box.SIMPLE_HEAD, pad_edge=False, show_header=False)
     t.add_column("what", style="bold")
     t.add_column("value")
@@ -70,6 +71,8 @@ def _print_human(facts, findings, hot, code) -> None:
                 else f"{g.l2_bytes / (1 << 20):g} MiB ({g.l2_source})"
             )
             t.add_row(f"GPU {g.index}", f"{g.name}, {g.sm} (compute {g.cc[0]}.{g.cc[1]}), L2 {l2}")
+    elif facts.nvml_missing:  # a missing package, not a missing GPU
+        t.add_row("GPU", "unknown: pynvml is not installed, so NVML cannot be asked")
     else:
         t.add_row("GPU", f"none visible ({facts.nvml_error or 'NVML found no device'})")
     t.add_row("driver", f"{facts.driver or 'n/a'} (CUDA {facts.driver_cuda or 'n/a'})")
@@ -84,7 +87,10 @@ def _print_human(facts, findings, hot, code) -> None:
     else:
         t.add_row("nvcc", facts.nvcc_error or "not found")
     t.add_row("CUDA_HOME in use", facts.cuda_home or "none found")
-    t.add_row("build cache", f"{facts.build_cache} ({facts.build_cache_entries} build(s))")
+    cache = (
+        "cannot be written" if facts.build_cache_error else f"{facts.build_cache_entries} build(s)"
+    )
+    t.add_row("build cache", f"{facts.build_cache} ({cache})")
     con.print(t)
     for i, labels in hot.items():
         con.print(

@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.commands._output import not_stdout, output_target
     from workbench.commands._paths import distinct_sessions, output_dir, output_file
     from workbench.commands.sessions import resolve
     from workbench.core.files import write_whole
@@ -52,6 +53,13 @@ def run(args: argparse.Namespace) -> int:
         raise BadArgument(f"--format {args.format!r} is unknown: use one of {', '.join(FORMATS)}")
     if args.m is not None and not 0 < args.m < 0.5:
         raise BadArgument(f"--m {args.m!r} must be a fraction in (0, 0.5)")
+    # the output first (pre-flight): a bad one costs no session load
+    target = output_target(args.out)
+    if args.format == "json":
+        out = None if target is None else output_file(target, "--out", "decisions.json")
+    else:
+        not_stdout(args.out, "--out", "--format vllm writes a folder of files")
+        folder = output_dir(args.out or DEFAULT_VLLM_DIR, "--out")
     paths = [resolve(a, args.root) for a in args.sessions]
     distinct_sessions(args.sessions, paths, "its decisions would count twice")
     doc, notes = decisions.build([load_session(p) for p in paths], args.m)
@@ -59,14 +67,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"workbench export: {n}", file=sys.stderr)
     if args.format == "json":
         text = json.dumps(doc, indent=1, sort_keys=False) + "\n"
-        if args.out in (None, "-"):
+        if out is None:
             sys.stdout.write(text)
         else:
-            out = output_file(args.out, "--out", "decisions.json")
             write_whole(out, lambda tmp: tmp.write_text(text), "--out")
             print(f"workbench export: wrote {out}", file=sys.stderr)
         return 0
-    folder = output_dir(args.out or DEFAULT_VLLM_DIR, "--out")
     for name, part in decisions.split(doc).items():
         text = json.dumps(part, indent=1) + "\n"
         # whole or not at all: an engine may be reading the folder

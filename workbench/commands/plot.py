@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from workbench.commands._paths import distinct_sessions, not_a_file, output_dir
+from workbench.commands._output import not_stdout
+from workbench.commands._paths import distinct_sessions, output_dir, writable_dir
 from workbench.core import defaults
 from workbench.core.errors import EXIT_INTERRUPTED, BadArgument
 
@@ -102,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     from workbench.plots import floor_keys_missing, iter_plots, iter_replicates
 
     formats = parse_formats(args.format)
-    not_a_file(args.out, "--out")
+    not_stdout(args.out, "--out", "the figures are files in a folder")
+    writable_dir(args.out, "--out")  # the pre-flight: before any session is read
     floor, source = _floor(args)
     sessions = _sessions(args)
     out = output_dir(args.out, "--out")

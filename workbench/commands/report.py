@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from workbench.commands._paths import not_a_file, output_dir, output_file
+from workbench.commands._output import output_target
+from workbench.commands._paths import output_dir, output_file, writable_dir
 from workbench.commands.plot import add_session_argument
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
@@ -17,7 +18,9 @@ HELP = "Markdown report of a session, recomputed from its journals (tables, verd
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_session_argument(p)
-    p.add_argument("--output", "-o", metavar="FILE", help="write here instead of stdout")
+    p.add_argument(
+        "--output", "-o", metavar="FILE", help="write here instead of stdout (-: stdout)"
+    )
     p.add_argument(
         "--plots-dir",
         default=None,
@@ -36,9 +39,10 @@ def run(args: argparse.Namespace) -> int:
     if args.no_plots and args.plots_dir is not None:
         raise BadArgument(f"--plots-dir {args.plots_dir!r} contradicts --no-plots: give one")
     figures = args.plots_dir or defaults.PLOTS_DIR
-    out = output_file(args.output, "--output") if args.output else None
+    target = output_target(args.output)
+    out = None if target is None else output_file(target, "--output")
     if not args.no_plots:
-        not_a_file(figures, "--plots-dir")
+        writable_dir(figures, "--plots-dir")  # the pre-flight: before the session is read
     session = load_session(resolve_session(args.session, args.root))
     for w in session.warnings:
         print(f"workbench report: warning: {w}", file=sys.stderr)

@@ -217,7 +217,8 @@ def _show(args: argparse.Namespace) -> int:
     for w in s.warnings:
         print(f"warning   {w}")
     if results or recs:
-        from workbench.commands._tables import console, render_results
+        from workbench.commands._output import console
+        from workbench.commands._tables import render_results
 
         print(flush=True)
         render_results(console(stderr=False), an)

@@ -64,10 +64,12 @@ def run(args: argparse.Namespace) -> int:
         raise BadArgument(f"--size {args.size!r} needs --screenshot SVG (a terminal has its own)")
     size = None
     if args.screenshot:
+        from workbench.commands._output import not_stdout
         from workbench.commands._paths import output_file
         from workbench.tui.headless import parse_size
 
         size = parse_size(args.size or "160x48")
+        not_stdout(args.screenshot, "--screenshot", "the screenshot is an SVG file")
         output_file(args.screenshot, "--screenshot", "screen.svg")
     # Textual is imported here, never at module level: `workbench --help` must stay light.
     from workbench.tui.app import WorkbenchApp

@@ -143,7 +143,7 @@ def render(console: Any, tune: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.commands._measure import _Live, show_build_error
-    from workbench.commands._tables import console as _console
+    from workbench.commands._output import console as _console
     from workbench.run.runner import require_gpu
     from workbench.tune.tuner import TuneRunner
 

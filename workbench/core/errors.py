@@ -59,10 +59,44 @@ class MissingGPUStack(NoGPUError):
         self.module = module
 
 
+# The light install's dependencies (pyproject.toml's), by import name: their distribution's name
+BASE_DEPENDENCIES = {
+    "numpy": "numpy", "scipy": "scipy", "matplotlib": "matplotlib", "safetensors": "safetensors",
+    "rich": "rich", "textual": "textual", "markdown_it": "markdown-it-py", "filelock": "filelock",
+    "platformdirs": "platformdirs", "tomli": "tomli",
+}  # fmt: skip
+
+
+def missing_package(e: ImportError) -> WorkbenchError | None:
+    """The one-line error (exit 3, naming the install command) of an ImportError of a package
+    the install should have: the GPU stack, ray (its extra), a light-install dependency. None
+    for any other ImportError (a bug, not an install)."""
+    name = (getattr(e, "name", None) or "").split(".")[0]
+    if name in GPU_STACK:
+        return MissingGPUStack(name)
+    if name == "ray":
+        return MissingExtra("ray", "ray")
+    if name in BASE_DEPENDENCIES:
+        return MissingDependency(BASE_DEPENDENCIES[name])
+    return None
+
+
 def gpu_stack_module(e: ImportError) -> str | None:
     """The GPU_STACK module an ImportError is about, or None for any other module."""
     name = (getattr(e, "name", None) or "").split(".")[0]
     return name if name in GPU_STACK else None
+
+
+class MissingExtra(NoGPUError):
+    """A package one of pyproject.toml's extras brings is missing (ray for ``--ray``): exit 3,
+    as for the GPU stack, with the line that installs the extra."""
+
+    def __init__(self, module: str, extra: str, where: str = "") -> None:
+        head = f"{where}: " if where else ""
+        super().__init__(
+            f"{head}{module} is not installed; install the {extra!r} extra: {extra_install(extra)}"
+        )
+        self.module = module
 
 
 class MissingDependency(WorkbenchError):

@@ -181,6 +181,8 @@ class TensorSource:
 
         try:
             self._handles[f] = safe_open(str(f), framework="pt")
+        except ImportError:  # framework="pt" needs torch: the light install says which extra
+            raise  # cli.py turns a GPU stack module's ImportError into MissingGPUStack (exit 3)
         except Exception as e:  # SafetensorError, OSError: a corrupt or unreadable file
             raise BadArgument(f"{f}: not a readable .safetensors file ({e})") from None
         return self._handles[f]

@@ -92,10 +92,19 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+CUDA_ENV = ("CUDA_HOME", "CUDA_PATH")  # the variables that name the toolkit, in this order
+
+
+def is_toolkit(folder: str) -> bool:
+    """Whether ``folder`` holds a CUDA toolkit: bin/nvcc and include/cuda_runtime.h."""
+    p = Path(folder)
+    return (p / "bin" / "nvcc").exists() and (p / "include" / "cuda_runtime.h").exists()
+
+
 def cuda_home() -> str | None:
     """The CUDA toolkit folder: $CUDA_HOME/$CUDA_PATH, else the first candidate that really holds
     bin/nvcc and include/cuda_runtime.h (the PATH's nvcc may be a wrapper script or a link)."""
-    cands = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    cands = [os.environ.get(v) for v in CUDA_ENV]
     nvcc = shutil.which("nvcc")
     if nvcc:
         cands.append(str(Path(nvcc).resolve().parent.parent))
@@ -105,11 +114,7 @@ def cuda_home() -> str | None:
             cands.append(m.group(1).decode())
     cands += ["/usr/local/cuda", "/opt/cuda"]
     for c in cands:
-        if (
-            c
-            and (Path(c) / "bin" / "nvcc").exists()
-            and (Path(c) / "include" / "cuda_runtime.h").exists()
-        ):
+        if c and is_toolkit(c):
             return str(Path(c).resolve())
     return None
 

@@ -15,6 +15,7 @@ install. Everything here is torch-free at import time.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core.errors import GPU_EXTRA, extra_install
+from workbench.core.paths import CACHE_ENV
 
 MIB = 1 << 20
 # L2 sizes of the GPUs the docs name, from the vendors' public specs (the H200's is also measured,
@@ -57,6 +59,7 @@ class Facts:
     driver: str | None = None
     driver_cuda: str | None = None  # e.g. "13.0": the newest CUDA the driver runs
     nvml_error: str | None = None
+    nvml_missing: bool = False  # pynvml itself is not installed: the GPU was not asked at all
     torch_version: str | None = None
     torch_cuda: str | None = None
     torch_arch_list: list[str] = field(default_factory=list)
@@ -66,8 +69,11 @@ class Facts:
     nvcc_archs: list[str] = field(default_factory=list)  # compute_75, ... (--list-gpu-arch)
     nvcc_error: str | None = None
     cuda_home: str | None = None
+    # $CUDA_HOME / $CUDA_PATH where set to a folder that is no CUDA toolkit: {variable: value}
+    cuda_env_bad: dict[str, str] = field(default_factory=dict)
     build_cache: str | None = None
     build_cache_entries: int | None = None
+    build_cache_error: str | None = None  # the cache cannot be written (e.g. $WORKBENCH_CACHE)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -107,8 +113,12 @@ def gather_nvml(facts: Facts, nvml: Any = None) -> None:
     try:
         if nvml is None:
             import pynvml as nvml
+    except ImportError as e:  # a missing package, not a missing GPU: said apart (diagnose)
+        facts.nvml_error, facts.nvml_missing = f"{type(e).__name__}: {e}", True
+        return
+    try:
         nvml.nvmlInit()
-    except Exception as e:  # no pynvml, no driver, no GPU: all say the same to the user
+    except Exception as e:  # no driver, no GPU: both say the same to the user
         facts.nvml_error = f"{type(e).__name__}: {e}"
         return
     try:
@@ -156,9 +166,12 @@ def gather_torch(facts: Facts) -> None:
 
 def gather_nvcc(facts: Facts, nvcc: str | None = None) -> None:
     """nvcc's version and the architectures it targets; the CUDA_HOME the builds would use."""
-    from workbench.kernels.build import cuda_home, nvcc_release
+    from workbench.kernels.build import CUDA_ENV, cuda_home, is_toolkit, nvcc_release
 
     facts.cuda_home = cuda_home()
+    facts.cuda_env_bad = {
+        var: value for var in CUDA_ENV if (value := os.environ.get(var)) and not is_toolkit(value)
+    }
     nvcc = nvcc or (str(Path(facts.cuda_home) / "bin" / "nvcc") if facts.cuda_home else None)
     nvcc = nvcc or shutil.which("nvcc")
     if not nvcc or not Path(nvcc).exists():
@@ -180,10 +193,15 @@ def gather_nvcc(facts: Facts, nvcc: str | None = None) -> None:
 
 
 def gather_cache(facts: Facts) -> None:
-    from workbench.kernels.build import cache_root
+    from workbench.core.errors import WorkbenchError
+    from workbench.kernels.build import cache_root, writable_cache
 
     root = cache_root()
     facts.build_cache = str(root)
+    try:
+        writable_cache()  # what a build checks first: a bad $WORKBENCH_CACHE shows here
+    except WorkbenchError as e:  # BadArgument, or MissingDependency without platformdirs
+        facts.build_cache_error = str(e).partition(": set ")[0]  # the fix is the finding's
     facts.build_cache_entries = sum(1 for p in root.iterdir() if p.is_dir()) if root.is_dir() else 0
 
 
@@ -235,7 +253,16 @@ def install_hint(cc: tuple[int, int]) -> tuple[str, str]:
 def diagnose(f: Facts) -> list[Finding]:
     """Every mismatch between the GPU, torch and nvcc, each with what to install."""
     out: list[Finding] = []
-    if f.nvml_error or not f.gpus:
+    if f.nvml_missing:
+        out.append(
+            Finding(
+                "error",
+                "pynvml (nvidia-ml-py) is not installed: NVML, which names the GPU, cannot be "
+                "asked, so whether a GPU is here is unknown",
+                f"install the {GPU_EXTRA!r} extra: {GPU_INSTALL}",
+            )
+        )
+    elif f.nvml_error or not f.gpus:
         out.append(
             Finding(
                 "error",
@@ -254,6 +281,20 @@ def diagnose(f: Facts) -> list[Finding]:
                 f"torch {f.torch_version} is a CPU build: it can neither run nor build kernels",
                 f"install a CUDA build of torch ({GPU_INSTALL})",
             )
+        )
+    for var, value in f.cuda_env_bad.items():
+        instead = f"builds use {f.cuda_home} instead" if f.cuda_home else "no toolkit was found"
+        out.append(
+            Finding(
+                "warning" if f.cuda_home else "error",
+                f"{var}={value} is not a CUDA toolkit (no bin/nvcc and include/cuda_runtime.h "
+                f"there): {instead}",
+                f"point {var} at the toolkit's folder (the one holding bin/nvcc), or unset it",
+            )
+        )
+    if f.build_cache_error:
+        out.append(
+            Finding("error", f.build_cache_error, f"set {CACHE_ENV} to a folder you can write")
         )
     if f.nvcc is None:
         out.append(

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from workbench.core.errors import BadArgument, NoGPUError, WorkbenchError, extra_install
+from workbench.core.errors import MissingExtra, NoGPUError, WorkbenchError
 from workbench.run.gpus import GPU, check_one_model
 from workbench.run.worker_proc import WorkerJob, call_setup, run_job
 from workbench.run.workers import WorkerRun
@@ -37,11 +37,12 @@ def address(arg: str | None) -> str | None:
 
 
 def require_ray(where: str) -> None:
-    """BadArgument naming ``where`` (the option or variable) when ray is not installed."""
+    """MissingExtra (exit 3, a missing package) naming ``where`` (the option or variable) and
+    the install command when ray is not installed."""
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise BadArgument(f"{where}: ray is not installed: {extra_install('ray')}") from None
+        raise MissingExtra("ray", "ray", where) from None
 
 
 def cluster_gpus(nodes: list[dict[str, Any]]) -> list[GPU]:

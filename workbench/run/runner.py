@@ -201,7 +201,8 @@ class Runner:
         from workbench.measure.monitor import Monitor
         from workbench.store.session import SessionWriter
 
-        require_gpu()
+        if self.cfg.ray is None:  # with Ray the workers run on the cluster's GPUs, not here
+            require_gpu()
         if self.cfg.protocol.placement_seed is None:
             # a fresh seed per run (docs/DESIGN.md §5.5): runs must sample placements, not
             # repeat one; it is journaled, and --placement-seed replays the run's blocks

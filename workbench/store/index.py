@@ -110,9 +110,15 @@ class SessionIndex:
         self.changed = True
 
     def forget_missing(self, root: Path, seen: set[str]) -> None:
-        """Drop entries of folders directly under ``root`` that are no longer there."""
+        """Drop entries of folders directly under ``root`` that are no longer there, and of
+        every folder elsewhere that is gone (a deleted sessions root, a test's temporary
+        folder): the index holds what is on disk, not every folder it ever listed."""
         parent = str(root.resolve())
-        gone = [k for k in self.entries if str(Path(k).parent) == parent and k not in seen]
+        gone = [
+            k
+            for k in self.entries
+            if (k not in seen if str(Path(k).parent) == parent else not os.path.isdir(k))
+        ]
         for k in gone:
             del self.entries[k]
         self.changed |= bool(gone)

@@ -568,11 +568,17 @@ class WorkbenchApp(App[None]):
             root = getattr(self.backend, "sessions_root", "the sessions folder")
             self.set_status(f"No saved sessions in {root}/ yet: runs are saved there.")
         bad = [i for i in message.sessions if i.status == "unreadable"]
-        if bad and not self.busy:  # one line; each bad folder's error is in its row
+        if bad and not self.busy:  # each bad folder's error is in its row, the first's whole
+            # in a notice (the status line holds one line: an error would be cut there)
             self.set_status(
-                f"{len(bad)} unreadable session folder(s) skipped, e.g. {bad[0].name}: "
-                f"{bad[0].error}",
+                f"{len(bad)} unreadable session folder(s) skipped, e.g. {bad[0].name} "
+                "(its error: the notice, and its row)",
                 error=True,
+            )
+            self.notify(
+                f"{bad[0].name}: {bad[0].error}",
+                title=f"{len(bad)} unreadable session folder(s) skipped",
+                severity="warning",
             )
 
     @while_running

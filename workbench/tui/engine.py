@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from workbench.core.errors import WorkbenchError
+from workbench.core.errors import GPU_EXTRA, WorkbenchError, extra_install, gpu_stack_module
 from workbench.tui.backend import (
     BuildStatus,
     ExportResult,
@@ -82,6 +82,11 @@ class EngineBackend:
             return GpuStatus(False, "started with --browse")
         try:
             import torch
+        except ImportError as e:  # the light install: a missing package, named with its install
+            module = gpu_stack_module(e)
+            if module is not None:
+                return GpuStatus(False, f"{module} is not installed: {extra_install(GPU_EXTRA)}")
+            return GpuStatus(False, f"torch cannot be imported ({type(e).__name__}: {e})")
         except Exception as e:
             return GpuStatus(False, f"torch cannot be imported ({type(e).__name__}: {e})")
         if not torch.cuda.is_available():

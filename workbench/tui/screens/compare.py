@@ -70,6 +70,7 @@ class CompareScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         widgets = self.query(".compare-table").results(Table)
         for table, (header, *rows) in zip(widgets, self.tables, strict=True):
+            table.fixed_columns = 1  # the comparison's name stays when ←→ scroll the columns
             table.add_columns(*header)
             for row in rows:
                 table.add_row(*row[: len(header)], *[""] * (len(header) - len(row)))

@@ -30,8 +30,9 @@ then times them as ABBA pairs of CUDA-Graph replays on a hot and a rotating expe
    CI, the Wilcoxon p, how many pairs favour B, the median ms of A and B, the blocks a verdict
    rests on and µs per call; the comparisons that decide come first, then the step
    confirmations, then the references (dim). Below the table: the ratio chart, then the
-   evidence per set and the rule: `pagedown` or `end` scrolls down to them (`tab` moves the
-   focus out of the table).
+   evidence per set, the rule and the session's notes in full: `pagedown` or `end` scrolls
+   down to them. Opening a session focuses its table (the arrows move in it at once); `tab`
+   goes to the tab bar and back. The comparison's name stays when the table scrolls sideways.
 4. **Sessions** tab: `enter` opens a saved session, `m` marks one, `x` compares the marked one
    with the highlighted one (a table that scrolls sideways: `tab` to it, then the arrows), `e`
    exports plots and the Markdown report of the open session. The footer shows the keys of

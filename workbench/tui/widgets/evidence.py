@@ -11,14 +11,19 @@ from workbench.tui.widgets.recommendation import choice_style
 
 
 class EvidencePanel(Static):
-    """Per recommendation: the choice, the reason, one line of figures per expert set; then the
-    rule. Empty until a session with a reader comparison is open."""
+    """The session's notes; per recommendation: the choice, the reason, one line of figures per
+    expert set; then the rule. Empty until a session is open."""
 
-    def show(self, recommendations: tuple[Recommendation, ...], rule: str) -> None:
+    def show(
+        self, recommendations: tuple[Recommendation, ...], rule: str, notes: tuple[str, ...] = ()
+    ) -> None:
+        """``notes``: the session's notes, whole here (the results' header gives each one line)."""
+        parts: list[Text] = [Text(f"Note: {n}", style="yellow") for n in notes]
+        if parts and recommendations:
+            parts.append(Text(""))
         if not recommendations:
-            self.update("")
+            self.update(Group(*parts) if parts else "")
             return
-        parts: list[Text] = []
         for rec in recommendations:
             parts.append(
                 Text.assemble(

@@ -28,6 +28,12 @@ def short_arms(text: str) -> str:
     return re.sub(r"\b(w13|w2)=", "", text)
 
 
+def title() -> Text:
+    """The panel's title line, a widget of its own (``#recommendation-title``): a short screen
+    (under 36 lines) drops it, so that the rows that decide stay in view."""
+    return Text.assemble(("Recommendation", "bold"), (f"   {HINT}", "dim"))
+
+
 class RecommendationPanel(Static):
     """One line per recommendation, cut to the width (never wrapped): the reader chosen, then
     why. Empty until a session is open."""
@@ -36,7 +42,7 @@ class RecommendationPanel(Static):
         if not recommendations:
             self.update(Text("No recommendation: this session has no reader comparison.", "dim"))
             return
-        lines = [Text.assemble(("Recommendation", "bold"), (f"   {HINT}", "dim"))]
+        lines = []
         for rec in recommendations:
             line = Text.assemble(
                 (f"{rec.kernel.upper():<5}", "bold"),

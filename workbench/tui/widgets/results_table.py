@@ -61,6 +61,7 @@ class ResultsTable(Table):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.fixed_columns = 1  # the comparison's name stays when the table scrolls sideways
 
     def on_mount(self) -> None:
         from workbench.analysis.table import headers

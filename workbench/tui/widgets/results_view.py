@@ -7,6 +7,7 @@ step confirmations, then the references), and the chart follows the table's orde
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -14,6 +15,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from workbench.tui.backend import SessionView
+from workbench.tui.widgets import recommendation
 from workbench.tui.widgets.evidence import EvidencePanel
 from workbench.tui.widgets.ratio_chart import RatioChart
 from workbench.tui.widgets.recommendation import RecommendationPanel
@@ -30,8 +32,13 @@ class ResultsView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="results-header")
+        yield Static(recommendation.title(), id="recommendation-title", classes="-empty")
         yield RecommendationPanel(id="recommendation")
-        with VerticalScroll(id="results-scroll"):
+        scroll = VerticalScroll(id="results-scroll")
+        # not a stop of Tab: the table in it is, so that Tab goes from the tab bar to the table
+        # and back, never to a container that shows no focus
+        scroll.can_focus = False
+        with scroll:
             yield ResultsTable(id="results-table")
             yield RatioChart(id="results-chart")
             yield EvidencePanel(id="evidence")
@@ -45,6 +52,8 @@ class ResultsView(Vertical):
         panel = self.query_one(RecommendationPanel)
         evidence = self.query_one(EvidencePanel)
         chart = self.query_one(RatioChart)
+        title = self.query_one("#recommendation-title", Static)
+        title.set_class(view is None or not view.recommendations, "-empty")
         if view is None:
             chart.show([])
             header.update(
@@ -55,24 +64,26 @@ class ResultsView(Vertical):
             evidence.show((), "")
             return
         info = view.info
-        text = Text.assemble(
-            ("session ", "dim"),
+        # one line (80 columns hold a default session's): the name, which starts with the date,
+        # the status, the GPU and the shape; then each note on one line of its own, whole in
+        # the evidence at the end (the rows that decide come first on a short screen)
+        line = Text.assemble(
             (info.name, "bold"),
             "  ",
             (info.status, "bold green" if info.status == "complete" else "bold yellow"),
+            no_wrap=True,
+            overflow="ellipsis",
         )
-        # no "created": the session's name starts with it
-        for label, value in (("GPU", info.gpu), ("shape", info.shape)):
+        for value in (info.gpu, info.shape):
             if value:
-                text.append(f"   {label} ", "dim")
-                text.append(value)
-        for note in view.notes:
-            text.append("\n" + note, "yellow")
-        header.update(text)
+                line.append(f"  {value}")
+        lines = [line]
+        lines += [Text(note, "yellow", no_wrap=True, overflow="ellipsis") for note in view.notes]
+        header.update(Group(*lines))
         # rows and chart points are made together, one of each per comparison measured
         order = sorted(range(len(view.rows)), key=lambda i: ROLE_ORDER.get(view.rows[i].role, 2))
         table.show([view.rows[i] for i in order])
         same = len(view.chart) == len(view.rows)
         chart.show([view.chart[i] for i in order] if same else view.chart)
         panel.show(view.recommendations)
-        evidence.show(view.recommendations, view.rule)
+        evidence.show(view.recommendations, view.rule, view.notes)

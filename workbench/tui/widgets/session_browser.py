@@ -42,20 +42,22 @@ class SessionBrowser(Table):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.fixed_columns = 3  # the mark, the date and the slug stay when it scrolls sideways
         self.infos: dict[str, SessionInfo] = {}
         self.marked: Path | None = None
 
     def on_mount(self) -> None:
         for key, label in (
-            # what tells sessions apart and what decides first (the date, STALE sources, the
-            # recommendation): at 80 columns the table shows about 75 cells before it scrolls
-            # sideways; at 140 (beside the GPU panel), up to the shape
+            # what tells sessions apart, then the answer (the date, the recommendation, the
+            # status, STALE sources): at 80 columns the table shows about 75 cells before it
+            # scrolls sideways, and the longest slug with the longest recommendation fits;
+            # at 140 (beside the GPU panel), up to the shape
             ("mark", " "),
             ("created", "when (UTC)"),
             ("slug", "session"),
+            ("recommendation", "recommendation"),
             ("status", "status"),
             ("sources", "sources"),
-            ("recommendation", "recommendation"),
             ("shape", "shape"),
             ("gpu", "GPU"),
             ("commit", "commit"),
@@ -94,9 +96,9 @@ class SessionBrowser(Table):
                 "*" if info.path == self.marked else " ",
                 when or "–",
                 slug or info.name,
+                info.recommendation or "–",
                 status,
                 self._sources(info),
-                info.recommendation or "–",
                 info.shape or "–",
                 info.gpu or "–",
                 info.commit or "–",
