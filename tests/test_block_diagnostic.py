@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from workbench.analysis.words import WORDS
 from workbench.core import stats
 from workbench.core.block_diagnostic import diagnose
 from workbench.core.power import detectable_effect
@@ -274,7 +275,7 @@ def test_detectable_effect_is_the_95_percent_power_point():
 )
 def test_verdict_words_keep_small_resolved_effects_apart_from_cannot_tell(verdict, lo, hi, words):
     assert stats.verdict_words(verdict, lo, hi) == words
-    assert words in stats.WORDS
+    assert words in WORDS
 
 
 # ---- across sessions, and on the committed evidence ----

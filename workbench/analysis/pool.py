@@ -266,38 +266,9 @@ def check_poolable(sessions: list[Session], results: list[list[ComparisonResult]
                 )
 
 
-def session_boards(s: Session) -> list[str]:
-    """The boards a session measured on: its workers' GPU UUIDs, else the GPU its environment
-    names; empty where neither was recorded."""
-    uuids = sorted({w["uuid"] for w in s.workers if w.get("uuid")})
-    if not uuids:
-        one = s.gpu.get("uuid")
-        uuids = [one] if one else []
-    return uuids
-
-
 def session_board(s: Session) -> str:
     """The pool's board key of a session: its boards joined by "+", "?" where unknown."""
-    return "+".join(session_boards(s)) or "?"
-
-
-def boards_text(s: Session) -> str | None:
-    """ "6 main and 3 confirm worker processes on 1 board (GPU-712d216e)", and what one board's
-    interval holds; None for a session without worker processes."""
-    if not s.workers:
-        return None
-    rounds: dict[str, int] = {}
-    for w in s.workers:
-        rounds[w.get("round", "?")] = rounds.get(w.get("round", "?"), 0) + 1
-    boards = session_boards(s)
-    each = ", ".join(b[:12] for b in boards) or "UUID not recorded"
-    text = " and ".join(f"{n} {r}" for r, n in rounds.items())
-    text += f" worker processes on {len(boards) or 1} board{'s' * (len(boards) > 1)} ({each})"
-    if len(boards) <= 1:
-        text += (
-            "; its intervals hold for this board (boards of one model differ: docs/DESIGN.md §7.6)"
-        )
-    return text
+    return "+".join(s.boards) or "?"
 
 
 def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
@@ -372,7 +343,7 @@ def _recommend(
     the first session's interval said: its words are AMBIGUOUS too), the median of the session
     estimates, and the sessions' verdict words as its reason ("VARIES over 3 sessions: SLOWER,
     SLOWER, FASTER<m; ..."), the words the table and export's session_verdicts give."""
-    pooled = []
+    pooled, reasons = [], {}
     for r in rows:
         v0 = first[r.id].verdict
         label = "AMBIGUOUS" if r.verdict == VARIES else r.verdict
@@ -380,12 +351,12 @@ def _recommend(
         span = f"{min(known):.4f}..{max(known):.4f}" if known else "n/a"
         # the sessions' verdict words, as the table and export's session_verdicts give them
         each = f"{len(r.medians)} sessions: " + ", ".join(r.words)
-        reason = ("VARIES over " if r.verdict == VARIES else "") + each
-        reason += f"; session medians {span}"
+        reasons[r.id] = ("VARIES over " if r.verdict == VARIES else "") + each
+        reasons[r.id] += f"; session medians {span}"
         # a row counts as evidence when any session had complete pairs (n: their most)
         n = max(r.pairs, default=0)
-        verdict = replace(v0, verdict=label, median=r.median, reason=reason, n=n)
+        verdict = replace(v0, verdict=label, median=r.median, n=n)
         if r.verdict == VARIES:  # no one session's interval speaks for the pool: the words
             verdict = replace(verdict, ci_low=-math.inf, ci_high=math.inf)  # read AMBIGUOUS
         pooled.append(replace(first[r.id], verdict=verdict))
-    return list(recommendations(pooled).values())
+    return list(recommendations(pooled, reasons).values())

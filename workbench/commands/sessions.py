@@ -161,7 +161,7 @@ def _gpu_line(s: Session) -> str:
 def _show(args: argparse.Namespace) -> int:
     from workbench.analysis import analyse
     from workbench.analysis.counters import text_lines
-    from workbench.analysis.pool import boards_text, session_boards
+    from workbench.analysis.words import boards_text
     from workbench.store import counters
     from workbench.store.provenance import source_digest, stale_sources, staleness_text
     from workbench.store.session import load_session
@@ -185,7 +185,7 @@ def _show(args: argparse.Namespace) -> int:
                 "comparisons": [r.to_dict() for r in results],
                 "recommendations": [r.to_dict() for r in recs],
                 "counters": hw,
-                "boards": session_boards(s),
+                "boards": s.boards,
             }
         )
         return 0

@@ -10,12 +10,12 @@ NumPy and SciPy only: this module imports neither torch nor textual.
   Both move the ratio (placement up to ~1 % on the H200; a fresh process by an SD of ~0.06-0.09
   %, which no block inside one process samples), so the worker is the unit of replication: the
   interval is a t-interval over the workers' mean block log-ratios (``block_ci``), centred on
-  their mean. A run of one process falls back to the t-interval over its blocks, and every such
-  verdict says that it ignores process variance.
+  their mean. A run of one process falls back to the t-interval over its blocks (``method``
+  "blocks": its words say that it ignores process variance).
 * Without blocks (legacy sessions) or with one block, the interval is the distribution-free
   CI of the median pair ratio, [x_(k), x_(n+1-k)] with the largest k whose exact binomial
   coverage is at least ``conf``; it assumes i.i.d. pair ratios, which holds within one placement
-  only, so it is narrower than run-to-run reality and the verdict's reason says so. Below
+  only, so it is narrower than run-to-run reality (``method`` "pairs"). Below
   ``min_pairs(conf)`` pairs (6 at 95 %) no such interval exists and the verdict is AMBIGUOUS.
 * Verdicts with minimum effect m (default 1 %): FASTER when the CI lies entirely below 1 and the
   estimate is at most 1-m; SLOWER the mirror image; SAME when the whole CI lies inside
@@ -49,24 +49,19 @@ from workbench.core.power import detectable_effect
 DEFAULT_M = defaults.M
 DEFAULT_CONF = defaults.CONF
 DEFAULT_TARGET = defaults.TARGET  # adaptive stop: CI half-width at most 0.5 % of the estimate
-# What every verdict of one process says (a single-process run, a session before workers)
-SINGLE_PROCESS = (
-    "one process: the interval ignores process-to-process variance (docs/DESIGN.md §7.3)"
-)
 MAX_MORE_PAIRS = 1000  # beyond this the estimate means "not with this protocol", not a number
 VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS")
-# The printed words of a verdict (Verdict.words) and what each says, for legends and rule texts.
-WORDS = {
-    "FASTER": "B is faster by m or more",
-    "SLOWER": "B is slower by m or more",
-    "FASTER<m": "B is faster, by less than m",
-    "SLOWER<m": "B is slower, by less than m",
-    "FASTER~m": "B is faster; whether by m or more is not resolved",
-    "SLOWER~m": "B is slower; whether by m or more is not resolved",
-    "SAME": "no effect of m or more, direction unknown",
-    "AMBIGUOUS": "cannot tell",
-}
-WORDS_LEGEND = "Verdict words: " + "; ".join(f"{k} = {v}" for k, v in WORDS.items()) + "."
+# Why a verdict is what it is: the branch of the rule that decided (docs/DESIGN.md §7.4). A
+# Verdict holds numbers and one of these; workbench.analysis.words turns them into sentences.
+CODES = (
+    "faster",  # the CI lies below 1 and the estimate is at most 1 - m
+    "slower",  # the CI lies above 1 and the estimate is at least 1 + m
+    "inside",  # the whole CI lies inside [1 - m, 1 + m]
+    "one-side",  # the CI excludes 1 but is not inside the band, the estimate within m
+    "contains-1",  # the CI contains 1 and is not inside the band
+    "too-few-pairs",  # fewer pairs than a distribution-free CI needs, and no blocks
+    "no-pairs",  # no complete pair
+)
 _Z_SE_MEDIAN = math.sqrt(math.pi / 2)  # asymptotic s.e. of a normal median is 1.2533·σ/√n
 
 
@@ -259,13 +254,14 @@ class Verdict:
     k_faster: int
     m: float
     conf: float
-    reason: str
+    code: str  # why (CODES): the branch of the rule that decided
     # more pairs ("pairs"), blocks ("blocks") or worker processes ("workers") to settle it
     more_pairs: int | None = None
     dropped: int = 0
     method: str = "pairs"
     blocks: int = 0  # blocks with at least one complete pair
     workers: int = 0  # worker processes the interval runs over ("workers"; 0 otherwise)
+    k_workers: int | None = None  # workers whose mean block log-ratio favours B ("workers")
     k_blocks: int | None = None  # blocks whose median favours B
     between_sd: float | None = None  # SD of the blocks' median log-ratios (≈ relative SD)
     within_sd: float | None = None  # pooled SD of pair log-ratios around their block's mean
@@ -294,10 +290,13 @@ class Verdict:
     def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
         names = {f.name for f in fields(cls)}
         optional = {f.name for f in fields(cls) if f.default is not dataclasses.MISSING}
+        optional.add("code")  # absent from verdicts stored before it: derived below
         missing = [f.name for f in fields(cls) if f.name not in d and f.name not in optional]
         if missing:
             raise BadArgument(f"verdict dict lacks {', '.join(missing)}")
         kw = {k: v for k, v in d.items() if k in names}
+        # a verdict stored before the code (its words in "reason", which nothing reads now)
+        kw.setdefault("code", _code_of(kw["verdict"], kw.get("ci_low"), kw.get("ci_high")))
         if kw["verdict"] not in VERDICTS:
             raise BadArgument(f"verdict {kw['verdict']!r} is not one of {VERDICTS}")
         kw["median"] = math.nan if kw["median"] is None else kw["median"]
@@ -314,6 +313,15 @@ def verdict_words(verdict: str, ci_low: float | None, ci_high: float | None) -> 
     if side is None:
         return verdict
     return side + ("<m" if verdict == "SAME" else "~m")
+
+
+def _code_of(verdict: str, ci_low: float | None, ci_high: float | None) -> str:
+    """The code of a verdict stored before codes, from its label and interval."""
+    if verdict in ("FASTER", "SLOWER"):
+        return verdict.lower()
+    if verdict == "SAME":
+        return "inside"
+    return "one-side" if verdict_words(verdict, ci_low, ci_high) != verdict else "contains-1"
 
 
 def _wilcoxon_p(logs: np.ndarray, conf: float) -> float | None:
@@ -457,39 +465,24 @@ def _block_ci(ratios: Sequence[PairRatio], conf: float, within: bool = True) -> 
     )  # fmt: skip
 
 
-def _decide(med: float, low: float, high: float, m: float, est: str) -> tuple[str, str]:
-    """The verdict rule (§7) on an estimate (called ``est`` in the text) and its interval."""
+def _decide(med: float, low: float, high: float, m: float) -> tuple[str, str]:
+    """(verdict, code) of the rule (§7.4) on an estimate and its interval."""
     lo_m, hi_m = 1.0 - m, 1.0 + m
     if high < 1.0 and med <= lo_m:
-        return "FASTER", (
-            f"B is faster: the CI lies entirely below 1 and the {est} is <= {lo_m:.4f} (1 - m)"
-        )
+        return "FASTER", "faster"
     if low > 1.0 and med >= hi_m:
-        return "SLOWER", (
-            f"B is slower: the CI lies entirely above 1 and the {est} is >= {hi_m:.4f} (1 + m)"
-        )
-    side = "faster" if high < 1.0 else "slower" if low > 1.0 else None
+        return "SLOWER", "slower"
     if low >= lo_m and high <= hi_m:
-        return "SAME", (
-            f"no effect of m = {m * 100:g} % or more: the whole CI lies inside "
-            f"[{lo_m:.4f}, {hi_m:.4f}]"
-            + ("" if side is None else f"; B is {side}, by less than m (the CI excludes 1)")
-        )
-    if side is not None:
-        return "AMBIGUOUS", (
-            f"B is {side} (the CI excludes 1) but the {est} is within m = {m * 100:g} % of 1 "
-            f"and the CI is not inside [{lo_m:.4f}, {hi_m:.4f}]: whether the effect reaches m "
-            "is not resolved"
-        )
-    return "AMBIGUOUS", f"the CI contains 1 and is not inside [{lo_m:.4f}, {hi_m:.4f}]"
+        return "SAME", "inside"
+    return "AMBIGUOUS", "one-side" if high < 1.0 or low > 1.0 else "contains-1"
 
 
 def decide(
     ratios: Sequence[float] | Sequence[PairRatio], m: float = DEFAULT_M, conf: float = DEFAULT_CONF
 ) -> tuple[str, str]:
     """``(verdict, words)`` of ``compare(ratios, m, conf)``: the same rule on the same interval,
-    without what only the Verdict's other fields and its reason need (the Wilcoxon p, the
-    detectable effect, the within-block SD, the text). The leave-one-block-out of
+    without what only the Verdict's other fields need (the Wilcoxon p, the detectable effect,
+    the within-block SD). The leave-one-block-out of
     workbench.core.block_diagnostic re-decides each comparison once per block and reads these
     two alone (tests/test_block_diagnostic.py checks them against ``compare``)."""
     m = _check_m(m)
@@ -498,14 +491,14 @@ def decide(
     bc = _block_ci(prs, conf, within=False) if len(prs) == len(vals) else None
     if bc is not None:  # two or more blocks of complete pairs: n > 0
         low, high = bc.low, bc.high
-        verdict = _decide(bc.center, low, high, m, "estimate")[0]
+        verdict = _decide(bc.center, low, high, m)[0]
     else:
         c = median_ci(vals, conf)
         low, high = c.low, c.high
         if c.n == 0 or c.n < min_pairs(conf):
             verdict = "AMBIGUOUS"
         else:
-            verdict = _decide(c.median, low, high, m, "median")[0]
+            verdict = _decide(c.median, low, high, m)[0]
     return verdict, verdict_words(verdict, low, high)
 
 
@@ -520,7 +513,8 @@ def compare(
 
     PairRatios that carry blocks (two or more) get the block-level interval (``block_ci``);
     plain values, a legacy session, or a single block get the distribution-free interval over
-    pairs, and the reason says that it does not cover memory placement.
+    pairs (``method`` "pairs": its words say that it does not cover memory placement).
+    The Verdict holds numbers and a ``code``; workbench.analysis.words words them.
 
     ``detectable=False`` leaves ``Verdict.detectable`` None (the noncentral t root search of
     ``detectable_effect`` is most of a verdict's cost; `sessions pool` shows none).
@@ -533,74 +527,33 @@ def compare(
     n = c.n
     p = _wilcoxon_p(np.log(x), conf)
     k = int(np.sum(x < 1.0))
-    pct = f"{conf * 100:g} %"
     prs = [r for r in ratios if isinstance(r, PairRatio)]
     nblocks = len({r.block for r in prs if r.block is not None})
     bc = block_ci(prs, conf) if len(prs) == len(vals) else None
-    more = None
-    if bc is not None and bc.unit == "worker":
-        med, low, high, unit = bc.center, bc.low, bc.high, "worker"
-        facts = (
-            f"ratio B/A {med:.4f} ({(med - 1) * 100:+.2f} %, geometric mean of {bc.units} "
-            f"worker processes' block means, {bc.blocks} blocks), {pct} CI over workers "
-            f"[{low:.4f}, {high:.4f}], between-worker SD {bc.between_sd * 100:.2f} %, "
-            f"{bc.k_units} of {bc.units} workers, {bc.k_blocks} of {bc.blocks} blocks and {k} of "
-            f"{n} pairs favour B, Wilcoxon p (pairs) = {'n/a' if p is None else f'{p:.2g}'}"
-        )
-    elif bc is not None:
-        med, low, high, unit = bc.center, bc.low, bc.high, "block"
-        facts = (
-            f"ratio B/A {med:.4f} ({(med - 1) * 100:+.2f} %, geometric mean of {bc.blocks} "
-            f"block medians), {pct} CI over blocks [{low:.4f}, {high:.4f}], between-block SD "
-            f"{bc.between_sd * 100:.2f} %, {bc.k_blocks} of {bc.blocks} blocks and {k} of {n} "
-            f"pairs favour B, Wilcoxon p (pairs) = {'n/a' if p is None else f'{p:.2g}'}; "
-            f"{SINGLE_PROCESS}"
-        )
     if bc is not None:
-        cov = conf
+        med, low, high, cov = bc.center, bc.low, bc.high, conf
     else:
-        med, low, high, unit, cov = c.median, c.low, c.high, "pair", c.coverage
-        caveat = (
-            "one block: placement and process not covered"
-            if nblocks == 1
-            else "no blocks: placement and process not covered"
-        )
-        ci = (  # below min_pairs the CI is (-inf, inf): say so, never print "inf"
-            f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %; {caveat})"
-            if math.isfinite(c.low) and math.isfinite(c.high)
-            else f"n/a (too few pairs; {caveat})"
-        )
-        facts = (
-            f"median ratio B/A {c.median:.4f} ({(c.median - 1) * 100:+.2f} %), {pct} CI {ci}, "
-            f"{k} of {n} pairs favour B, Wilcoxon p = {'n/a' if p is None else f'{p:.2g}'}"
-        )
-    if dropped:
-        facts += f", {dropped} pair(s) dropped"
+        med, low, high, cov = c.median, c.low, c.high, c.coverage
+    more = None
     if n == 0:
-        verdict, why = "AMBIGUOUS", "no complete pairs"
-        facts = f"{dropped} pair(s) dropped" if dropped else "no samples"
+        verdict, code = "AMBIGUOUS", "no-pairs"
     elif bc is None and n < min_pairs(conf):
-        verdict = "AMBIGUOUS"
-        why = f"only {n} pair(s): a distribution-free {pct} CI needs at least {min_pairs(conf)}"
+        verdict, code = "AMBIGUOUS", "too-few-pairs"
     else:
-        verdict, why = _decide(med, low, high, m, "median" if bc is None else "estimate")
+        verdict, code = _decide(med, low, high, m)
     if verdict == "AMBIGUOUS":
         if bc is not None:
             more = _more(bc.units, med, med - low, high - med, m, 2)
         else:
             more = _more_pairs(x, c, m, conf)
-        why += (
-            f"; about {more} more {unit}(s) would likely settle it"
-            if more is not None
-            else f"; more than {MAX_MORE_PAIRS} more {unit}s would be needed (the estimate "
-            "sits near a boundary)"
-        )
     hw = (high - low) / (2 * med) if n and math.isfinite(low) and math.isfinite(high) else None
+    workers = bc is not None and bc.unit == "worker"
     return Verdict(
-        verdict, n, med, low, high, cov, p, k, m, conf, f"{why}; {facts}", more, dropped,
-        method="pairs" if bc is None else "workers" if bc.unit == "worker" else "blocks",
+        verdict, n, med, low, high, cov, p, k, m, conf, code, more, dropped,
+        method="pairs" if bc is None else "workers" if workers else "blocks",
         blocks=bc.blocks if bc is not None else nblocks,
-        workers=0 if bc is None or bc.unit != "worker" else bc.units,
+        workers=bc.units if workers else 0,
+        k_workers=bc.k_units if workers else None,
         k_blocks=None if bc is None else bc.k_blocks,
         between_sd=None if bc is None else bc.between_sd,
         within_sd=None if bc is None else bc.within_sd,
