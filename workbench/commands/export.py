@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.commands.sessions import resolve
     from workbench.core.files import write_whole
     from workbench.report import decisions
+    from workbench.store.provenance import session_staleness
     from workbench.store.session import load_session
 
     if args.format not in FORMATS:
@@ -54,7 +55,17 @@ def run(args: argparse.Namespace) -> int:
         raise BadArgument(f"--m {args.m!r} must be a fraction in (0, 0.5)")
     paths = [resolve(a, args.root) for a in args.sessions]
     distinct_sessions(args.sessions, paths, "its decisions would count twice")
-    doc, notes = decisions.build([load_session(p) for p in paths], args.m)
+    sessions = [load_session(p) for p in paths]
+    doc, notes = decisions.build(sessions, args.m)
+    stale = {s.name: session_staleness(s) for s in sessions}  # the rule of list, show, TUI
+    stale = {name: st for name, st in stale.items() if st.stale}
+    if stale:  # evidence of other kernels than the working tree's: said in one line, not refused
+        first = next(iter(stale.values()))
+        print(
+            f"workbench export: warning: {', '.join(stale)} {'is' if len(stale) == 1 else 'are'} "
+            f"{first.text()}" + (f" (the files of {next(iter(stale))})" if len(stale) > 1 else ""),
+            file=sys.stderr,
+        )
     for n in notes:
         print(f"workbench export: {n}", file=sys.stderr)
     if args.format == "json":

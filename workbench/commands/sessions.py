@@ -163,7 +163,7 @@ def _show(args: argparse.Namespace) -> int:
     from workbench.analysis.counters import text_lines
     from workbench.analysis.words import boards_text
     from workbench.store import counters
-    from workbench.store.provenance import source_digest, stale_sources, staleness_text
+    from workbench.store.provenance import session_staleness, source_digest
     from workbench.store.session import load_session
 
     s = load_session(resolve(args.session, args.root))
@@ -171,7 +171,7 @@ def _show(args: argparse.Namespace) -> int:
     hw = counters.load(s.path)
     results, recs = an.results, list(an.recommendations.values())
     files = s.provenance.get("files")
-    stale = stale_sources(files)
+    st = session_staleness(s)  # the one rule of list, show, report, TUI and export
     if args.json:
         _dump(
             {
@@ -179,7 +179,8 @@ def _show(args: argparse.Namespace) -> int:
                 "status": s.status,
                 "warnings": s.warnings,
                 "sources": source_digest(files),
-                "stale": stale,
+                "stale": st.differ if st.stale or st.differ is None else [],
+                "same_code": st.differ if st.same_code else [],
                 "meta": s.meta,
                 "m": an.m,
                 "comparisons": [r.to_dict() for r in results],
@@ -197,7 +198,7 @@ def _show(args: argparse.Namespace) -> int:
     commit = str(git.get("commit") or "unknown")[:10] + (" (dirty)" if git.get("dirty") else "")
     print(f"commit    {commit}   workbench {s.provenance.get('version', '?')}")
     digest = source_digest(files)
-    print(f"sources   {digest + '  ' if digest else ''}{staleness_text(stale)}")
+    print(f"sources   {digest + '  ' if digest else ''}{st.text()}")
     cfg = " ".join(f"{k}={json.dumps(v)}" for k, v in s.config.items())
     print(f"config    {cfg or '-'}")
     print(f"samples   {len(s.samples)} in {len(results)} comparisons; {len(s.nvml)} NVML readings")

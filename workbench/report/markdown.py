@@ -32,7 +32,7 @@ from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
 from workbench.store import counters
 from workbench.store.listing import find_session
 from workbench.store.plot_files import existing_plots
-from workbench.store.provenance import stale_sources, staleness_text
+from workbench.store.provenance import session_staleness
 from workbench.store.session import Session, load_session
 
 # ------------------------------------------------------------------------------ formatting
@@ -408,8 +408,8 @@ def render_report(
         f"Shape {shape_text(s)} · {protocol_text(an)} · status **{s.status}** · "
         f"created {s.created or 'n/a'}"
     )
-    stale = stale_sources(s.provenance.get("files"))
-    out += ["", f"**{staleness_text(stale)}**" if stale else f"{staleness_text(stale)}."]
+    st = session_staleness(s)
+    out += ["", f"**{st.text()}**" if st.stale else f"{st.text()}."]
     if s.status != "complete" or s.warnings:
         out.append("")
         if s.status != "complete":
