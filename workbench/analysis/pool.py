@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from workbench.analysis.compare import compare_sessions
+from workbench.analysis.components import Fit, fit_components
 from workbench.analysis.model import ComparisonResult, comparison_results
 from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.core.distributions import binom_cdf, binom_tail, f_sf
@@ -56,6 +57,23 @@ class PooledComparison:
     rests_on: list[list[int]] = field(default_factory=list)  # each session's deciding blocks
     block_ratios: list[list[float]] = field(default_factory=list)  # each session's, by block
     boards: list[str] = field(default_factory=list)  # each session's board(s) (session_board)
+    ratios: list[Any] = field(default_factory=list, repr=False)  # each session's PairRatios
+
+    def components(self, intervals: bool = True) -> Fit | None:
+        """Where the noise is: the REML variance components of the pairs' log ratio per level
+        (board, run, worker, block, pair; workbench.analysis.components), over every session's
+        pairs; None without two sessions of pairs."""
+        runs = [(i, r) for i, r in enumerate(self.ratios) if len(r)]
+        if len(runs) < 2:
+            return None
+        keys = self.boards if len(self.boards) == len(self.medians) else ["?"] * len(self.medians)
+        y, levels = [], {"board": [], "run": [], "worker": [], "block": []}
+        for i, prs in runs:
+            for p in prs:
+                y.append(math.log(p.ratio))
+                for level, label in zip(levels, (keys[i], i, p.worker, p.block), strict=True):
+                    levels[level].append(label)
+        return fit_components(y, levels, DEFAULT_CONF, intervals)
 
     def same_block_extreme(self) -> tuple[str, int, int, float] | None:
         """("highest" or "lowest", block index, sessions where it is, p): the block that is most
@@ -303,6 +321,7 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
                 [r.rests_on for r in results],
                 [[] if r.diagnostic is None else r.diagnostic.block_ratios for r in results],
                 boards,
+                [r.ratios for r in results],
             )  # fmt: skip
         )
     return Pool(sessions, rows, _recommend(rows, per[0]), warnings)

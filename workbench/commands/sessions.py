@@ -328,11 +328,19 @@ def _pool(args: argparse.Namespace) -> int:
     # the sessions it concerns (workbench.analysis.pool)
     for w in p.warnings:
         print(f"!! WARNING: {w}", file=sys.stderr)
+    # where the noise is, per level, for the comparisons a recommendation reads (REML)
+    fits = {r.id: r.components() for r in p.rows if r.role == "main"}
     if args.json:
         _dump(
             {
                 "sessions": [str(s.path) for s in sessions],
                 "comparisons": [r.to_dict() for r in p.rows],
+                "components": {
+                    cid: None
+                    if f is None
+                    else {c.level: {"sd": c.sd, "low": c.low, "high": c.high} for c in f.components}
+                    for cid, f in fits.items()
+                },  # fmt: skip
                 "recommendations": [r.to_dict() for r in p.recommendations],
                 "warnings": p.warnings,
                 "method": p.method,
@@ -375,12 +383,31 @@ def _pool(args: argparse.Namespace) -> int:
             for note in (r.coverage_note(), r.board_note()):
                 if note is not None:
                     print(f"  {note}")
+        _print_components(fits)
         for rec in p.recommendations:
             print(f"recommendation {rec.kernel}: {rec.decision} ({rec.arm})")
             for e in rec.evidence:
                 print(f"    {e}")
         print(f"method: {p.method}")
     return 0
+
+
+def _print_components(fits: dict[str, Any]) -> None:
+    """`sessions pool`'s table of variance components (workbench.analysis.components)."""
+    from workbench.analysis.components import LEVELS
+
+    fits = {k: f for k, f in fits.items() if f is not None}
+    if not fits:
+        return
+    pct = lambda x: num(x * 100, ".3f")  # noqa: E731
+    rows = [["comparison", *(f"{lv} SD %" for lv in LEVELS)]]
+    for cid, f in fits.items():
+        by = {c.level: c for c in f.components}
+        rows.append([cid] + [f"{pct(by[lv].sd)} [{pct(by[lv].low)}, {pct(by[lv].high)}]"
+                             if lv in by else "n/e" for lv in LEVELS])  # fmt: skip
+    print("where the noise is: REML SDs of the log pair ratio per level, 95 % profile intervals "
+          "(n/e: one group, not estimable; docs/DESIGN.md §5.10.1)")  # fmt: skip
+    print(_table(rows))
 
 
 def _check_args(args: argparse.Namespace) -> None:
