@@ -106,6 +106,9 @@ class RunConfig:
     # after a complete run, Nsight Compute counters of A and B (workbench/run/counters.py); never
     # read by a verdict, so not in session_config
     counters: bool = False
+    # each worker's CUDA context made before its turn, while the worker before it times
+    # (`ab --overlap`, off by default until the GPU's A/A shows no effect; issue 44)
+    overlap: bool = False
 
     def session_config(self) -> dict[str, Any]:
         p = dataclasses.asdict(self.protocol)
@@ -123,6 +126,7 @@ class RunConfig:
             "confirm": self.confirm,
             "workers": self.workers,
             **({"ray": self.ray} if self.ray is not None else {}),
+            **({"overlap": True} if self.overlap else {}),
             **self.extra,
         }
 
@@ -164,6 +168,7 @@ class Runner:
         self.phases: dict[str, float] = {}  # seconds per phase of the process's work (§5.10)
         self.fault: dict[str, Any] | None = None  # the GPU fault that ended the run, if one did
         self.workers: list[dict[str, Any]] = []  # one record per worker process (§5.10)
+        self.timeline: dict[str, float] = {}  # the parent's instants of a worker run (run/phases)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -382,6 +387,7 @@ class Runner:
             "nvml": self.nvml_status,
             "phases": self.phase_totals(),
             "worker_records": list(self.workers),
+            "timeline": dict(self.timeline),
             "fault": self.fault,
         }
         if self.cfg.mode == "calibrate":
@@ -453,6 +459,7 @@ def make_config(
     workers: int | None = None,
     counters: bool = False,
     ray: str | None = None,
+    overlap: bool = False,
 ) -> RunConfig:
     """A validated RunConfig for `workbench ab` (torch-free: bad input fails before GPU work).
     Errors are BadArgument naming the command-line option and its value."""
@@ -469,6 +476,12 @@ def make_config(
     _positive_int(seed, "--seed", low=0)
     workers = defaults.WORKERS if workers is None else workers
     _positive_int(workers, "--workers")
+    if overlap and (workers < 2 or ray is not None):
+        raise BadArgument(
+            f"--overlap needs local worker processes (--workers {workers}"
+            + (", --ray" if ray is not None else "")
+            + "): nothing would overlap"
+        )
     check_min_effect(m, "--min-effect")
     protocol = (protocol or ProtocolConfig()).validate()
     comparisons = plan_ab(tuple(kernels), tuple(sets), a, b, reference=reference)
@@ -478,7 +491,7 @@ def make_config(
         shape=shape.validate(), comparisons=comparisons, sets=tuple(sets), calls=calls,
         replays=replays, seed=seed, m=float(m), protocol=protocol, confirm=confirm,
         sessions_dir=str(sessions_dir), slug=slug, mode="ab", workers=workers, counters=counters,
-        ray=ray,
+        ray=ray, overlap=bool(overlap),
         extra={"kernels": list(kernels), "a": a, "b": b, "reference": reference, **(extra or {})},
     )  # fmt: skip
 

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.core.errors import NumericsError, WorkbenchError
+from workbench.run import setup as run_setup
 from workbench.run.gpus import GPU, check_one_model, visible_gpus
 from workbench.run.worker_proc import PHASES, WorkerJob, call_setup, worker_main
 
@@ -125,6 +126,7 @@ class WorkerRun:
         self.procs: list[Any] = []  # every process spawned, joined at the end
         self._pending: list[_Worker] = []  # ended before the session began: flushed once it has
         self.started = False  # start() has spawned the first processes
+        self.handover: dict[str, Any] = {}  # set up once, for the next workers (run/setup.py)
 
     # -------------------------------------------------------------- the run
 
@@ -166,17 +168,23 @@ class WorkerRun:
         r, cfg = self.r, self.cfg
         self.start()  # a no-op where early() did it
         status, error = "complete", None
+        mark = self._mark  # the parent's instants, the phase table's spans (run/phases.py)
+        mark("start")
         try:
             self._build()
+            mark("built")
             self.run_round("main", list(cfg.comparisons))
+            mark("main")
             if self._go_on() and r.session is not None:  # else no worker began: said below
                 an = self.analysis()
                 r.recommendations = an.recommendations
                 for rec in an.recommendations.values():
                     r.emit("recommendation", rec)
                 confirm = r.confirmation_plan(an.results)
+                mark("analysed")
                 if confirm and self._go_on():
                     self.run_round("confirm", confirm)
+                    mark("confirm")
         except KeyboardInterrupt:
             r._finish("interrupted", "interrupted (KeyboardInterrupt)")
             raise
@@ -192,6 +200,7 @@ class WorkerRun:
             raise NumericsError(self.numerics)
         if r.cancel.is_set():
             status = "interrupted"
+        mark("end")
         if self.faults:
             status, error = "failed", self.faults[0]["error"]
             r.fault = self.faults[0]
@@ -199,6 +208,12 @@ class WorkerRun:
             status, error = "failed", "; ".join(self.errors)
         r._finish(status, error)
         return status
+
+    def _mark(self, name: str) -> None:
+        """The wall-clock instant of a step of this run (the summary's ``timeline``)."""
+        timeline = getattr(self.r, "timeline", None)
+        if isinstance(timeline, dict):
+            timeline[name] = time.time()
 
     def _go_on(self) -> bool:
         return not self.r.cancel.is_set() and self.numerics is None
@@ -237,7 +252,9 @@ class WorkerRun:
         if handler is not None:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            proc = ctx.Process(target=worker_main, args=(self.setup, self.out, go, self.stop, jobs),
+            overlap = bool(getattr(self.cfg, "overlap", False))
+            proc = ctx.Process(target=worker_main,
+                               args=(self.setup, self.out, go, self.stop, jobs, overlap),
                                name=f"workbench-worker-gpu{g}")  # fmt: skip
             proc.start()
         finally:
@@ -269,8 +286,9 @@ class WorkerRun:
         cfg = dataclasses.replace(cfg, comparisons=[c for c in cfg.comparisons
                                                     if c.id not in self.excluded])  # fmt: skip
         job = dataclasses.replace(
-            w.job, cfg=cfg, describe=self.r.session is None and not self._describing
-        )
+            w.job, cfg=cfg, describe=self.r.session is None and not self._describing,
+            setup=getattr(self, "handover", None) or None,
+        )  # fmt: skip
         self._describing = self._describing or job.describe
         try:  # here, not in a queue's feeder thread, which would print a traceback and hang
             pickle.dumps(job)
@@ -435,6 +453,7 @@ class WorkerRun:
         elif kind == "exit":
             w.exit = data
             w.ended = time.monotonic()
+            run_setup.merge(self.handover, data.get("handover"))
             if w.job.describe and w.hello is None:  # it never described: the next one will
                 self._describing = False
 
@@ -539,9 +558,11 @@ class WorkerRun:
             "placement_seed": w.job.cfg.protocol.placement_seed,
             "blocks": w.job.cfg.protocol.block_goal, "phases": phases,
             "import_s": exit_.get("import_s"), "wait_s": exit_.get("wait_s"),
-            "wall_s": exit_.get("wall_s"),
+            "wall_s": exit_.get("wall_s"), "setup": exit_.get("setup"),
             "error": w.error or (w.fault or {}).get("error"),
         }  # fmt: skip
+        if exit_.get("overlap"):  # its CUDA context made before its turn (--overlap)
+            rec["overlap"] = exit_["overlap"]
         if (w.hello or {}).get("host"):  # a Ray worker: its host and node
             rec["host"], rec["ray_node"] = w.hello["host"], w.hello.get("ray_node")
         if w.fault is not None:
