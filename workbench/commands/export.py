@@ -46,7 +46,6 @@ def run(args: argparse.Namespace) -> int:
     from workbench.commands.sessions import resolve
     from workbench.core.files import write_whole
     from workbench.report import decisions
-    from workbench.store.provenance import session_staleness
     from workbench.store.session import load_session
 
     if args.format not in FORMATS:
@@ -57,15 +56,6 @@ def run(args: argparse.Namespace) -> int:
     distinct_sessions(args.sessions, paths, "its decisions would count twice")
     sessions = [load_session(p) for p in paths]
     doc, notes = decisions.build(sessions, args.m)
-    stale = {s.name: session_staleness(s) for s in sessions}  # the rule of list, show, TUI
-    stale = {name: st for name, st in stale.items() if st.stale}
-    if stale:  # evidence of other kernels than the working tree's: said in one line, not refused
-        first = next(iter(stale.values()))
-        print(
-            f"workbench export: warning: {', '.join(stale)} {'is' if len(stale) == 1 else 'are'} "
-            f"{first.text()}" + (f" (the files of {next(iter(stale))})" if len(stale) > 1 else ""),
-            file=sys.stderr,
-        )
     for n in notes:
         print(f"workbench export: {n}", file=sys.stderr)
     if args.format == "json":
@@ -76,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
             out = output_file(args.out, "--out", "decisions.json")
             write_whole(out, lambda tmp: tmp.write_text(text), "--out")
             print(f"workbench export: wrote {out}", file=sys.stderr)
+        _warn_stale(sessions)
         return 0
     folder = output_dir(args.out or DEFAULT_VLLM_DIR, "--out")
     for name, part in decisions.split(doc).items():
@@ -88,4 +79,21 @@ def run(args: argparse.Namespace) -> int:
         "not a vLLM config folder: vLLM's loader would fail on these files",
         file=sys.stderr,
     )
+    _warn_stale(sessions)
     return 0
+
+
+def _warn_stale(sessions: list) -> None:
+    """One line, once the document is written, naming the sessions measured on other kernels
+    than the working tree's (provenance.staleness: the rule of list, show, report and TUI)."""
+    from workbench.store.provenance import session_staleness
+
+    stale = {s.name: st for s in sessions if (st := session_staleness(s)).stale}
+    if stale:  # said, not refused: evidence of older kernels may be what the user exports
+        first = next(iter(stale.values()))
+        many = f" (the files of {next(iter(stale))})" if len(stale) > 1 else ""
+        verb = "is" if len(stale) == 1 else "are"
+        print(
+            f"workbench export: warning: {', '.join(stale)} {verb} {first.text()}{many}",
+            file=sys.stderr,
+        )
