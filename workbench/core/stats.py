@@ -32,18 +32,32 @@ NumPy and SciPy only: this module imports neither torch nor textual.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from statistics import NormalDist
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from workbench.core import defaults
-from workbench.core.distributions import binom_half_cdf, t_quantile, wilcoxon_p
+from workbench.core.distributions import wilcoxon_p
 from workbench.core.errors import BadArgument
+
+# the pairs and the intervals, split out by concern and read through here as before
+from workbench.core.intervals import (  # noqa: F401
+    BlockCI,
+    MedianCI,
+    _as_values,
+    _block_ci,
+    block_ci,
+    ci_half_width,
+    median_ci,
+    median_of,
+    min_pairs,
+    t_interval,
+)
+from workbench.core.pairs import PairRatio, PairRatios, pair_ratios  # noqa: F401
 from workbench.core.power import detectable_effect
 
 DEFAULT_M = defaults.M
@@ -63,173 +77,6 @@ CODES = (
     "no-pairs",  # no complete pair
 )
 _Z_SE_MEDIAN = math.sqrt(math.pi / 2)  # asymptotic s.e. of a normal median is 1.2533·σ/√n
-
-
-@dataclass(frozen=True)
-class PairRatio:
-    """One complete ABBA/BAAB pair: ``a_ms``/``b_ms`` in slot order, ``t`` of its first sample."""
-
-    pair: int
-    ratio: float
-    a_ms: tuple[float, float]
-    b_ms: tuple[float, float]
-    order: str
-    t: float | None = None
-    flagged: bool = False
-    block: int | None = None  # the placement block it was measured in (None: a legacy session)
-    worker: int | None = None  # the worker process it was measured in (None: one process)
-
-
-class PairRatios(list):
-    """List of PairRatio, pair order; ``dropped`` maps each dropped pair index to the reason."""
-
-    def __init__(self, items: Iterable[PairRatio] = (), dropped: dict[int, str] | None = None):
-        super().__init__(items)
-        self.dropped: dict[int, str] = dropped or {}
-
-    @property
-    def values(self) -> list[float]:
-        return [p.ratio for p in self]
-
-
-def pair_ratios(samples: Iterable[Mapping[str, Any]]) -> PairRatios:
-    """Pair ratios from the ``sample`` journal records of ONE comparison.
-
-    For each (pair, slot) the last non-excluded record counts (a re-measured slot replaces the
-    earlier one). A pair with a slot missing, only excluded records, or a non-positive time is
-    dropped and listed in ``.dropped``. Arms must read ABBA or BAAB over slots 0..3.
-    """
-    samples = list(samples)
-    cmps = {s.get("cmp") for s in samples}
-    if len(cmps) > 1:
-        raise BadArgument(
-            f"samples: pair_ratios takes one comparison, got {sorted(map(str, cmps))}"
-        )
-    slots: dict[int, dict[int, Mapping[str, Any]]] = {}
-    seen: set[int] = set()
-    for s in samples:
-        p, k = int(s["pair"]), int(s["slot"])
-        seen.add(p)
-        if not s.get("excluded", False):
-            slots.setdefault(p, {})[k] = s  # later records overwrite: a re-measure wins
-    out, dropped = [], {}
-    for p in sorted(seen):
-        got = slots.get(p, {})
-        missing = [k for k in range(4) if k not in got]
-        if missing:
-            dropped[p] = f"slot(s) {', '.join(map(str, missing))} missing or excluded"
-            continue
-        recs = [got[k] for k in range(4)]
-        order = "".join(str(r["arm"]) for r in recs)
-        if order not in ("ABBA", "BAAB"):
-            cmp_id = next(iter(cmps))
-            raise BadArgument(
-                f"samples: pair {p} of {cmp_id!r} has arms {order!r} (need ABBA or BAAB)"
-            )
-        ms = [float(r["ms"]) for r in recs]
-        if not all(math.isfinite(x) and x > 0 for x in ms):
-            dropped[p] = f"non-positive or non-finite time in {ms}"
-            continue
-        a = tuple(x for x, arm in zip(ms, order, strict=True) if arm == "A")
-        b = tuple(x for x, arm in zip(ms, order, strict=True) if arm == "B")
-        flagged = any(bool(r.get("flagged", False)) for r in recs)
-        blk = recs[0].get("block")
-        if any(r.get("block") != blk for r in recs):
-            cmp_id = next(iter(cmps))
-            raise BadArgument(f"samples: pair {p} of {cmp_id!r} spans more than one block")
-        blk = None if blk is None else int(blk)
-        wk = recs[0].get("worker")
-        if any(r.get("worker") != wk for r in recs):
-            cmp_id = next(iter(cmps))
-            raise BadArgument(f"samples: pair {p} of {cmp_id!r} spans more than one worker")
-        wk = None if wk is None else int(wk)
-        out.append(PairRatio(p, sum(b) / sum(a), a, b, order, recs[0].get("t"), flagged, blk, wk))
-    return PairRatios(out, dropped)
-
-
-def _check_conf(conf: float) -> None:
-    if not 0.0 < conf < 1.0:
-        raise BadArgument(f"conf must be in (0, 1), got {conf!r}")
-
-
-def min_pairs(conf: float = DEFAULT_CONF) -> int:
-    """Fewest values for which a distribution-free CI of the median exists at ``conf`` (6 at 95 %)."""
-    _check_conf(conf)
-    n = 1
-    while 1.0 - 2.0 * 0.5**n < conf:
-        n += 1
-    return n
-
-
-def median_of(v: Sequence[float]) -> float:
-    """``float(np.median(v))`` of a short list, the same float (signed zeros included: NumPy's
-    median is a mean, which starts from +0.0), without NumPy's per-call cost: a block's median
-    is taken once per block and comparison, and again per block left out (block_diagnostic)."""
-    s = sorted(v)
-    n, h = len(s), len(s) // 2
-    if n == 0:
-        return math.nan
-    return s[h] + 0.0 if n % 2 else (0.0 + s[h - 1] + s[h]) / 2
-
-
-class MedianCI(NamedTuple):
-    median: float
-    low: float
-    high: float
-    coverage: float  # exact coverage of [low, high] for continuous i.i.d. data; >= conf
-    n: int
-
-
-def median_ci(values: Sequence[float], conf: float = DEFAULT_CONF) -> MedianCI:
-    """Median and distribution-free CI [x_(k), x_(n+1-k)] (largest k with coverage >= conf).
-
-    n < min_pairs(conf): low = -inf, high = +inf, coverage 1 (nothing can be said).
-    n == 0: median is NaN as well.
-    """
-    _check_conf(conf)
-    x = np.sort(np.asarray(values, dtype=np.float64))
-    n = int(x.size)
-    if n == 0:
-        return MedianCI(math.nan, -math.inf, math.inf, 1.0, 0)
-    med = float(np.median(x))
-    k, cov = _order_index(n, conf)
-    if k == 0:
-        return MedianCI(med, -math.inf, math.inf, 1.0, n)
-    return MedianCI(med, float(x[k - 1]), float(x[n - k]), cov, n)
-
-
-@functools.lru_cache(maxsize=1024)
-def _order_index(n: int, conf: float) -> tuple[int, float]:
-    """(k, coverage) of the CI [x_(k), x_(n+1-k)], 1-based; (0, 1.0) when none reaches conf."""
-    # coverage(k) = P(k <= Bin(n, 1/2) <= n-k) = 1 - 2 P(Bin <= k-1), decreasing in k
-    ks = np.arange(1, n // 2 + 1)
-    cov = np.array([1.0 - 2.0 * binom_half_cdf(int(k) - 1, n) for k in ks])
-    ok = ks[cov >= conf]
-    if ok.size == 0:
-        return 0, 1.0
-    k = int(ok.max())
-    return k, float(cov[k - 1])
-
-
-def ci_half_width(
-    ratios: Sequence[float] | Sequence[PairRatio], conf: float = DEFAULT_CONF
-) -> float:
-    """Half the CI width relative to the median, (high - low) / (2·median); inf below min_pairs.
-
-    The adaptive mode adds pairs until this is at most DEFAULT_TARGET (0.5 %).
-    """
-    c = median_ci(_as_values(ratios), conf)
-    if not math.isfinite(c.low) or not math.isfinite(c.high):
-        return math.inf
-    return (c.high - c.low) / (2.0 * c.median)
-
-
-def _as_values(ratios: Sequence[float] | Sequence[PairRatio]) -> list[float]:
-    vals = [r.ratio if isinstance(r, PairRatio) else float(r) for r in ratios]
-    bad = [v for v in vals if not (math.isfinite(v) and v > 0)]
-    if bad:
-        raise BadArgument(f"ratios must be positive and finite, got {bad[:3]}")
-    return vals
 
 
 @dataclass
@@ -383,86 +230,6 @@ def _check_m(m: Any) -> float:
     if not 0.0 <= m < 0.5:
         raise BadArgument(f"m (minimum effect) must be in [0, 0.5), got {m!r}")
     return m
-
-
-class BlockCI(NamedTuple):
-    """The interval of a comparison (docs/DESIGN.md §7.3): a t-interval over its units.
-
-    ``unit`` is "worker" when the pairs come from two or more worker processes: each worker's
-    summary is the mean of its blocks' median log-ratios and the t-interval runs over the
-    workers (``units`` of them), so it carries the process-to-process variance that no block
-    inside one process samples. Otherwise ``unit`` is "block": the t-interval over the blocks'
-    median log-ratios of one process. ``center`` is the geometric mean of the unit summaries;
-    ``between_sd`` their SD (log scale); ``blocks`` counts blocks over all workers."""
-
-    center: float
-    low: float
-    high: float
-    blocks: int
-    between_sd: float
-    within_sd: float | None
-    k_blocks: int
-    unit: str = "block"
-    units: int = 0
-    k_units: int = 0
-
-
-def t_interval(y: Sequence[float], conf: float = DEFAULT_CONF) -> tuple[float, float]:
-    """(mean, half-width) of the Student t-interval of the mean of ``y`` at ``conf``: the one
-    t-interval of the package (blocks here, sessions in workbench.analysis.pool). Fewer than
-    two values: (mean, inf)."""
-    _check_conf(conf)
-    y = np.asarray(y, dtype=np.float64)
-    if y.size < 2:
-        return (float(np.mean(y)) if y.size else math.nan), math.inf
-    t = t_quantile(0.5 + conf / 2, y.size - 1)
-    return float(np.mean(y)), t * float(np.std(y, ddof=1)) / math.sqrt(y.size)
-
-
-def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI | None:
-    """The t-interval over blocks, or None with fewer than 2 blocks.
-
-    Each block's summary is the log of its median pair ratio; the blocks are independent
-    placements, so these summaries are i.i.d. draws of (placement effect + within-block noise)
-    and a t-interval on their mean covers both sources of variance (one-way random effects, the
-    block as the unit). The within-block spread enters through the block summaries' own scatter.
-    """
-    return _block_ci(ratios, conf)
-
-
-def _block_ci(ratios: Sequence[PairRatio], conf: float, within: bool = True) -> BlockCI | None:
-    """block_ci; ``within=False`` leaves out the within-block SD (None), which no verdict reads."""
-    _check_conf(conf)
-    by: dict[tuple[int, int], list[float]] = {}
-    for r in ratios:
-        if r.block is not None:
-            key = (-1 if r.worker is None else r.worker, r.block)
-            by.setdefault(key, []).append(math.log(r.ratio))
-    workers: dict[int, list[float]] = {}
-    for (wk, _), v in by.items():
-        workers.setdefault(wk, []).append(median_of(v))
-    if len(workers) >= 2:  # the worker process is the unit (docs/DESIGN.md §7.3)
-        y = np.array([float(np.mean(v)) for v in workers.values()])
-        unit = "worker"
-    elif len(by) >= 2:
-        y = np.array([median_of(v) for v in by.values()])
-        unit = "block"
-    else:
-        return None
-    blocks_y = np.array([median_of(v) for v in by.values()])
-    nb = len(by)
-    sd = float(np.std(y, ddof=1))
-    center, half = t_interval(y, conf)
-    w = None
-    if within:
-        resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
-        dof = sum(len(v) - 1 for v in by.values())
-        w = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
-    k = int(np.sum(blocks_y < 0.0))
-    return BlockCI(
-        math.exp(center), math.exp(center - half), math.exp(center + half), nb, sd, w, k,
-        unit, int(y.size), int(np.sum(y < 0.0)),
-    )  # fmt: skip
 
 
 def _decide(med: float, low: float, high: float, m: float) -> tuple[str, str]:
