@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from fixtures_sessions import representative_sessions
@@ -65,6 +66,7 @@ def test_the_checker_finds_a_planted_mislabel():
 
 
 KINDS = representative_sessions()
+REPO_SESSIONS = Path(__file__).resolve().parent.parent / "sessions"
 if not KINDS:
     pytest.skip("no session committed under sessions/", allow_module_level=True)
 
@@ -156,3 +158,17 @@ def test_verdicts_stored_with_their_reason_still_load_and_get_their_code():
         assert (old.verdict, old.code) == (r.verdict.verdict, r.verdict.code), r.id
         said = words.reason(old)  # the same rule and numbers; the workers favouring B unknown
         assert "None" not in said and said.split(";")[0] == words.reason(r.verdict).split(";")[0]
+
+
+def test_pool_says_for_how_many_boards_its_interval_holds(capsys):
+    runs = [
+        REPO_SESSIONS / n for n in ("20261204T034541Z_default-r2", "20261204T034742Z_default-r3")
+    ]
+    if not all(p.is_dir() for p in runs):
+        pytest.skip("committed sessions")
+    assert cli.main(["sessions", "pool", *map(str, runs)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "1 board (GPU-dbafddd4): the pooled interval is over sessions; it holds for this board"
+        in out
+    )

@@ -323,6 +323,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace) -> int:
     from workbench.analysis import pool_sessions
+    from workbench.analysis.words import holds_for
     from workbench.core.errors import SessionError
     from workbench.store.session import load_session
 
@@ -375,6 +376,9 @@ def _pool(args: argparse.Namespace) -> int:
                 f"{k[:12]}: {', '.join(str(i + 1) for i in idx)}" for k, idx in boards.items()
             )
             print(f"{len(boards)} boards ({each}): estimates and intervals are over boards")
+        elif boards and "?" not in boards:  # one board: what the pooled interval holds for
+            print(f"1 board ({next(iter(boards))[:12]}): the pooled interval is over sessions; "
+                  f"{holds_for(1).replace('its intervals hold', 'it holds')}")  # fmt: skip
         rows = [["comparison", "session estimates B/A", "range", "pooled [95 % CI]",
                  "CIs with pooled", "session verdicts", "rests on block", "pooled"]]  # fmt: skip
         rows += [
