@@ -1,5 +1,6 @@
 """Session citations in the docs, and whether the evidence they cite is current (issue 11): the
-scanner of tests/test_evidence.py (a test helper; the package's part is provenance.stale_sources).
+scanner of tests/test_evidence.py (a test helper; the package's part is provenance.staleness,
+the rule the tools share).
 
 Convention (docs/EVIDENCE.md): a session folder name (``<YYYYmmddTHHMMSSZ>_<slug>``, bare, after
 ``sessions/``, or as the stem of a figure or report named after the session, such as
@@ -21,7 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.core.errors import SessionError
-from workbench.store.provenance import stale_sources
+from workbench.store.provenance import (  # noqa: F401 (same_device_code, load_equivalence: the tests')
+    gpu_arch,
+    load_equivalence,
+    same_device_code,
+    staleness,
+)
 
 SESSION_NAME = re.compile(r"\d{8}T\d{6}Z_[A-Za-z0-9][A-Za-z0-9._-]*")
 # files named after a session by `workbench plot` / the TUI export: <name>_<kind>.<ext>
@@ -87,6 +93,17 @@ def _resolve(name: str, known: set[str]) -> str:
     return max(longer, key=len) if longer else name
 
 
+def session_arch(folder: Path) -> str | None:
+    """compute_XY of the GPU a session ran on (environment.gpu.sm, e.g. "9.0")."""
+    import json
+
+    try:
+        gpu = json.loads((folder / "session.json").read_text())["environment"]["gpu"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return gpu_arch(gpu)
+
+
 def check(
     docs: Iterable[Path],
     sessions_root: Path,
@@ -100,9 +117,6 @@ def check(
     ``base``: folder the file names in messages are relative to.
     """
     from workbench.store.session import load_session
-
-    if equivalence is True:
-        equivalence = load_equivalence()
 
     known = (
         {p.name for p in sessions_root.iterdir() if p.is_dir()} if sessions_root.is_dir() else set()
@@ -126,11 +140,9 @@ def check(
             except SessionError as e:
                 problems.append(f"{where}: cites {name}, which cannot be loaded: {e}")
                 continue
-            stale = stale_sources(files, current)
-            if stale and same_device_code(
-                session_arch(sessions_root / name), files, current, equivalence
-            ):
-                continue  # other sources, but the same device code and launches on its GPU
+            # the one staleness rule of the tools (sessions list/show, report, TUI, export)
+            st = staleness(files, session_arch(sessions_root / name), current, equivalence)
+            stale = st.differ if st.stale or st.differ is None else []
             if stale is None:
                 problems.append(f"{where}: cites {name} as current, but it records no csrc/ hashes")
             elif stale:
@@ -140,48 +152,6 @@ def check(
                     "citation under a 'History' heading)"
                 )
     return problems
-
-
-EQUIVALENCE = (
-    Path(__file__).resolve().parents[1] / "benchmarks/results/device_code/equivalence.json"
-)
-
-
-def load_equivalence(path: Path = EQUIVALENCE) -> dict | None:
-    """The record benchmarks/device_code.py writes, or None where there is none."""
-    import json
-
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def session_arch(folder: Path) -> str | None:
-    """compute_XY of the GPU a session ran on (environment.gpu.sm, e.g. "9.0")."""
-    import json
-
-    try:
-        sm = json.loads((folder / "session.json").read_text())["environment"]["gpu"]["sm"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return f"compute_{str(sm).replace('.', '')}" if sm else None
-
-
-def same_device_code(
-    arch: str | None,
-    files: Mapping[str, str] | None,
-    current: Mapping[str, str] | None,
-    eq: Mapping | None,
-) -> bool:
-    """Whether ``eq`` (benchmarks/device_code.py's record) shows that sources ``files`` and the
-    working tree (or ``current``) give a GPU of ``arch`` the same device code and launches: made
-    for the working tree and, among its old trees, exactly ``files``, on that architecture, and
-    found identical."""
-    from workbench.store.provenance import current_sources, kernel_files
-
-    if not eq or not eq.get("identical") or arch is None or eq.get("arch") != arch:
-        return False
-    now = kernel_files(current_sources() if current is None else current)
-    olds = [old.get("sources") for old in eq.get("from", [])]
-    return kernel_files(files) in olds and now == eq.get("to_sources")
 
 
 def doc_files(repo: Path) -> list[Path]:

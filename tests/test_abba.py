@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from fn_arm import FnArm
 
+from workbench.analysis.words import reason
 from workbench.core import stats
 from workbench.core.errors import BadArgument
 from workbench.measure.abba import ProtocolConfig, pair_order, run_abba, sample_flagged, stop_reason
@@ -79,7 +80,7 @@ def test_fixed_mode_recovers_ratio_and_order():
     assert labels[4:] == "".join("ABBA" if i % 2 == 0 else "BAAB" for i in range(12))
     assert np.median(out.ratios) == pytest.approx(1.07, rel=0.005), f"seed {seed}"
     v = stats.compare(out.ratios, 0.01)
-    assert v.verdict == "SLOWER", f"seed {seed}: {v.reason}"
+    assert v.verdict == "SLOWER", f"seed {seed}: {reason(v)}"
     # the journaled samples give the same ratios through the statistics module
     assert stats.pair_ratios(out.samples).values == pytest.approx(out.ratios)
     assert out.median_ms("A") == pytest.approx(0.200, rel=0.01)

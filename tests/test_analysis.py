@@ -16,6 +16,7 @@ from fixtures_sessions import real_sessions
 
 from workbench import cli
 from workbench.analysis import analyse, combine, reader_comparison, recommendations
+from workbench.analysis.words import reason
 from workbench.core.errors import BadArgument
 from workbench.core.stats import Verdict, compare
 from workbench.report.markdown import render_report
@@ -34,7 +35,7 @@ def _v(label: str) -> Verdict:
     ratio = {"FASTER": 0.93, "SLOWER": 1.07, "SAME": 1.0, "AMBIGUOUS": 0.99}[label]
     noise = {"FASTER": 0.01, "SLOWER": 0.01, "SAME": 0.001, "AMBIGUOUS": 0.03}[label]
     v = compare(ratio * np.exp(np.random.default_rng(len(label)).normal(0, noise, 12)))
-    assert v.verdict == label, v.reason
+    assert v.verdict == label, reason(v)
     return v
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from workbench.analysis.words import WORDS
 from workbench.core import stats
 from workbench.core.block_diagnostic import diagnose
 from workbench.core.power import detectable_effect
@@ -274,7 +275,7 @@ def test_detectable_effect_is_the_95_percent_power_point():
 )
 def test_verdict_words_keep_small_resolved_effects_apart_from_cannot_tell(verdict, lo, hi, words):
     assert stats.verdict_words(verdict, lo, hi) == words
-    assert words in stats.WORDS
+    assert words in WORDS
 
 
 # ---- across sessions, and on the committed evidence ----
@@ -302,40 +303,6 @@ def test_same_block_extreme_across_sessions():
     assert pc([list(_exchangeable(rng))]).same_block_extreme() is None  # one session
 
 
-def _pool_of_runs(rng, widths, process_sd_in_se: float = 0.0):
-    """A pooled comparison of runs of 6 blocks each, one per entry of ``widths``: block
-    log-ratios with SD 0.1 % times the width, every run shifted by its own process effect of SD
-    ``process_sd_in_se`` times the narrowest run's standard error (0: the runs' intervals are
-    honest about the spread between runs)."""
-    from workbench.analysis.pool import PooledComparison
-
-    sd = 0.001 * np.asarray(widths, dtype=float)
-    t = sps.t.ppf(0.975, BLOCKS - 1)
-    shift = rng.normal(0.0, process_sd_in_se * sd.min() / math.sqrt(BLOCKS), sd.size)
-    y = rng.normal(0.0, 1.0, (sd.size, BLOCKS)) * sd[:, None] + shift[:, None]
-    mean, half = y.mean(axis=1), t * y.std(axis=1, ddof=1) / math.sqrt(BLOCKS)
-    cis = [(math.exp(m - h), math.exp(m + h)) for m, h in zip(mean, half, strict=True)]
-    return PooledComparison("x", "w2", "rotating", "main", list(np.exp(mean)), [], "", cis)
-
-
-def _coverage_flag_rate(rng, widths, spread=0.0, pools=1200):
-    return (
-        sum(_pool_of_runs(rng, widths, spread).coverage()[2] < 0.01 for _ in range(pools)) / pools
-    )
-
-
-def test_coverage_flags_runs_whose_intervals_miss_the_spread_between_processes():
-    """Seeded pools of 6 runs: honest run intervals rarely give p < 0.01 (< 2 %; < 3 % when the
-    intervals differ tenfold in width, where counting the intervals that hold the pooled
-    estimate would flag about a quarter); runs that scatter between processes by 5 times their
-    own standard error (W2 rotating on the H200: medians 1.0100..1.0128, intervals about
-    +-0.05 %) give it in most pools (> 70 %)."""
-    rng = np.random.default_rng(23)
-    assert _coverage_flag_rate(rng, [1] * 6) < 0.02
-    assert _coverage_flag_rate(rng, [1, 1, 1, 10, 10, 10]) < 0.03
-    assert _coverage_flag_rate(rng, [1] * 6, spread=5.0) > 0.7
-
-
 def test_coverage_judges_each_difference_by_both_intervals():
     from workbench.analysis.pool import PooledComparison
 
@@ -345,26 +312,28 @@ def test_coverage_judges_each_difference_by_both_intervals():
                                 [math.exp(y) for y in logs], [], "", cis)  # fmt: skip
 
     # narrow intervals, one run 10 % away: no run agrees with the mean of the other two
-    assert pc([0, 0, 0.1], [0.01] * 3).coverage() == (0, 3, pytest.approx(0.05**3))
+    none = pc([0, 0, 0.1], [0.01] * 3).coverage()
+    assert none[:2] == (0, 3) and none[2] < 0.001  # no simulated honest pool does as badly
     # the far run's interval is wide: it neither fails nor makes the others fail
     assert pc([0, 0, 0.1], [0.01, 0.01, 0.2]).coverage() == (3, 3, 1.0)
     # an interval that is not finite (too few pairs) is left out; below three, no test
     assert pc([0, 0, 0.1], [0.01, 0.01, math.inf]).coverage() is None
-    # the line is printed below p = 0.01 only: 4 of 6 agree (p = 0.033), 3 of 6 (p = 0.0022)
+    # the line is printed below p = 0.01 only: 4 of 6 agree (not printed), 3 of 6 (printed)
     d, tiny = 0.05, [1e-4] * 6
     four = pc([0, 0, 0, 0, d, -d], tiny)
     three = pc([0, 0, 0, d, d, -2 * d], tiny)
     assert four.coverage()[:2] == (4, 6) and four.coverage_note() is None
     assert three.coverage()[:2] == (3, 6)
-    assert three.coverage()[2] == pytest.approx(sps.binom.cdf(3, 6, 0.95))
+    assert three.coverage()[2] < 0.01 <= four.coverage()[2]
     assert three.coverage_note().startswith("w2/rotating: only 3 of 6 sessions agree")
     three.role = "reference"  # a peer's row decides nothing: no line
     assert three.coverage_note() is None
 
 
 def test_pool_of_the_fresh_default_runs_names_w2_rotating(capsys):
-    """The six default runs at e414c6c: W2 rotating agrees in 3 of 6 (p = 0.0022), the one
-    main or confirm row where one run's interval is too narrow."""
+    """The six default runs at e414c6c: W2 rotating agrees in 3 of 6 (p = 0.00075 against
+    simulated honest pools; 0.0022 by the binomial rule before), the one main or confirm row
+    where one run's interval is too narrow."""
     from workbench import cli
 
     runs = sorted(str(d) for d in (REPO / "sessions").glob("20261202T00*_default-r*"))
@@ -372,7 +341,7 @@ def test_pool_of_the_fresh_default_runs_names_w2_rotating(capsys):
     assert cli.main(["sessions", "pool", *runs, "--root", str(REPO / "sessions")]) == 0
     flagged = [ln for ln in capsys.readouterr().out.splitlines() if "too narrow" in ln]
     assert len(flagged) == 1 and flagged[0].startswith("  w2/rotating: only 3 of 6"), flagged
-    assert "p = 0.0022" in flagged[0]
+    assert "p = 0.00075" in flagged[0]
 
 
 SESSION = "sessions/20261130T201628Z_default-r1"

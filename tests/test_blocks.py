@@ -18,6 +18,7 @@ import sim_device
 from fn_arm import FnArm
 
 from workbench import cli
+from workbench.analysis.words import reason
 from workbench.core import stats
 from workbench.measure.abba import ProtocolConfig, run_abba
 from workbench.measure.plan import MAX_PADDING, placement_padding
@@ -80,7 +81,7 @@ def test_one_block_verdict_says_placement_is_not_covered():
     rng = np.random.default_rng(3)
     v = _run(rng, 1.05, 0.003, 0.001, blocks=1, pairs=12)
     assert v.method == "pairs" and v.blocks == 1
-    assert "one block: placement and process not covered" in v.reason
+    assert "one block: placement and process not covered" in reason(v)
     v6 = _run(rng, 1.05, 0.003, 0.001, blocks=6, pairs=2)
     assert v6.method == "blocks" and v6.blocks == 6 and v6.verdict == "SLOWER"
     assert v6.between_sd is not None and v6.between_sd > 0 and v6.within_sd is not None

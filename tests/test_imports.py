@@ -3,9 +3,9 @@ layer, and lower layers never import upper ones.
 
 Every `import` and `from ... import` of a workbench module counts, also those inside functions
 (a lazy import is still a dependency), and so do the modules the TUI and the CLI load by name
-(`importlib.import_module`). No cycle is allowed: the plots read the analysis model
-(workbench.analysis) and the report's wording, and the report finds the plots' files through
-workbench.report.plot_files, never through the plotting package.
+(`importlib.import_module`). No cycle is allowed. The plots and the report are siblings that
+import neither each other: both read the analysis model and its words (workbench.analysis.words),
+and both find the figures' files through workbench.store.plot_files.
 """
 
 from __future__ import annotations
@@ -165,6 +165,35 @@ def test_dynamic_imports_are_read():
 def test_lower_layers_never_import_upper_ones():
     graph = full_graph()
     assert layer_violations(graph) == []
+
+
+# Packages of which neither may import the other (docs/ARCHITECTURE.md, "Layers").
+SIBLINGS = [("plots", "report")]
+
+
+def sibling_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports between the packages of a SIBLINGS pair, either way."""
+    pkg = lambda m: m.split(".")[1] if m.count(".") else ""  # noqa: E731
+    pairs = {frozenset(p) for p in SIBLINGS}
+    return sorted(
+        f"{m} imports {d}"
+        for m, deps in graph.items()
+        for d in deps
+        if pkg(m) != pkg(d) and frozenset((pkg(m), pkg(d))) in pairs
+    )
+
+
+def test_sibling_checker_finds_a_planted_import_either_way():
+    g = {"workbench.plots.ratios": {"workbench.report.markdown", "workbench.analysis.words"}}
+    g["workbench.report.markdown"] = {"workbench.plots._common"}
+    assert sibling_imports(g) == [
+        "workbench.plots.ratios imports workbench.report.markdown",
+        "workbench.report.markdown imports workbench.plots._common",
+    ]
+
+
+def test_plots_and_report_import_neither_each_other():
+    assert sibling_imports(full_graph()) == []
 
 
 def test_cycle_finder_finds_a_planted_cycle():

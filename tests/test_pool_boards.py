@@ -77,7 +77,7 @@ def test_a_sessions_board_is_its_workers_gpus_else_its_own():
 
 
 def test_a_session_says_how_many_boards_its_workers_sampled():
-    from workbench.analysis.pool import boards_text
+    from workbench.analysis.words import boards_text
 
     main = [{"round": "main", "uuid": "GPU-712d216e-9dbf"} for _ in range(6)]
     confirm = [{"round": "confirm", "uuid": "GPU-712d216e-9dbf"} for _ in range(3)]

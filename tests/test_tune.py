@@ -15,7 +15,7 @@ import sim_device
 from sim_device import FakeKernelOp
 
 from workbench import cli
-from workbench.core import stats
+from workbench.analysis.words import SINGLE_PROCESS
 from workbench.data.shapes import resolve_shape
 from workbench.measure.abba import ProtocolConfig
 from workbench.store.session import load_session
@@ -83,7 +83,7 @@ def test_screen_and_confirm_find_the_fastest_and_read_the_equal_one_same(device,
     assert conf[name(EQUAL)]["verdict"] == "SAME"
     # confirmed in this process (--single-process): every verdict says what it ignores
     for c in conf.values():
-        assert all(stats.SINGLE_PROCESS in v["reason"] for v in c["sets"].values())
+        assert all(SINGLE_PROCESS in v["reason"] for v in c["sets"].values())
     assert t["best"]["candidate"] == name(FASTEST) and not t["best"]["is_default"]
     # the reader verdict at the best parameters: coop is 5 % faster on w13 in the simulation
     assert t["reader"]["w13"]["decision"] == "cooperative"
@@ -302,7 +302,7 @@ def test_the_confirmation_runs_in_workers_and_a_faulting_candidate_ends_its_work
     fast = conf[name(FASTEST)]
     assert fast["verdict"] == "FASTER" and fast["estimate"] == pytest.approx(0.9, abs=0.01)
     for v in fast["sets"].values():  # the interval runs over the three workers
-        assert v["workers"] == 3 and v["blocks"] == 9 and stats.SINGLE_PROCESS not in v["reason"]
+        assert v["workers"] == 3 and v["blocks"] == 9 and SINGLE_PROCESS not in v["reason"]
     assert t["best"]["candidate"] == name(FASTEST)
     sess = load_session(res.session_path)
     assert sess.config["workers"] == 3 and sess.environment["workers"]["planned"] == 3

@@ -12,6 +12,7 @@ import pytest
 import sim_device
 
 from workbench import cli
+from workbench.analysis.words import SINGLE_PROCESS, reason
 from workbench.core import stats
 from workbench.core.errors import EXIT_BAD_ARGS, EXIT_GPU_FAULT
 from workbench.run import runner, worker_proc, workers
@@ -89,7 +90,7 @@ def test_workers_merge_into_one_session_with_an_interval_over_workers(
         assert len(set().union(*by_worker.values())) == 2 * n
         v = stats.compare(stats.pair_ratios(samples))
         assert v.method == "workers" and v.workers == n and v.blocks == 2 * n
-        assert "process-to-process" not in v.reason  # the single-process caveat is absent
+        assert "process-to-process" not in reason(v)  # the single-process caveat is absent
         assert sess.comparison(cmp_id)["workers"] == n
     cmps = {c["id"]: c for c in s["comparisons"]}
     assert cmps["w13/hot"]["verdict"]["median"] == pytest.approx(0.95, abs=0.01)
@@ -107,7 +108,7 @@ def test_single_process_mode_says_it_ignores_process_variance(device, capsys, tm
     assert s["workers"] == 1 and load_session(s["session"]).config["workers"] == 1
     (c,) = s["comparisons"]
     assert c["verdict"]["method"] == "blocks"
-    assert stats.SINGLE_PROCESS in c["verdict"]["reason"]
+    assert SINGLE_PROCESS in reason(stats.Verdict.from_dict(c["verdict"]))
 
 
 def test_a_fault_ends_one_worker_and_the_run_keeps_the_rest(device, monkeypatch, capsys, tmp_path):

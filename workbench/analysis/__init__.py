@@ -24,7 +24,6 @@ from workbench.analysis.model import (
     ComparisonResult,
     analyse,
     comparison_results,
-    estimate_words,
     session_m,
 )
 from workbench.analysis.pool import VARIES, Pool, PooledComparison, pool_sessions
@@ -40,6 +39,6 @@ from workbench.analysis.recommend import (
 __all__ = [
     "READER_KERNELS", "TIMING_ROLES", "VARIES", "Analysis", "ComparisonResult", "Pool",
     "PooledComparison", "Recommendation", "SessionDiff", "Shift", "analyse",
-    "calibration_summary", "combine", "compare_sessions", "comparison_results", "estimate_words", "pool_sessions",
+    "calibration_summary", "combine", "compare_sessions", "comparison_results", "pool_sessions",
     "reader_comparison", "recommendations", "rule_text", "session_m", "spin_of",
 ]  # fmt: skip

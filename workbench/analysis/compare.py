@@ -2,11 +2,11 @@
 
 Both sides come from ``workbench.analysis.model``: every number is recomputed from the journals.
 
-The shift between two sessions is the difference of their median pair ratios, d = med_B - med_A.
-Its interval is a conservative combination, not a bootstrap (a bootstrap of a median from 12
-pairs is too discrete to trust): each session's distribution-free median CI is taken at
-√conf (97.47 % for conf = 95 %); the sessions are independent runs, so both intervals hold
-together with probability >= conf, and then d lies in [low_B - high_A, high_B - low_A].
+The shift between two sessions is the difference of their estimates, d = est_B - est_A, each
+session's by its own method (over workers, blocks or pairs: workbench.analysis.words says which).
+Its interval is a conservative combination, not a bootstrap: each session's own interval is
+taken at √conf (97.47 % for conf = 95 %); the sessions are independent runs, so both intervals
+hold together with probability >= conf, and then d lies in [low_B - high_A, high_B - low_A].
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from workbench.analysis.model import (
     finite_or_none,
     session_m,
 )
+from workbench.analysis.words import compare_method
 from workbench.core.stats import DEFAULT_CONF, compare
 from workbench.store.session import Session
 
@@ -181,12 +182,8 @@ def compare_sessions(
                 conf,
             )
         )
-    method = (
-        f"shift = ratio in B minus ratio in A (each session's estimate: the geometric mean of its "
-        f"block medians, or the median pair ratio without blocks); interval: each session's CI "
-        f"(t-interval over blocks, or the distribution-free median CI without blocks) at "
-        f"sqrt({conf:g}) = {each * 100:.2f} %, combined as [low_B - high_A, high_B - low_A], "
-        f"which holds with probability >= {conf * 100:g} % for independent sessions (conservative)"
+    method = compare_method(
+        [{r.verdict.method for r in rs} for rs in results], conf, [a.boards, b.boards]
     )
     return SessionDiff(
         a,

@@ -205,31 +205,6 @@ def comparison_result(
     )
 
 
-def estimate_words(results: list[ComparisonResult]) -> tuple[str, str]:
-    """(marker, interval) legend words for the estimate the verdicts of ``results`` use: the
-    geometric mean of the block medians with a t-interval over blocks (sessions with blocks),
-    or the median pair ratio with its distribution-free CI; both when the rows mix them. The
-    one wording of the plots' and the TUI's legends."""
-    conf = results[0].verdict.conf if results else stats.DEFAULT_CONF
-    return method_words({r.verdict.method for r in results}, conf)
-
-
-def method_words(methods: set[str], conf: float = stats.DEFAULT_CONF) -> tuple[str, str]:
-    """``estimate_words`` from the verdicts' ``method`` names ("blocks", "pairs")."""
-    methods = (set(methods) & {"blocks", "pairs"}) or {"blocks"}
-    conf = f"{conf * 100:g} %"
-    words = {
-        "blocks": ("geometric mean of the block medians", f"{conf} t-interval over blocks"),
-        "pairs": ("median pair ratio", f"{conf} CI of the median (distribution-free)"),
-    }
-    if len(methods) == 1:
-        return words[methods.pop()]
-    return (
-        f"{words['blocks'][0]} (or, without blocks, the {words['pairs'][0]})",
-        f"{words['blocks'][1]} (or {words['pairs'][1]})",
-    )
-
-
 @dataclass
 class Analysis:
     """Everything a report, a plot or a view states about a session, from its journals."""

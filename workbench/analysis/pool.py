@@ -31,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from workbench.analysis.compare import compare_sessions
+from workbench.analysis.components import Fit, fit_components
 from workbench.analysis.model import ComparisonResult, comparison_results
 from workbench.analysis.recommend import Recommendation, recommendations
-from workbench.core.distributions import binom_cdf, binom_tail, f_sf
+from workbench.core.distributions import binom_tail, f_sf, t_quantile
 from workbench.core.errors import BadArgument
 from workbench.core.stats import DEFAULT_CONF, t_interval
 from workbench.store.session import Session
@@ -56,6 +57,25 @@ class PooledComparison:
     rests_on: list[list[int]] = field(default_factory=list)  # each session's deciding blocks
     block_ratios: list[list[float]] = field(default_factory=list)  # each session's, by block
     boards: list[str] = field(default_factory=list)  # each session's board(s) (session_board)
+    ratios: list[Any] = field(default_factory=list, repr=False)  # each session's PairRatios
+    units: list[int] = field(default_factory=list)  # each interval's units (workers, blocks...)
+    _coverage: tuple | None = field(default=None, repr=False, compare=False)
+
+    def components(self, intervals: bool = True) -> Fit | None:
+        """Where the noise is: the REML variance components of the pairs' log ratio per level
+        (board, run, worker, block, pair; workbench.analysis.components), over every session's
+        pairs; None without two sessions of pairs."""
+        runs = [(i, r) for i, r in enumerate(self.ratios) if len(r)]
+        if len(runs) < 2:
+            return None
+        keys = self.boards if len(self.boards) == len(self.medians) else ["?"] * len(self.medians)
+        y, levels = [], {"board": [], "run": [], "worker": [], "block": []}
+        for i, prs in runs:
+            for p in prs:
+                y.append(math.log(p.ratio))
+                for level, label in zip(levels, (keys[i], i, p.worker, p.block), strict=True):
+                    levels[level].append(label)
+        return fit_components(y, levels, DEFAULT_CONF, intervals)
 
     def same_block_extreme(self) -> tuple[str, int, int, float] | None:
         """("highest" or "lowest", block index, sessions where it is, p): the block that is most
@@ -156,31 +176,39 @@ class PooledComparison:
         interval's half-width (log scale, the wider side) and h_o = sqrt(sum of the others'
         h_j^2) / (n-1) the half-width of their mean: each difference is judged by both
         uncertainties, so a session of a wide interval neither fails nor makes the others fail.
-        If every interval were a 95 % interval of the spread between processes too, about 95 %
-        would agree; p = P(Bin(n, 0.95) <= agreeing), the sessions treated as independent.
-        Simulated (tests/test_block_diagnostic.py): honest pools of 6 give p < 0.01 in under
-        2 % (3 % with interval widths that differ tenfold); runs that scatter between processes
-        by 5 times their own standard error, in most. None below three sessions judged."""
+        p = P(agreeing or fewer) if every run's interval were honest: calibrated by simulating
+        this pool (each session a t-interval over its own units with the spread its half-width
+        implies, the same judging), so neither the ~97 % that honest t-intervals agree nor the
+        overlap of the leave-one-out checks (they share sessions) is taken for 95 % and
+        independence (tests/test_pool_agreement.py). None below three sessions judged."""
+        return self.agreement()[0]
+
+    def agreement(self) -> tuple[tuple[int, int, float] | None, np.ndarray | None]:
+        """(``coverage()``, the agreeing counts of the simulated honest pools behind its p)."""
+        if self._coverage is not None:
+            return self._coverage
         board = {i: k for k, idx in self.board_groups().items() for i in idx}
+        units = self.units if len(self.units) == len(self.medians) else [6] * len(self.medians)
         runs = [
-            (math.log(x), max(math.log(x) - math.log(lo), math.log(hi) - math.log(x)), board[i])
+            (math.log(x), max(math.log(x) - math.log(lo), math.log(hi) - math.log(x)), board[i],
+             max(int(units[i]), 2))
             for i, (x, (lo, hi)) in enumerate(zip(self.medians, self.cis, strict=False))
             if x > 0 and lo > 0 and math.isfinite(x) and math.isfinite(lo) and math.isfinite(hi)
-        ]
-        # each run against the others of its board: a run cannot sample another board's offset
-        # (board_note says where the boards differ)
-        judged = agreeing = 0
-        for i, (y, h, b) in enumerate(runs):
-            others = [r for j, r in enumerate(runs) if j != i and r[2] == b]
-            if len(others) < 2:
-                continue
-            mean = sum(r[0] for r in others) / len(others)
-            h_o = math.sqrt(sum(r[1] ** 2 for r in others)) / len(others)
-            judged += 1
-            agreeing += abs(y - mean) <= math.sqrt(h * h + h_o * h_o)
-        if judged < 3:
-            return None
-        return agreeing, judged, binom_cdf(agreeing, judged, DEFAULT_CONF)
+        ]  # fmt: skip
+        out, sim = None, None
+        if runs:
+            y, h = np.array([[r[0] for r in runs]]), np.array([[r[1] for r in runs]])
+            keys = [r[2] for r in runs]
+            agreeing, judged = _agreement(y, h, keys)
+            if judged >= 3:
+                sim, _ = _agreement(
+                    *_honest_pools([r[1] for r in runs], [r[3] for r in runs]), keys
+                )
+                # the Monte Carlo p of Davison and Hinkley: never 0
+                p = (1 + int(np.sum(sim <= agreeing[0]))) / (1 + sim.size)
+                out = (int(agreeing[0]), judged, p)
+        self._coverage = (out, sim)
+        return self._coverage
 
     def coverage_note(self, alpha: float = 0.01) -> str | None:
         """The line `sessions pool` prints where a main or confirm row's coverage p is below
@@ -218,6 +246,44 @@ class PooledComparison:
             "same_block_extreme": self.same_block_extreme(), "coverage": self.coverage(),
             "boards": self.boards, "board_spread": self.board_spread(),
         }  # fmt: skip
+
+
+AGREEMENT_SIMULATIONS = 4000  # honest pools behind a coverage p (resolution 1/4000)
+
+
+def _units(v: Any) -> int:
+    """How many units a verdict's interval runs over: workers, blocks, or pairs."""
+    return {"workers": v.workers, "blocks": v.blocks}.get(v.method, v.n)
+
+
+def _agreement(y: np.ndarray, h: np.ndarray, boards: list[str]) -> tuple[np.ndarray, int]:
+    """(agreeing per pool, sessions judged) of pools ``y``, ``h`` (log estimates and half-widths,
+    shape (pools, sessions)): each session against the mean of the others of its board."""
+    agreeing = np.zeros(y.shape[0], dtype=np.int64)
+    judged = 0
+    for i, b in enumerate(boards):
+        others = [j for j, k in enumerate(boards) if j != i and k == b]
+        if len(others) < 2:
+            continue
+        mean = y[:, others].mean(axis=1)
+        h_o = np.sqrt((h[:, others] ** 2).sum(axis=1)) / len(others)
+        agreeing += np.abs(y[:, i] - mean) <= np.sqrt(h[:, i] ** 2 + h_o**2)
+        judged += 1
+    return agreeing, judged
+
+
+def _honest_pools(halves: list[float], units: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """AGREEMENT_SIMULATIONS pools like the observed one with honest intervals: session i a
+    t-interval over ``units[i]`` normal draws around one true value, of the SD its observed
+    half-width implies (seeded: a pool's p is reproducible)."""
+    rng = np.random.default_rng(45_005)
+    ys, hs = [], []
+    for h, w in zip(halves, units, strict=True):
+        t = t_quantile(0.5 + DEFAULT_CONF / 2, w - 1)
+        draws = rng.standard_normal((AGREEMENT_SIMULATIONS, w)) * (h * math.sqrt(w) / t)
+        ys.append(draws.mean(axis=1))
+        hs.append(t * draws.std(axis=1, ddof=1) / math.sqrt(w))
+    return np.stack(ys, axis=1), np.stack(hs, axis=1)
 
 
 @dataclass
@@ -266,38 +332,9 @@ def check_poolable(sessions: list[Session], results: list[list[ComparisonResult]
                 )
 
 
-def session_boards(s: Session) -> list[str]:
-    """The boards a session measured on: its workers' GPU UUIDs, else the GPU its environment
-    names; empty where neither was recorded."""
-    uuids = sorted({w["uuid"] for w in s.workers if w.get("uuid")})
-    if not uuids:
-        one = s.gpu.get("uuid")
-        uuids = [one] if one else []
-    return uuids
-
-
 def session_board(s: Session) -> str:
     """The pool's board key of a session: its boards joined by "+", "?" where unknown."""
-    return "+".join(session_boards(s)) or "?"
-
-
-def boards_text(s: Session) -> str | None:
-    """ "6 main and 3 confirm worker processes on 1 board (GPU-712d216e)", and what one board's
-    interval holds; None for a session without worker processes."""
-    if not s.workers:
-        return None
-    rounds: dict[str, int] = {}
-    for w in s.workers:
-        rounds[w.get("round", "?")] = rounds.get(w.get("round", "?"), 0) + 1
-    boards = session_boards(s)
-    each = ", ".join(b[:12] for b in boards) or "UUID not recorded"
-    text = " and ".join(f"{n} {r}" for r, n in rounds.items())
-    text += f" worker processes on {len(boards) or 1} board{'s' * (len(boards) > 1)} ({each})"
-    if len(boards) <= 1:
-        text += (
-            "; its intervals hold for this board (boards of one model differ: docs/DESIGN.md §7.6)"
-        )
-    return text
+    return "+".join(s.boards) or "?"
 
 
 def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
@@ -332,6 +369,8 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
                 [r.rests_on for r in results],
                 [[] if r.diagnostic is None else r.diagnostic.block_ratios for r in results],
                 boards,
+                [r.ratios for r in results],
+                [_units(r.verdict) for r in results],
             )  # fmt: skip
         )
     return Pool(sessions, rows, _recommend(rows, per[0]), warnings)
@@ -372,7 +411,7 @@ def _recommend(
     the first session's interval said: its words are AMBIGUOUS too), the median of the session
     estimates, and the sessions' verdict words as its reason ("VARIES over 3 sessions: SLOWER,
     SLOWER, FASTER<m; ..."), the words the table and export's session_verdicts give."""
-    pooled = []
+    pooled, reasons = [], {}
     for r in rows:
         v0 = first[r.id].verdict
         label = "AMBIGUOUS" if r.verdict == VARIES else r.verdict
@@ -380,12 +419,12 @@ def _recommend(
         span = f"{min(known):.4f}..{max(known):.4f}" if known else "n/a"
         # the sessions' verdict words, as the table and export's session_verdicts give them
         each = f"{len(r.medians)} sessions: " + ", ".join(r.words)
-        reason = ("VARIES over " if r.verdict == VARIES else "") + each
-        reason += f"; session medians {span}"
+        reasons[r.id] = ("VARIES over " if r.verdict == VARIES else "") + each
+        reasons[r.id] += f"; session medians {span}"
         # a row counts as evidence when any session had complete pairs (n: their most)
         n = max(r.pairs, default=0)
-        verdict = replace(v0, verdict=label, median=r.median, reason=reason, n=n)
+        verdict = replace(v0, verdict=label, median=r.median, n=n)
         if r.verdict == VARIES:  # no one session's interval speaks for the pool: the words
             verdict = replace(verdict, ci_low=-math.inf, ci_high=math.inf)  # read AMBIGUOUS
         pooled.append(replace(first[r.id], verdict=verdict))
-    return list(recommendations(pooled).values())
+    return list(recommendations(pooled, reasons).values())

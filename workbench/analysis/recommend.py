@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
+from workbench.analysis.words import legend, reason
 from workbench.core.errors import BadArgument
 from workbench.core.stats import DEFAULT_CONF, DEFAULT_M, Verdict
 from workbench.core.vocab import KERNELS
@@ -55,7 +56,11 @@ class Recommendation:
             raise BadArgument(f"recommendation dict lacks {e.args[0]!r}") from None
 
 
-def rule_text(m: float = DEFAULT_M, conf: float = DEFAULT_CONF) -> str:
+def rule_text(
+    m: float = DEFAULT_M, conf: float = DEFAULT_CONF, methods: Iterable[str] = ("workers",)
+) -> str:
+    """The reader rule in words, its interval named by the ``methods`` the verdicts used."""
+    estimate, interval = legend(methods, conf)
     return (
         "Take the cooperative reader (B) if it is faster in at least one expert set (FASTER or "
         "FASTER~m: the CI lies below 1 and reaches past 1 - m) and slower in none; keep the "
@@ -71,12 +76,9 @@ def rule_text(m: float = DEFAULT_M, conf: float = DEFAULT_CONF) -> str:
         "tell: SAME with the CI on one side of 1 reads FASTER<m or SLOWER<m (B is faster / "
         "slower, by less than m; it counts as SAME), AMBIGUOUS with the CI on one side of 1 reads "
         "FASTER~m or SLOWER~m (the direction is resolved, whether by m or more is not), and "
-        "AMBIGUOUS is left for a CI that contains 1. The CI is a t-interval over worker "
-        "processes (estimate = geometric mean of the workers' mean block log-ratios); a "
-        "single-process run uses the t-interval over its blocks, which ignores process "
-        "variance, and sessions without blocks the distribution-free CI of the median pair "
-        "ratio, which ignores placement too. Only comparisons whose arms differ in the reader "
-        "alone (A scalar, B cooperative, one layout) count."
+        f"AMBIGUOUS is left for a CI that contains 1. The CI is the {interval} (estimate: the "
+        f"{estimate}). Only comparisons whose arms differ in the reader alone (A scalar, B "
+        "cooperative, one layout) count."
     )
 
 
@@ -130,9 +132,12 @@ def not_counted(results: Iterable[Judged]) -> list[str]:
     return out
 
 
-def recommendations(results: Iterable[Judged]) -> dict[str, Recommendation]:
+def recommendations(
+    results: Iterable[Judged], reasons: Mapping[str, str] | None = None
+) -> dict[str, Recommendation]:
     """{kernel: Recommendation} from the reader comparisons among ``results`` (see the module
-    docstring); a kernel without one is absent."""
+    docstring); a kernel without one is absent. ``reasons``: the evidence's words per comparison
+    id where they are not one verdict's (a pool's), else ``words.reason`` of its verdict."""
     results = list(results)
     out: dict[str, Recommendation] = {}
     for kernel in READER_KERNELS:
@@ -143,8 +148,9 @@ def recommendations(results: Iterable[Judged]) -> dict[str, Recommendation]:
         ]
         if mains:
             verdicts = {str(r.cmp["set"]): r.verdict for r in mains}
+            why = {str(r.cmp["set"]): (reasons or {}).get(r.cmp["id"]) for r in mains}
             a, b = str(mains[0].cmp["a"]), str(mains[0].cmp["b"])
-            out[kernel] = combine(kernel, verdicts, a, b)
+            out[kernel] = combine(kernel, verdicts, a, b, why)
     return out
 
 
@@ -164,9 +170,14 @@ def overall(verdicts: Mapping[str, Verdict]) -> str:
 
 
 def combine(
-    kernel: str, verdicts: Mapping[str, Verdict], a: str = "b3-scalar", b: str = "b3-coop"
+    kernel: str,
+    verdicts: Mapping[str, Verdict],
+    a: str = "b3-scalar",
+    b: str = "b3-coop",
+    reasons: Mapping[str, str | None] | None = None,
 ) -> Recommendation:
-    """Combine one kernel's verdicts per expert set (e.g. {"hot": v, "rotating": v}).
+    """Combine one kernel's verdicts per expert set (e.g. {"hot": v, "rotating": v}); each set's
+    evidence is ``reasons[set]`` where given, else ``words.reason`` of its verdict.
 
     Conservative by construction: one slower set (SLOWER or SLOWER~m) vetoes the cooperative
     reader, and sets whose CI contains 1 never count as evidence for it (they are named as a
@@ -179,10 +190,11 @@ def combine(
     vs = {name: v.verdict for name, v in verdicts.items()}
     ms = sorted({v.m for v in verdicts.values()})
     confs = sorted({v.conf for v in verdicts.values()})
-    rule = rule_text(ms[0], confs[0])
+    rule = rule_text(ms[0], confs[0], {v.method for v in verdicts.values()})
     if len(ms) > 1 or len(confs) > 1:
         rule += f" (the sets used different thresholds: m in {ms}, conf in {confs})"
-    evidence = [f"{name}: {v.words} ({v.reason})" for name, v in verdicts.items()]
+    given = reasons or {}
+    evidence = [f"{k}: {v.words} ({given.get(k) or reason(v)})" for k, v in verdicts.items()]
     words = {name: v.words for name, v in verdicts.items()}
     # the unresolved sets with their words (AMBIGUOUS, FASTER~m or SLOWER~m)
     open_sets = ", ".join(f"{k} {words[k]}" for k, x in vs.items() if x == "AMBIGUOUS")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from workbench.analysis.model import ComparisonResult
+from workbench.analysis.words import ORDER, UNIT
 from workbench.core import stats
 from workbench.core.block_diagnostic import rests_text
 from workbench.core.fmt import NA, change_pct, interval, num, p_value
@@ -101,7 +102,7 @@ COLUMNS: dict[str, Column] = {
         Column("p", "p", "r", lambda r: p_value(r.verdict.wilcoxon_p)),
         Column("k/n", "k/n", "r", lambda r: f"{r.verdict.k_faster}/{r.verdict.n}"),
         Column("blocks", "blocks", "r", _blocks),
-        Column("between_sd", "between-block SD", "r", lambda r: _pct(r.verdict.between_sd)),
+        Column("between_sd", "between-{unit} SD", "r", lambda r: _pct(r.verdict.between_sd)),
         Column("resolves", "resolves", "r", lambda r: _pct(r.verdict.resolution, "±")),
         Column("detects", "detects", "r", lambda r: _pct(r.verdict.detectable)),
         Column(
@@ -151,9 +152,13 @@ class Table:
         return [c.key for c in self.columns].index(key)
 
 
-def headers(keys: Sequence[str], conf: float = stats.DEFAULT_CONF) -> tuple[str, ...]:
-    """The titles of the columns ``keys`` (KeyError on an unknown key)."""
-    return tuple(COLUMNS[k].header.format(conf=f"{conf * 100:g} %") for k in keys)
+def headers(
+    keys: Sequence[str], conf: float = stats.DEFAULT_CONF, methods: Iterable[str] = ("blocks",)
+) -> tuple[str, ...]:
+    """The titles of the columns ``keys`` (KeyError on an unknown key); ``methods``: the
+    verdicts' methods, which name the unit of the spread column ("between-worker SD")."""
+    units = "/".join(UNIT[m] for m in ORDER if m in set(methods) and m != "pairs") or "block"
+    return tuple(COLUMNS[k].header.format(conf=f"{conf * 100:g} %", unit=units) for k in keys)
 
 
 def comparison_table(results: Iterable[ComparisonResult], keys: Sequence[str]) -> Table:
@@ -162,4 +167,5 @@ def comparison_table(results: Iterable[ComparisonResult], keys: Sequence[str]) -
     cols = tuple(COLUMNS[k] for k in keys)
     conf = results[0].verdict.conf if results else stats.DEFAULT_CONF
     rows = tuple(Row(r, tuple(c.cell(r) for c in cols)) for r in results)
-    return Table(cols, headers(keys, conf), rows)
+    methods = {r.verdict.method for r in results}
+    return Table(cols, headers(keys, conf, methods), rows)

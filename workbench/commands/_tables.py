@@ -144,6 +144,8 @@ def render_results(out, an: Any) -> None:
     recommendation per kernel and its rule."""
     from rich.text import Text
 
+    from workbench.analysis.words import methods_text, reason
+
     results = an.results
     if results:
         print_table(out, results_table(results), lambda w: results_records(results, w))
@@ -151,10 +153,12 @@ def render_results(out, an: Any) -> None:
             f"(m = {an.m * 100:g} %; ratio = B/A, below 1 favours B; p: Wilcoxon signed-rank over "
             "the pairs; k/n: pairs favouring B; verdicts recomputed from the journal)"
         )
+        # what the intervals were computed over, from the verdicts' methods (analysis.words)
+        out.print(methods_text([r.verdict for r in results], len(an.session.boards)), markup=False)
         # the journal's words, never read as markup (arm names carry brackets)
         for r in results:
             if r.verdict.verdict == "AMBIGUOUS":
-                out.print(f"  {r.id}: {r.verdict.reason}", markup=False)
+                out.print(f"  {r.id}: {reason(r.verdict)}", markup=False)
         for r in results:  # the block diagnostic (§7.8), where it finds something
             d = r.diagnostic
             if d is not None and (d.rests_on or d.flagged):

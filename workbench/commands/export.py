@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         folder = output_dir(args.out or DEFAULT_VLLM_DIR, "--out")
     paths = [resolve(a, args.root) for a in args.sessions]
     distinct_sessions(args.sessions, paths, "its decisions would count twice")
-    doc, notes = decisions.build([load_session(p) for p in paths], args.m)
+    sessions = [load_session(p) for p in paths]
+    doc, notes = decisions.build(sessions, args.m)
     for n in notes:
         print(f"workbench export: {n}", file=sys.stderr)
     if args.format == "json":
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             write_whole(out, lambda tmp: tmp.write_text(text), "--out")
             print(f"workbench export: wrote {out}", file=sys.stderr)
+        _warn_stale(sessions)
         return 0
     for name, part in decisions.split(doc).items():
         text = json.dumps(part, indent=1) + "\n"
@@ -83,4 +85,21 @@ def run(args: argparse.Namespace) -> int:
         "not a vLLM config folder: vLLM's loader would fail on these files",
         file=sys.stderr,
     )
+    _warn_stale(sessions)
     return 0
+
+
+def _warn_stale(sessions: list) -> None:
+    """One line, once the document is written, naming the sessions measured on other kernels
+    than the working tree's (provenance.staleness: the rule of list, show, report and TUI)."""
+    from workbench.store.provenance import session_staleness
+
+    stale = {s.name: st for s in sessions if (st := session_staleness(s)).stale}
+    if stale:  # said, not refused: evidence of older kernels may be what the user exports
+        first = next(iter(stale.values()))
+        many = f" (the files of {next(iter(stale))})" if len(stale) > 1 else ""
+        verb = "is" if len(stale) == 1 else "are"
+        print(
+            f"workbench export: warning: {', '.join(stale)} {verb} {first.text()}{many}",
+            file=sys.stderr,
+        )

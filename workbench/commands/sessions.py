@@ -167,9 +167,9 @@ def _gpu_line(s: Session) -> str:
 def _show(args: argparse.Namespace) -> int:
     from workbench.analysis import analyse
     from workbench.analysis.counters import text_lines
-    from workbench.analysis.pool import boards_text, session_boards
+    from workbench.analysis.words import boards_text
     from workbench.store import counters
-    from workbench.store.provenance import source_digest, stale_sources, staleness_text
+    from workbench.store.provenance import session_staleness, source_digest
     from workbench.store.session import load_session
 
     s = load_session(resolve(args.session, args.root))
@@ -179,7 +179,7 @@ def _show(args: argparse.Namespace) -> int:
     hw = counters.load(s.path)
     results, recs = an.results, list(an.recommendations.values())
     files = s.provenance.get("files")
-    stale = stale_sources(files)
+    st = session_staleness(s)  # the one rule of list, show, report, TUI and export
     if args.json:
         _dump(
             {
@@ -187,13 +187,14 @@ def _show(args: argparse.Namespace) -> int:
                 "status": s.status,
                 "warnings": s.warnings,
                 "sources": source_digest(files),
-                "stale": stale,
+                "stale": st.differ if st.stale or st.differ is None else [],
+                "same_code": st.differ if st.same_code else [],
                 "meta": s.meta,
                 "m": an.m,
                 "comparisons": [r.to_dict() for r in results],
                 "recommendations": [r.to_dict() for r in recs],
                 "counters": hw,
-                "boards": session_boards(s),
+                "boards": s.boards,
             }
         )
         return 0
@@ -205,7 +206,7 @@ def _show(args: argparse.Namespace) -> int:
     commit = str(git.get("commit") or "unknown")[:10] + (" (dirty)" if git.get("dirty") else "")
     print(f"commit    {commit}   workbench {s.provenance.get('version', '?')}")
     digest = source_digest(files)
-    print(f"sources   {digest + '  ' if digest else ''}{staleness_text(stale)}")
+    print(f"sources   {digest + '  ' if digest else ''}{st.text()}")
     cfg = " ".join(f"{k}={json.dumps(v)}" for k, v in s.config.items())
     print(f"config    {cfg or '-'}")
     print(f"samples   {len(s.samples)} in {len(results)} comparisons; {len(s.nvml)} NVML readings")
@@ -323,6 +324,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace) -> int:
     from workbench.analysis import pool_sessions
+    from workbench.analysis.words import holds_for
     from workbench.core.errors import SessionError
     from workbench.store.session import load_session
 
@@ -348,11 +350,19 @@ def _pool(args: argparse.Namespace) -> int:
     # the sessions it concerns (workbench.analysis.pool)
     for w in p.warnings:
         print(f"!! WARNING: {w}", file=sys.stderr)
+    # where the noise is, per level, for the comparisons a recommendation reads (REML)
+    fits = {r.id: r.components() for r in p.rows if r.role == "main"}
     if args.json:
         _dump(
             {
                 "sessions": [str(s.path) for s in sessions],
                 "comparisons": [r.to_dict() for r in p.rows],
+                "components": {
+                    cid: None
+                    if f is None
+                    else {c.level: {"sd": c.sd, "low": c.low, "high": c.high} for c in f.components}
+                    for cid, f in fits.items()
+                },  # fmt: skip
                 "recommendations": [r.to_dict() for r in p.recommendations],
                 "warnings": p.warnings,
                 "method": p.method,
@@ -367,6 +377,9 @@ def _pool(args: argparse.Namespace) -> int:
                 f"{k[:12]}: {', '.join(str(i + 1) for i in idx)}" for k, idx in boards.items()
             )
             print(f"{len(boards)} boards ({each}): estimates and intervals are over boards")
+        elif boards and "?" not in boards:  # one board: what the pooled interval holds for
+            print(f"1 board ({next(iter(boards))[:12]}): the pooled interval is over sessions; "
+                  f"{holds_for(1).replace('its intervals hold', 'it holds')}")  # fmt: skip
         rows = [["comparison", "session estimates B/A", "range", "pooled [95 % CI]",
                  "CIs with pooled", "session verdicts", "rests on block", "pooled"]]  # fmt: skip
         rows += [
@@ -395,12 +408,31 @@ def _pool(args: argparse.Namespace) -> int:
             for note in (r.coverage_note(), r.board_note()):
                 if note is not None:
                     print(f"  {note}")
+        _print_components(fits)
         for rec in p.recommendations:
             print(f"recommendation {rec.kernel}: {rec.decision} ({rec.arm})")
             for e in rec.evidence:
                 print(f"    {e}")
         print(f"method: {p.method}")
     return 0
+
+
+def _print_components(fits: dict[str, Any]) -> None:
+    """`sessions pool`'s table of variance components (workbench.analysis.components)."""
+    from workbench.analysis.components import LEVELS
+
+    fits = {k: f for k, f in fits.items() if f is not None}
+    if not fits:
+        return
+    pct = lambda x: num(x * 100, ".3f")  # noqa: E731
+    rows = [["comparison", *(f"{lv} SD %" for lv in LEVELS)]]
+    for cid, f in fits.items():
+        by = {c.level: c for c in f.components}
+        rows.append([cid] + [f"{pct(by[lv].sd)} [{pct(by[lv].low)}, {pct(by[lv].high)}]"
+                             if lv in by else "n/e" for lv in LEVELS])  # fmt: skip
+    print("where the noise is: REML SDs of the log pair ratio per level, 95 % profile intervals "
+          "(n/e: one group, not estimable; docs/DESIGN.md §5.10.1)")  # fmt: skip
+    print(_table(rows))
 
 
 def _check_args(args: argparse.Namespace) -> None:

@@ -105,7 +105,7 @@ def candidate_line(res: dict[str, Any]) -> str:
 def render(console: Any, tune: dict[str, Any]) -> None:
     from rich.table import Table
 
-    from workbench.core.stats import SINGLE_PROCESS
+    from workbench.analysis.words import SINGLE_PROCESS
 
     t = Table(title=f"tune {tune['kernel']} {tune['arm']} on {tune['gpu']}: screened "
               f"({tune['workers']} worker(s), {tune['screen_seconds'] or 0:.1f} s)")  # fmt: skip

@@ -10,12 +10,12 @@ NumPy and SciPy only: this module imports neither torch nor textual.
   Both move the ratio (placement up to ~1 % on the H200; a fresh process by an SD of ~0.06-0.09
   %, which no block inside one process samples), so the worker is the unit of replication: the
   interval is a t-interval over the workers' mean block log-ratios (``block_ci``), centred on
-  their mean. A run of one process falls back to the t-interval over its blocks, and every such
-  verdict says that it ignores process variance.
+  their mean. A run of one process falls back to the t-interval over its blocks (``method``
+  "blocks": its words say that it ignores process variance).
 * Without blocks (legacy sessions) or with one block, the interval is the distribution-free
   CI of the median pair ratio, [x_(k), x_(n+1-k)] with the largest k whose exact binomial
   coverage is at least ``conf``; it assumes i.i.d. pair ratios, which holds within one placement
-  only, so it is narrower than run-to-run reality and the verdict's reason says so. Below
+  only, so it is narrower than run-to-run reality (``method`` "pairs"). Below
   ``min_pairs(conf)`` pairs (6 at 95 %) no such interval exists and the verdict is AMBIGUOUS.
 * Verdicts with minimum effect m (default 1 %): FASTER when the CI lies entirely below 1 and the
   estimate is at most 1-m; SLOWER the mirror image; SAME when the whole CI lies inside
@@ -32,209 +32,51 @@ NumPy and SciPy only: this module imports neither torch nor textual.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from statistics import NormalDist
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from workbench.core import defaults
-from workbench.core.distributions import binom_half_cdf, t_quantile, wilcoxon_p
+from workbench.core.distributions import wilcoxon_p
 from workbench.core.errors import BadArgument
+
+# the pairs and the intervals, split out by concern and read through here as before
+from workbench.core.intervals import (  # noqa: F401
+    BlockCI,
+    MedianCI,
+    _as_values,
+    _block_ci,
+    block_ci,
+    ci_half_width,
+    median_ci,
+    median_of,
+    min_pairs,
+    t_interval,
+)
+from workbench.core.pairs import PairRatio, PairRatios, pair_ratios  # noqa: F401
 from workbench.core.power import detectable_effect
 
 DEFAULT_M = defaults.M
 DEFAULT_CONF = defaults.CONF
 DEFAULT_TARGET = defaults.TARGET  # adaptive stop: CI half-width at most 0.5 % of the estimate
-# What every verdict of one process says (a single-process run, a session before workers)
-SINGLE_PROCESS = (
-    "one process: the interval ignores process-to-process variance (docs/DESIGN.md §7.3)"
-)
 MAX_MORE_PAIRS = 1000  # beyond this the estimate means "not with this protocol", not a number
 VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS")
-# The printed words of a verdict (Verdict.words) and what each says, for legends and rule texts.
-WORDS = {
-    "FASTER": "B is faster by m or more",
-    "SLOWER": "B is slower by m or more",
-    "FASTER<m": "B is faster, by less than m",
-    "SLOWER<m": "B is slower, by less than m",
-    "FASTER~m": "B is faster; whether by m or more is not resolved",
-    "SLOWER~m": "B is slower; whether by m or more is not resolved",
-    "SAME": "no effect of m or more, direction unknown",
-    "AMBIGUOUS": "cannot tell",
-}
-WORDS_LEGEND = "Verdict words: " + "; ".join(f"{k} = {v}" for k, v in WORDS.items()) + "."
+# Why a verdict is what it is: the branch of the rule that decided (docs/DESIGN.md §7.4). A
+# Verdict holds numbers and one of these; workbench.analysis.words turns them into sentences.
+CODES = (
+    "faster",  # the CI lies below 1 and the estimate is at most 1 - m
+    "slower",  # the CI lies above 1 and the estimate is at least 1 + m
+    "inside",  # the whole CI lies inside [1 - m, 1 + m]
+    "one-side",  # the CI excludes 1 but is not inside the band, the estimate within m
+    "contains-1",  # the CI contains 1 and is not inside the band
+    "too-few-pairs",  # fewer pairs than a distribution-free CI needs, and no blocks
+    "no-pairs",  # no complete pair
+)
 _Z_SE_MEDIAN = math.sqrt(math.pi / 2)  # asymptotic s.e. of a normal median is 1.2533·σ/√n
-
-
-@dataclass(frozen=True)
-class PairRatio:
-    """One complete ABBA/BAAB pair: ``a_ms``/``b_ms`` in slot order, ``t`` of its first sample."""
-
-    pair: int
-    ratio: float
-    a_ms: tuple[float, float]
-    b_ms: tuple[float, float]
-    order: str
-    t: float | None = None
-    flagged: bool = False
-    block: int | None = None  # the placement block it was measured in (None: a legacy session)
-    worker: int | None = None  # the worker process it was measured in (None: one process)
-
-
-class PairRatios(list):
-    """List of PairRatio, pair order; ``dropped`` maps each dropped pair index to the reason."""
-
-    def __init__(self, items: Iterable[PairRatio] = (), dropped: dict[int, str] | None = None):
-        super().__init__(items)
-        self.dropped: dict[int, str] = dropped or {}
-
-    @property
-    def values(self) -> list[float]:
-        return [p.ratio for p in self]
-
-
-def pair_ratios(samples: Iterable[Mapping[str, Any]]) -> PairRatios:
-    """Pair ratios from the ``sample`` journal records of ONE comparison.
-
-    For each (pair, slot) the last non-excluded record counts (a re-measured slot replaces the
-    earlier one). A pair with a slot missing, only excluded records, or a non-positive time is
-    dropped and listed in ``.dropped``. Arms must read ABBA or BAAB over slots 0..3.
-    """
-    samples = list(samples)
-    cmps = {s.get("cmp") for s in samples}
-    if len(cmps) > 1:
-        raise BadArgument(
-            f"samples: pair_ratios takes one comparison, got {sorted(map(str, cmps))}"
-        )
-    slots: dict[int, dict[int, Mapping[str, Any]]] = {}
-    seen: set[int] = set()
-    for s in samples:
-        p, k = int(s["pair"]), int(s["slot"])
-        seen.add(p)
-        if not s.get("excluded", False):
-            slots.setdefault(p, {})[k] = s  # later records overwrite: a re-measure wins
-    out, dropped = [], {}
-    for p in sorted(seen):
-        got = slots.get(p, {})
-        missing = [k for k in range(4) if k not in got]
-        if missing:
-            dropped[p] = f"slot(s) {', '.join(map(str, missing))} missing or excluded"
-            continue
-        recs = [got[k] for k in range(4)]
-        order = "".join(str(r["arm"]) for r in recs)
-        if order not in ("ABBA", "BAAB"):
-            cmp_id = next(iter(cmps))
-            raise BadArgument(
-                f"samples: pair {p} of {cmp_id!r} has arms {order!r} (need ABBA or BAAB)"
-            )
-        ms = [float(r["ms"]) for r in recs]
-        if not all(math.isfinite(x) and x > 0 for x in ms):
-            dropped[p] = f"non-positive or non-finite time in {ms}"
-            continue
-        a = tuple(x for x, arm in zip(ms, order, strict=True) if arm == "A")
-        b = tuple(x for x, arm in zip(ms, order, strict=True) if arm == "B")
-        flagged = any(bool(r.get("flagged", False)) for r in recs)
-        blk = recs[0].get("block")
-        if any(r.get("block") != blk for r in recs):
-            cmp_id = next(iter(cmps))
-            raise BadArgument(f"samples: pair {p} of {cmp_id!r} spans more than one block")
-        blk = None if blk is None else int(blk)
-        wk = recs[0].get("worker")
-        if any(r.get("worker") != wk for r in recs):
-            cmp_id = next(iter(cmps))
-            raise BadArgument(f"samples: pair {p} of {cmp_id!r} spans more than one worker")
-        wk = None if wk is None else int(wk)
-        out.append(PairRatio(p, sum(b) / sum(a), a, b, order, recs[0].get("t"), flagged, blk, wk))
-    return PairRatios(out, dropped)
-
-
-def _check_conf(conf: float) -> None:
-    if not 0.0 < conf < 1.0:
-        raise BadArgument(f"conf must be in (0, 1), got {conf!r}")
-
-
-def min_pairs(conf: float = DEFAULT_CONF) -> int:
-    """Fewest values for which a distribution-free CI of the median exists at ``conf`` (6 at 95 %)."""
-    _check_conf(conf)
-    n = 1
-    while 1.0 - 2.0 * 0.5**n < conf:
-        n += 1
-    return n
-
-
-def median_of(v: Sequence[float]) -> float:
-    """``float(np.median(v))`` of a short list, the same float (signed zeros included: NumPy's
-    median is a mean, which starts from +0.0), without NumPy's per-call cost: a block's median
-    is taken once per block and comparison, and again per block left out (block_diagnostic)."""
-    s = sorted(v)
-    n, h = len(s), len(s) // 2
-    if n == 0:
-        return math.nan
-    return s[h] + 0.0 if n % 2 else (0.0 + s[h - 1] + s[h]) / 2
-
-
-class MedianCI(NamedTuple):
-    median: float
-    low: float
-    high: float
-    coverage: float  # exact coverage of [low, high] for continuous i.i.d. data; >= conf
-    n: int
-
-
-def median_ci(values: Sequence[float], conf: float = DEFAULT_CONF) -> MedianCI:
-    """Median and distribution-free CI [x_(k), x_(n+1-k)] (largest k with coverage >= conf).
-
-    n < min_pairs(conf): low = -inf, high = +inf, coverage 1 (nothing can be said).
-    n == 0: median is NaN as well.
-    """
-    _check_conf(conf)
-    x = np.sort(np.asarray(values, dtype=np.float64))
-    n = int(x.size)
-    if n == 0:
-        return MedianCI(math.nan, -math.inf, math.inf, 1.0, 0)
-    med = float(np.median(x))
-    k, cov = _order_index(n, conf)
-    if k == 0:
-        return MedianCI(med, -math.inf, math.inf, 1.0, n)
-    return MedianCI(med, float(x[k - 1]), float(x[n - k]), cov, n)
-
-
-@functools.lru_cache(maxsize=1024)
-def _order_index(n: int, conf: float) -> tuple[int, float]:
-    """(k, coverage) of the CI [x_(k), x_(n+1-k)], 1-based; (0, 1.0) when none reaches conf."""
-    # coverage(k) = P(k <= Bin(n, 1/2) <= n-k) = 1 - 2 P(Bin <= k-1), decreasing in k
-    ks = np.arange(1, n // 2 + 1)
-    cov = np.array([1.0 - 2.0 * binom_half_cdf(int(k) - 1, n) for k in ks])
-    ok = ks[cov >= conf]
-    if ok.size == 0:
-        return 0, 1.0
-    k = int(ok.max())
-    return k, float(cov[k - 1])
-
-
-def ci_half_width(
-    ratios: Sequence[float] | Sequence[PairRatio], conf: float = DEFAULT_CONF
-) -> float:
-    """Half the CI width relative to the median, (high - low) / (2·median); inf below min_pairs.
-
-    The adaptive mode adds pairs until this is at most DEFAULT_TARGET (0.5 %).
-    """
-    c = median_ci(_as_values(ratios), conf)
-    if not math.isfinite(c.low) or not math.isfinite(c.high):
-        return math.inf
-    return (c.high - c.low) / (2.0 * c.median)
-
-
-def _as_values(ratios: Sequence[float] | Sequence[PairRatio]) -> list[float]:
-    vals = [r.ratio if isinstance(r, PairRatio) else float(r) for r in ratios]
-    bad = [v for v in vals if not (math.isfinite(v) and v > 0)]
-    if bad:
-        raise BadArgument(f"ratios must be positive and finite, got {bad[:3]}")
-    return vals
 
 
 @dataclass
@@ -259,13 +101,14 @@ class Verdict:
     k_faster: int
     m: float
     conf: float
-    reason: str
+    code: str  # why (CODES): the branch of the rule that decided
     # more pairs ("pairs"), blocks ("blocks") or worker processes ("workers") to settle it
     more_pairs: int | None = None
     dropped: int = 0
     method: str = "pairs"
     blocks: int = 0  # blocks with at least one complete pair
     workers: int = 0  # worker processes the interval runs over ("workers"; 0 otherwise)
+    k_workers: int | None = None  # workers whose mean block log-ratio favours B ("workers")
     k_blocks: int | None = None  # blocks whose median favours B
     between_sd: float | None = None  # SD of the blocks' median log-ratios (≈ relative SD)
     within_sd: float | None = None  # pooled SD of pair log-ratios around their block's mean
@@ -294,10 +137,13 @@ class Verdict:
     def from_dict(cls, d: Mapping[str, Any]) -> Verdict:
         names = {f.name for f in fields(cls)}
         optional = {f.name for f in fields(cls) if f.default is not dataclasses.MISSING}
+        optional.add("code")  # absent from verdicts stored before it: derived below
         missing = [f.name for f in fields(cls) if f.name not in d and f.name not in optional]
         if missing:
             raise BadArgument(f"verdict dict lacks {', '.join(missing)}")
         kw = {k: v for k, v in d.items() if k in names}
+        # a verdict stored before the code (its words in "reason", which nothing reads now)
+        kw.setdefault("code", _code_of(kw["verdict"], kw.get("ci_low"), kw.get("ci_high")))
         if kw["verdict"] not in VERDICTS:
             raise BadArgument(f"verdict {kw['verdict']!r} is not one of {VERDICTS}")
         kw["median"] = math.nan if kw["median"] is None else kw["median"]
@@ -314,6 +160,15 @@ def verdict_words(verdict: str, ci_low: float | None, ci_high: float | None) -> 
     if side is None:
         return verdict
     return side + ("<m" if verdict == "SAME" else "~m")
+
+
+def _code_of(verdict: str, ci_low: float | None, ci_high: float | None) -> str:
+    """The code of a verdict stored before codes, from its label and interval."""
+    if verdict in ("FASTER", "SLOWER"):
+        return verdict.lower()
+    if verdict == "SAME":
+        return "inside"
+    return "one-side" if verdict_words(verdict, ci_low, ci_high) != verdict else "contains-1"
 
 
 def _wilcoxon_p(logs: np.ndarray, conf: float) -> float | None:
@@ -377,119 +232,24 @@ def _check_m(m: Any) -> float:
     return m
 
 
-class BlockCI(NamedTuple):
-    """The interval of a comparison (docs/DESIGN.md §7.3): a t-interval over its units.
-
-    ``unit`` is "worker" when the pairs come from two or more worker processes: each worker's
-    summary is the mean of its blocks' median log-ratios and the t-interval runs over the
-    workers (``units`` of them), so it carries the process-to-process variance that no block
-    inside one process samples. Otherwise ``unit`` is "block": the t-interval over the blocks'
-    median log-ratios of one process. ``center`` is the geometric mean of the unit summaries;
-    ``between_sd`` their SD (log scale); ``blocks`` counts blocks over all workers."""
-
-    center: float
-    low: float
-    high: float
-    blocks: int
-    between_sd: float
-    within_sd: float | None
-    k_blocks: int
-    unit: str = "block"
-    units: int = 0
-    k_units: int = 0
-
-
-def t_interval(y: Sequence[float], conf: float = DEFAULT_CONF) -> tuple[float, float]:
-    """(mean, half-width) of the Student t-interval of the mean of ``y`` at ``conf``: the one
-    t-interval of the package (blocks here, sessions in workbench.analysis.pool). Fewer than
-    two values: (mean, inf)."""
-    _check_conf(conf)
-    y = np.asarray(y, dtype=np.float64)
-    if y.size < 2:
-        return (float(np.mean(y)) if y.size else math.nan), math.inf
-    t = t_quantile(0.5 + conf / 2, y.size - 1)
-    return float(np.mean(y)), t * float(np.std(y, ddof=1)) / math.sqrt(y.size)
-
-
-def block_ci(ratios: Sequence[PairRatio], conf: float = DEFAULT_CONF) -> BlockCI | None:
-    """The t-interval over blocks, or None with fewer than 2 blocks.
-
-    Each block's summary is the log of its median pair ratio; the blocks are independent
-    placements, so these summaries are i.i.d. draws of (placement effect + within-block noise)
-    and a t-interval on their mean covers both sources of variance (one-way random effects, the
-    block as the unit). The within-block spread enters through the block summaries' own scatter.
-    """
-    return _block_ci(ratios, conf)
-
-
-def _block_ci(ratios: Sequence[PairRatio], conf: float, within: bool = True) -> BlockCI | None:
-    """block_ci; ``within=False`` leaves out the within-block SD (None), which no verdict reads."""
-    _check_conf(conf)
-    by: dict[tuple[int, int], list[float]] = {}
-    for r in ratios:
-        if r.block is not None:
-            key = (-1 if r.worker is None else r.worker, r.block)
-            by.setdefault(key, []).append(math.log(r.ratio))
-    workers: dict[int, list[float]] = {}
-    for (wk, _), v in by.items():
-        workers.setdefault(wk, []).append(median_of(v))
-    if len(workers) >= 2:  # the worker process is the unit (docs/DESIGN.md §7.3)
-        y = np.array([float(np.mean(v)) for v in workers.values()])
-        unit = "worker"
-    elif len(by) >= 2:
-        y = np.array([median_of(v) for v in by.values()])
-        unit = "block"
-    else:
-        return None
-    blocks_y = np.array([median_of(v) for v in by.values()])
-    nb = len(by)
-    sd = float(np.std(y, ddof=1))
-    center, half = t_interval(y, conf)
-    w = None
-    if within:
-        resid = [x - float(np.mean(v)) for v in by.values() if len(v) > 1 for x in v]
-        dof = sum(len(v) - 1 for v in by.values())
-        w = math.sqrt(sum(r * r for r in resid) / dof) if dof > 0 else None
-    k = int(np.sum(blocks_y < 0.0))
-    return BlockCI(
-        math.exp(center), math.exp(center - half), math.exp(center + half), nb, sd, w, k,
-        unit, int(y.size), int(np.sum(y < 0.0)),
-    )  # fmt: skip
-
-
-def _decide(med: float, low: float, high: float, m: float, est: str) -> tuple[str, str]:
-    """The verdict rule (§7) on an estimate (called ``est`` in the text) and its interval."""
+def _decide(med: float, low: float, high: float, m: float) -> tuple[str, str]:
+    """(verdict, code) of the rule (§7.4) on an estimate and its interval."""
     lo_m, hi_m = 1.0 - m, 1.0 + m
     if high < 1.0 and med <= lo_m:
-        return "FASTER", (
-            f"B is faster: the CI lies entirely below 1 and the {est} is <= {lo_m:.4f} (1 - m)"
-        )
+        return "FASTER", "faster"
     if low > 1.0 and med >= hi_m:
-        return "SLOWER", (
-            f"B is slower: the CI lies entirely above 1 and the {est} is >= {hi_m:.4f} (1 + m)"
-        )
-    side = "faster" if high < 1.0 else "slower" if low > 1.0 else None
+        return "SLOWER", "slower"
     if low >= lo_m and high <= hi_m:
-        return "SAME", (
-            f"no effect of m = {m * 100:g} % or more: the whole CI lies inside "
-            f"[{lo_m:.4f}, {hi_m:.4f}]"
-            + ("" if side is None else f"; B is {side}, by less than m (the CI excludes 1)")
-        )
-    if side is not None:
-        return "AMBIGUOUS", (
-            f"B is {side} (the CI excludes 1) but the {est} is within m = {m * 100:g} % of 1 "
-            f"and the CI is not inside [{lo_m:.4f}, {hi_m:.4f}]: whether the effect reaches m "
-            "is not resolved"
-        )
-    return "AMBIGUOUS", f"the CI contains 1 and is not inside [{lo_m:.4f}, {hi_m:.4f}]"
+        return "SAME", "inside"
+    return "AMBIGUOUS", "one-side" if high < 1.0 or low > 1.0 else "contains-1"
 
 
 def decide(
     ratios: Sequence[float] | Sequence[PairRatio], m: float = DEFAULT_M, conf: float = DEFAULT_CONF
 ) -> tuple[str, str]:
     """``(verdict, words)`` of ``compare(ratios, m, conf)``: the same rule on the same interval,
-    without what only the Verdict's other fields and its reason need (the Wilcoxon p, the
-    detectable effect, the within-block SD, the text). The leave-one-block-out of
+    without what only the Verdict's other fields need (the Wilcoxon p, the detectable effect,
+    the within-block SD). The leave-one-block-out of
     workbench.core.block_diagnostic re-decides each comparison once per block and reads these
     two alone (tests/test_block_diagnostic.py checks them against ``compare``)."""
     m = _check_m(m)
@@ -498,14 +258,14 @@ def decide(
     bc = _block_ci(prs, conf, within=False) if len(prs) == len(vals) else None
     if bc is not None:  # two or more blocks of complete pairs: n > 0
         low, high = bc.low, bc.high
-        verdict = _decide(bc.center, low, high, m, "estimate")[0]
+        verdict = _decide(bc.center, low, high, m)[0]
     else:
         c = median_ci(vals, conf)
         low, high = c.low, c.high
         if c.n == 0 or c.n < min_pairs(conf):
             verdict = "AMBIGUOUS"
         else:
-            verdict = _decide(c.median, low, high, m, "median")[0]
+            verdict = _decide(c.median, low, high, m)[0]
     return verdict, verdict_words(verdict, low, high)
 
 
@@ -520,7 +280,8 @@ def compare(
 
     PairRatios that carry blocks (two or more) get the block-level interval (``block_ci``);
     plain values, a legacy session, or a single block get the distribution-free interval over
-    pairs, and the reason says that it does not cover memory placement.
+    pairs (``method`` "pairs": its words say that it does not cover memory placement).
+    The Verdict holds numbers and a ``code``; workbench.analysis.words words them.
 
     ``detectable=False`` leaves ``Verdict.detectable`` None (the noncentral t root search of
     ``detectable_effect`` is most of a verdict's cost; `sessions pool` shows none).
@@ -533,74 +294,33 @@ def compare(
     n = c.n
     p = _wilcoxon_p(np.log(x), conf)
     k = int(np.sum(x < 1.0))
-    pct = f"{conf * 100:g} %"
     prs = [r for r in ratios if isinstance(r, PairRatio)]
     nblocks = len({r.block for r in prs if r.block is not None})
     bc = block_ci(prs, conf) if len(prs) == len(vals) else None
-    more = None
-    if bc is not None and bc.unit == "worker":
-        med, low, high, unit = bc.center, bc.low, bc.high, "worker"
-        facts = (
-            f"ratio B/A {med:.4f} ({(med - 1) * 100:+.2f} %, geometric mean of {bc.units} "
-            f"worker processes' block means, {bc.blocks} blocks), {pct} CI over workers "
-            f"[{low:.4f}, {high:.4f}], between-worker SD {bc.between_sd * 100:.2f} %, "
-            f"{bc.k_units} of {bc.units} workers, {bc.k_blocks} of {bc.blocks} blocks and {k} of "
-            f"{n} pairs favour B, Wilcoxon p (pairs) = {'n/a' if p is None else f'{p:.2g}'}"
-        )
-    elif bc is not None:
-        med, low, high, unit = bc.center, bc.low, bc.high, "block"
-        facts = (
-            f"ratio B/A {med:.4f} ({(med - 1) * 100:+.2f} %, geometric mean of {bc.blocks} "
-            f"block medians), {pct} CI over blocks [{low:.4f}, {high:.4f}], between-block SD "
-            f"{bc.between_sd * 100:.2f} %, {bc.k_blocks} of {bc.blocks} blocks and {k} of {n} "
-            f"pairs favour B, Wilcoxon p (pairs) = {'n/a' if p is None else f'{p:.2g}'}; "
-            f"{SINGLE_PROCESS}"
-        )
     if bc is not None:
-        cov = conf
+        med, low, high, cov = bc.center, bc.low, bc.high, conf
     else:
-        med, low, high, unit, cov = c.median, c.low, c.high, "pair", c.coverage
-        caveat = (
-            "one block: placement and process not covered"
-            if nblocks == 1
-            else "no blocks: placement and process not covered"
-        )
-        ci = (  # below min_pairs the CI is (-inf, inf): say so, never print "inf"
-            f"[{c.low:.4f}, {c.high:.4f}] (exact coverage {c.coverage * 100:.1f} %; {caveat})"
-            if math.isfinite(c.low) and math.isfinite(c.high)
-            else f"n/a (too few pairs; {caveat})"
-        )
-        facts = (
-            f"median ratio B/A {c.median:.4f} ({(c.median - 1) * 100:+.2f} %), {pct} CI {ci}, "
-            f"{k} of {n} pairs favour B, Wilcoxon p = {'n/a' if p is None else f'{p:.2g}'}"
-        )
-    if dropped:
-        facts += f", {dropped} pair(s) dropped"
+        med, low, high, cov = c.median, c.low, c.high, c.coverage
+    more = None
     if n == 0:
-        verdict, why = "AMBIGUOUS", "no complete pairs"
-        facts = f"{dropped} pair(s) dropped" if dropped else "no samples"
+        verdict, code = "AMBIGUOUS", "no-pairs"
     elif bc is None and n < min_pairs(conf):
-        verdict = "AMBIGUOUS"
-        why = f"only {n} pair(s): a distribution-free {pct} CI needs at least {min_pairs(conf)}"
+        verdict, code = "AMBIGUOUS", "too-few-pairs"
     else:
-        verdict, why = _decide(med, low, high, m, "median" if bc is None else "estimate")
+        verdict, code = _decide(med, low, high, m)
     if verdict == "AMBIGUOUS":
         if bc is not None:
             more = _more(bc.units, med, med - low, high - med, m, 2)
         else:
             more = _more_pairs(x, c, m, conf)
-        why += (
-            f"; about {more} more {unit}(s) would likely settle it"
-            if more is not None
-            else f"; more than {MAX_MORE_PAIRS} more {unit}s would be needed (the estimate "
-            "sits near a boundary)"
-        )
     hw = (high - low) / (2 * med) if n and math.isfinite(low) and math.isfinite(high) else None
+    workers = bc is not None and bc.unit == "worker"
     return Verdict(
-        verdict, n, med, low, high, cov, p, k, m, conf, f"{why}; {facts}", more, dropped,
-        method="pairs" if bc is None else "workers" if bc.unit == "worker" else "blocks",
+        verdict, n, med, low, high, cov, p, k, m, conf, code, more, dropped,
+        method="pairs" if bc is None else "workers" if workers else "blocks",
         blocks=bc.blocks if bc is not None else nblocks,
-        workers=0 if bc is None or bc.unit != "worker" else bc.units,
+        workers=bc.units if workers else 0,
+        k_workers=bc.k_units if workers else None,
         k_blocks=None if bc is None else bc.k_blocks,
         between_sd=None if bc is None else bc.between_sd,
         within_sd=None if bc is None else bc.within_sd,

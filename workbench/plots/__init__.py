@@ -39,7 +39,7 @@ from workbench.plots._common import (
     save,
 )
 from workbench.plots.floor import floor_keys_missing, parse_floor, read_floor_file
-from workbench.report.plot_files import existing_plots, plot_name
+from workbench.store.plot_files import existing_plots, plot_name
 from workbench.store.session import Session, load_session
 
 __all__ = [

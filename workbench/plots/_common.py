@@ -9,7 +9,7 @@ from typing import Any
 
 from workbench.analysis import Analysis
 from workbench.core.files import write_whole
-from workbench.report.markdown import gpu_text, protocol_text, shape_text
+from workbench.analysis.words import gpu_text, protocol_text, shape_text
 from workbench.store.session import Session
 
 FORMATS = ("png", "svg", "pdf")

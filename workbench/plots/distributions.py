@@ -6,7 +6,7 @@ from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis
 from workbench.plots._common import OFF_SCALE, no_data, short_arm, suptitle, variant_color
-from workbench.report.markdown import variant_order
+from workbench.analysis.words import variant_order
 
 NEAR = 0.10  # a reference arm within 10 % of the readers' range is drawn beside them
 

@@ -20,7 +20,7 @@ from workbench.plots._common import (
     suptitle,
     variant_color,
 )
-from workbench.report.markdown import variant_order
+from workbench.analysis.words import variant_order
 
 # A floor above 1 s per call is a unit mistake (ms or ns given as µs), not a kernel.
 MAX_FLOOR_US = 1e6

@@ -6,7 +6,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from workbench.analysis import Analysis, ComparisonResult, estimate_words
+from workbench.analysis import Analysis, ComparisonResult
+from workbench.analysis.words import legend
 from workbench.analysis.table import comparison_table
 from workbench.core.fmt import change_pct, num
 from workbench.plots._common import (
@@ -17,7 +18,7 @@ from workbench.plots._common import (
     suptitle,
     unzip_xy,
 )
-from workbench.report.markdown import provenance_line
+from workbench.analysis.words import provenance_line
 
 # the verdict table of the summary page (workbench.analysis.table's columns)
 SUMMARY_COLUMNS = (
@@ -83,7 +84,7 @@ def draw_ratios(ax: Any, an: Analysis, rows: list[ComparisonResult]) -> None:
     ax.grid(axis="x", alpha=0.3)
     from matplotlib.lines import Line2D
 
-    marker, interval = estimate_words(rows)
+    marker, interval = legend({r.verdict.method for r in rows}, an.conf)
     handles, _ = ax.get_legend_handles_labels()
     handles += [
         Line2D([], [], ls="", marker="o", color="#444", ms=4, label="one ABBA pair"),

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from workbench.analysis import Analysis, estimate_words
+from workbench.analysis import Analysis
+from workbench.analysis.words import legend
 from workbench.plots._common import COLOR_FLAG, RATIO_ROLES, fit_lines, no_data
 from workbench.store.provenance import source_digest
 from workbench.store.session import Session
@@ -93,7 +94,7 @@ def fig_replicates(analyses: list[Analysis]) -> Any:
     ax.set_xlim(lo - pad, hi + pad)
     ax.set_ylim(-0.5, len(ids) - 0.5)
     ax.set_yticks(range(len(ids) - 1, -1, -1), ids, fontsize=8)
-    marker, interval = estimate_words([r for an in analyses for r in an.results])
+    marker, interval = legend({r.verdict.method for an in analyses for r in an.results})
     ax.set_xlabel(f"ratio B/A (< 1: B faster); diamond: {marker}, bar: {interval}")
     ax.grid(axis="x", alpha=0.3)
     handles = [Line2D([], [], color=SESSION_COLORS[i % len(SESSION_COLORS)], lw=5, alpha=0.7,

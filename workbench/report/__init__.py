@@ -1,2 +1,3 @@
-"""The Markdown report of a session (markdown) and the names of the figures it links (plot_files).
-The plots package draws those figures and reads this package's wording, never the reverse."""
+"""The Markdown report of a session (markdown) and the decision document (decisions). The
+plots package draws the figures the report links (their names: workbench.store.plot_files); the
+two read the analysis model and its words, never each other."""

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from workbench import __version__
+from workbench.analysis import words
 from workbench.analysis.model import Analysis, analyse
 from workbench.analysis.pool import check_poolable, pool_sessions
 from workbench.analysis.recommend import READER_KERNELS, Recommendation, reader_results
@@ -56,16 +57,18 @@ def _session_record(s: Session) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _verdict(v: Any) -> dict[str, Any]:
+def _verdict(v: Any, boards: int) -> dict[str, Any]:
     return {"verdict": v.verdict, "ratio": v.median, "ci": [v.ci_low, v.ci_high],
-            "blocks": v.blocks, "pairs": v.n, "m": v.m, "reason": v.reason}  # fmt: skip
+            "blocks": v.blocks, "pairs": v.n, "m": v.m, "reason": words.reason(v),
+            "method": v.method, "interval": words.method_line(v, boards)}  # fmt: skip
 
 
 def _one(a: Analysis, kernel: str) -> tuple[Recommendation, dict[str, Any]]:
     """The recommendation and the per-set verdicts of one session (its reader comparisons)."""
     rec = a.recommendations[kernel]
+    boards = len(a.session.boards)
     sets = {
-        r.set: {"cmp": r.id, "a": r.cmp["a"], "b": r.cmp["b"], **_verdict(r.verdict)}
+        r.set: {"cmp": r.id, "a": r.cmp["a"], "b": r.cmp["b"], **_verdict(r.verdict, boards)}
         for r in reader_results(a.results, kernel)
     }
     return rec, sets

@@ -9,33 +9,31 @@ helpers that put numbers and sessions into words are public because the plots ti
 from __future__ import annotations
 
 import os
-import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.analysis import TIMING_ROLES, Analysis, analyse
+from workbench.analysis import TIMING_ROLES, Analysis, analyse, words
 from workbench.analysis.counters import markdown_lines as counter_markdown
-from workbench.analysis.pool import boards_text
 from workbench.analysis.table import BLOCK_COLUMNS, comparison_table
-from workbench.core import stats
+from workbench.analysis.words import (
+    KERNEL_TITLES,
+    gpu_text,
+    protocol_text,
+    provenance_line,
+    shape_text,
+    variant_label,
+    variant_order,
+)
 from workbench.core.fmt import MIB, change_pct, interval, nbytes, num, signed_pct
 from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
-from workbench.report.plot_files import existing_plots
 from workbench.store import counters
 from workbench.store.listing import find_session
-from workbench.store.provenance import stale_sources, staleness_text
+from workbench.store.plot_files import existing_plots
+from workbench.store.provenance import session_staleness
 from workbench.store.session import Session, load_session
-
-KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
-PEERS = {
-    "tinygemm": "peer: torch int4 tinygemm, bf16",
-    "triton-moe": "peer: fused W4A16 MoE Triton kernel, fp16",
-}
-BASELINE = "b4-scalar"
-
 
 # ------------------------------------------------------------------------------ formatting
 
@@ -46,63 +44,6 @@ def _table(header: list[str], rows: Iterable[list[str]], align: str) -> list[str
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return lines
-
-
-def shape_text(session: Session) -> str:
-    """Shape in words, e.g. ``qwen3.8-flash-next, tp 4 (H 2560, I 640, E 512, ...)``."""
-    s = session.config.get("shape")
-    name = session.config.get("preset")
-    if isinstance(s, dict):
-        name = s.get("name") or name
-        dims = (
-            f"H {s.get('hidden')}, I {s.get('inter')}, E {s.get('experts')}, "
-            f"top-k {s.get('top_k')}, {s.get('layers')} layers"
-        )
-        return f"{name}, tp {s.get('tp')} ({dims})"
-    return str(name) if name else "shape not recorded"
-
-
-def protocol_text(an: Analysis) -> str:
-    """Protocol in words from the comparisons: calls per replay, replays per sample, pairs."""
-    main = an.by_role("main", "confirm") or an.results
-    if not main:
-        return "no comparisons"
-    calls = sorted({r.calls for r in main})
-    replays = sorted({int(r.cmp["replays"]) for r in main})
-    pairs = sorted({r.verdict.n for r in main})
-    blocks = sorted({r.verdict.blocks for r in main if r.verdict.method == "blocks"})
-    j = lambda xs: "/".join(map(str, xs))  # noqa: E731
-    text = f"{j(calls)} calls per replay, {j(replays)} replays per sample, {j(pairs)} ABBA pairs"
-    if blocks:
-        seed = an.session.config.get("protocol", {}).get("placement_seed")
-        text += f" in {j(blocks)} blocks (placement seed {seed})"
-    return text
-
-
-def gpu_text(session: Session) -> str:
-    return session.gpu_name or "GPU not recorded"
-
-
-def variant_label(v: str) -> str:
-    if v == BASELINE:
-        return f"{v} (4-byte baseline)"
-    return f"{v} ({PEERS[v]})" if v in PEERS else v
-
-
-def variant_order(names: Iterable[str]) -> list[str]:
-    """Baseline first, then the readers with the scalar ones before the cooperative ones
-    (for step mixes: fewer cooperative kernels first), peers last."""
-
-    def key(v: str) -> tuple[int, int, int, list[tuple[int, str]]]:
-        # numbers compare as numbers: "spin=80" before "spin=160"
-        natural = [(int(x), "") if x.isdigit() else (0, x) for x in re.split(r"(\d+)", v)]
-        if v == BASELINE:
-            return (0, 0, 0, natural)
-        if v in PEERS:
-            return (2, 0, 0, natural)
-        return (1, v.count("coop"), -v.count("b4"), natural)
-
-    return sorted(set(names), key=key)
 
 
 # ------------------------------------------------------------------------------- sections
@@ -149,7 +90,7 @@ def _seed_tables(an: Analysis) -> list[str]:
 
 
 def _verdict_table(an: Analysis) -> list[str]:
-    blocked = any(r.verdict.method == "blocks" for r in an.results)
+    blocked = any(r.verdict.method != "pairs" for r in an.results)
     keys = ("comparison", "role", "a", "b", "ratio", "change", "ci", "p", "k/n")
     keys += BLOCK_COLUMNS * blocked + ("flagged", "verdict")
     t = comparison_table(an.results, keys)
@@ -161,29 +102,24 @@ def _verdict_table(an: Analysis) -> list[str]:
     ]  # fmt: skip
     lines = _table(header, body, t.aligns)
     lines.append("")
-    if blocked:
-        lines.append(
-            "Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B. Each block places the "
-            "banks anew in memory; the ratio is the geometric mean of the block medians and the "
-            "95 % CI a t-interval over blocks (docs/DESIGN.md §7.3). blocks = blocks favouring B "
-            "/ blocks; between-block SD = spread of the block medians (placement plus "
-            "within-block noise); resolves = the smallest effect this run could call, max(m, CI "
-            "half-width); detects = the smallest effect whose interval would exclude 1 in 95 % "
-            "of runs with this block spread; blocks check = the block diagnostic (§7.8): a "
-            'verdict that changes when one block is left out "rests on" that block, a block '
-            "that stands apart from the others or a drift over the blocks means they are not "
-            "exchangeable draws. p (Wilcoxon signed-rank on log-ratios) and k/n (pairs favouring B) "
-            "describe the pairs. "
-            f"Minimum effect m = {an.m * 100:g} %. {stats.WORDS_LEGEND}"
-        )
-    else:
-        lines.append(
-            f"Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B; median over pairs, "
-            f"distribution-free 95 % CI of the median, p = Wilcoxon signed-rank on log-ratios, k/n = "
-            f"pairs favouring B. Minimum effect m = {an.m * 100:g} %. This session has no blocks: "
-            "its intervals cover one memory placement only and are narrower than run-to-run "
-            f"reality (docs/DESIGN.md §7.2). {stats.WORDS_LEGEND}"
-        )
+    # what was computed, from the verdicts' own methods (workbench.analysis.words)
+    method = words.methods_text([r.verdict for r in an.results], len(an.session.boards))
+    columns = (
+        "blocks = blocks favouring B / blocks; between-worker (or -block) SD = spread of the interval's units "
+        "(the workers' block means, or the block medians of one process); resolves = the "
+        "smallest effect this run could call, max(m, CI half-width); detects = the smallest "
+        "effect whose interval would exclude 1 in 95 % of runs with this spread; blocks check = "
+        'the block diagnostic (§7.8): a verdict that changes when one block is left out "rests '
+        'on" that block, a block that stands apart from the others or a drift over the blocks '
+        "means they are not exchangeable draws. "
+        if blocked
+        else ""
+    )
+    lines.append(
+        f"Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B. {method} {columns}"
+        "p (Wilcoxon signed-rank on log-ratios) and k/n (pairs favouring B) describe the pairs. "
+        f"Minimum effect m = {an.m * 100:g} %. {words.WORDS_LEGEND}"
+    )
     dropped = [f"`{r.id}`: {len(r.ratios.dropped)}" for r in an.results if r.ratios.dropped]
     if dropped:
         lines.append(f"Incomplete pairs dropped: {', '.join(dropped)}.")
@@ -191,12 +127,10 @@ def _verdict_table(an: Analysis) -> list[str]:
         d = r.diagnostic
         if d is not None and (d.rests_on or d.flagged):
             lines.append(f"`{r.id}`, blocks: {d.summary()}.")
-    amb = [r for r in an.results if r.verdict.verdict == "AMBIGUOUS" and r.verdict.more_pairs]
-    for r in amb:
-        unit = "block" if r.verdict.method == "blocks" else "pair"
-        lines.append(
-            f"`{r.id}`: about {r.verdict.more_pairs} more {unit}(s) would likely settle it."
-        )
+    for r in an.results:
+        more = words.more_text(r.verdict)
+        if more and r.verdict.more_pairs:
+            lines.append(f"`{r.id}`: {more}.")
     return lines
 
 
@@ -441,32 +375,6 @@ def _counters(session: Session) -> list[str]:
     return counter_markdown(counters.load(session.path))
 
 
-def provenance_line(session: Session) -> str:
-    env, prov = session.environment, session.provenance
-    gpu = session.gpu
-    parts = [f"GPU {gpu_text(session)}"]
-    workers = boards_text(session)
-    if workers:
-        parts.append(workers)
-    if gpu.get("sm"):
-        parts.append(f"sm {gpu['sm']}")
-    for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch")):
-        parts.append(f"{label} {gpu.get(key) or env.get(key) or 'n/a'}")
-    git = prov.get("git") or {}
-    commit = (git.get("commit") or "n/a")[:12]
-    dirty = " (dirty)" if git.get("dirty") else ""
-    parts.append(f"workbench {prov.get('version', 'n/a')} @ {commit}{dirty}")
-    files = prov.get("files") or {}
-    if files:
-        parts.append(
-            "sources " + ", ".join(f"{Path(p).name} {h[:10]}" for p, h in sorted(files.items()))
-        )
-    builds = {v: h for v, h in (prov.get("builds") or {}).items() if isinstance(h, str)}
-    if builds:
-        parts.append("builds " + ", ".join(f"{v} {h[:10]}" for v, h in sorted(builds.items())))
-    return " · ".join(parts)
-
-
 def _plot_links(session: Session, plots_dir: Path | None, link_base: Path | None) -> list[str]:
     if plots_dir is None:
         return []
@@ -500,8 +408,8 @@ def render_report(
         f"Shape {shape_text(s)} · {protocol_text(an)} · status **{s.status}** · "
         f"created {s.created or 'n/a'}"
     )
-    stale = stale_sources(s.provenance.get("files"))
-    out += ["", f"**{staleness_text(stale)}**" if stale else f"{staleness_text(stale)}."]
+    st = session_staleness(s)
+    out += ["", f"**{st.text()}**" if st.stale else f"{st.text()}."]
     if s.status != "complete" or s.warnings:
         out.append("")
         if s.status != "complete":

@@ -21,9 +21,11 @@ class SessionInfo:
     """Facts about one session for listings (CLI and TUI).
 
     ``commit``: short git commit (None when unknown); ``sources``: short digest of the recorded
-    csrc/ hashes; ``stale``: the csrc/ files that differ from the working tree ([] when none,
-    None when the session recorded no kernel sources); ``recommendations``: {kernel: decision}
-    from the summary the runner stored.
+    csrc/ hashes; ``stale``: the csrc/ files that differ from the working tree where that makes
+    the session stale ([] when it is current, None when the session recorded no kernel sources:
+    ``provenance.Staleness``); ``same_code``: the files that differ but, by the equivalence
+    record, give the session's GPU the same device code (it is current); ``recommendations``:
+    {kernel: decision} from the summary the runner stored.
     """
 
     path: Path
@@ -38,6 +40,8 @@ class SessionInfo:
     dirty: bool | None = None
     sources: str | None = None
     stale: list[str] | None = None
+    same_code: list[str] = field(default_factory=list)
+    arch: str | None = None  # compute_XY of its GPU, which the equivalence record is made for
     recommendations: dict[str, str] = field(default_factory=dict)
     kernels: list[str] = field(default_factory=list)  # kernels compared, in journal order
     config: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -55,6 +59,17 @@ class SessionList(list):
     def __init__(self, items=(), skipped: list[tuple[Path, str]] | None = None) -> None:
         super().__init__(items)
         self.skipped: list[tuple[Path, str]] = skipped or []
+
+
+def _staleness_fields(
+    files: Mapping[str, str], arch: str | None, current: Mapping[str, str] | None
+) -> dict[str, Any]:
+    """``stale`` and ``same_code`` of a listing, by the one rule (provenance.staleness)."""
+    from workbench.store import provenance
+
+    st = provenance.staleness(files, arch, current)
+    return {"stale": None if st.differ is None else (st.differ if st.stale else []),
+            "same_code": st.differ if st.same_code else []}  # fmt: skip
 
 
 def session_info(s: Session, current: Mapping[str, str] | None = None) -> SessionInfo:
@@ -76,7 +91,8 @@ def session_info(s: Session, current: Mapping[str, str] | None = None) -> Sessio
         commit=git.get("commit")[:10] if git.get("commit") else None,
         dirty=git.get("dirty"),
         sources=provenance.source_digest(files),
-        stale=provenance.stale_sources(files, current),
+        **_staleness_fields(files, provenance.gpu_arch(s.gpu), current),
+        arch=provenance.gpu_arch(s.gpu),
         recommendations={k: r["decision"] for k, r in recs.items()},
         kernels=list(dict.fromkeys(c["kernel"] for c in s.comparisons)),
         config=s.config,
@@ -126,7 +142,7 @@ def list_sessions(root: str | os.PathLike, current: Mapping[str, str] | None = N
                     path=d,
                     **entry["info"],
                     sources=provenance.source_digest(files),
-                    stale=provenance.stale_sources(files, current),
+                    **_staleness_fields(files, entry["info"]["arch"], current),
                 )
             )
     index.forget_missing(root, seen)
@@ -142,7 +158,7 @@ def _files(s: Session) -> dict[str, str]:
 def _info_facts(info: SessionInfo) -> dict[str, Any]:
     """What the index keeps of a listing: all but the path and what depends on the working tree."""
     d = {f.name: getattr(info, f.name) for f in dataclasses.fields(info)}
-    for k in ("path", "sources", "stale"):
+    for k in ("path", "sources", "stale", "same_code"):
         del d[k]
     return d
 

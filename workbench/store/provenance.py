@@ -6,12 +6,14 @@ Torch-free on purpose: callers add the torch/CUDA/GPU facts they already hold (u
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -166,13 +168,114 @@ def stale_sources(
     return sorted(k for k in recorded.keys() | now.keys() if recorded.get(k) != now.get(k))
 
 
+# benchmarks/device_code.py's record: which old csrc/ trees give a GPU architecture the same device
+# code and launches as the working tree (docs/EVIDENCE.md, "Same device code"); a checkout's file
+EQUIVALENCE = REPO_ROOT / "benchmarks" / "results" / "device_code" / "equivalence.json"
+
+
+def load_equivalence(path: Path = EQUIVALENCE) -> dict | None:
+    """The device-code equivalence record, or None where there is none (an installed wheel)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _read_json(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_json(path: str, mtime_ns: int, size: int) -> dict | None:
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def gpu_arch(gpu: Mapping[str, Any] | None) -> str | None:
+    """compute_XY of a session's GPU (environment.gpu.sm, e.g. "9.0"), None where unknown."""
+    sm = gpu.get("sm") if isinstance(gpu, Mapping) else None
+    return f"compute_{str(sm).replace('.', '')}" if sm else None
+
+
+def same_device_code(
+    arch: str | None,
+    files: Mapping[str, str] | None,
+    current: Mapping[str, str] | None,
+    eq: Mapping | None,
+) -> bool:
+    """Whether ``eq`` (the equivalence record) shows that sources ``files`` and the working tree
+    (or ``current``) give a GPU of ``arch`` the same device code and launches: made for the
+    working tree and, among its old trees, exactly ``files``, on that architecture, and found
+    identical."""
+    if not eq or not eq.get("identical") or arch is None or eq.get("arch") != arch:
+        return False
+    now = kernel_files(current_sources() if current is None else current)
+    olds = [old.get("sources") for old in eq.get("from", []) if isinstance(old, Mapping)]
+    return kernel_files(files) in olds and now == eq.get("to_sources")
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """Whether a session describes the working tree's kernels: the one rule of `sessions list`,
+    `show`, the report, the TUI, `export` and the evidence test (docs/EVIDENCE.md).
+
+    ``differ``: the csrc/ files whose hash differs from the working tree's ([]: none; None: not
+    known); ``same_code``: the equivalence record shows those sources give the session's GPU the
+    same device code and launches as the working tree. Stale = sources differ, not so shown."""
+
+    differ: list[str] | None
+    same_code: bool = False
+    arch: str | None = None
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.differ) and not self.same_code
+
+    def text(self) -> str:
+        """One line: "kernel sources match ...", "STALE: ...", or why differing sources are
+        current."""
+        if self.differ and self.same_code:
+            return (
+                f"kernel sources differ from the working tree ({_files_text(self.differ)}) but "
+                f"give {self.arch} the same device code and launches "
+                "(benchmarks/results/device_code/equivalence.json): current"
+            )
+        return staleness_text(self.differ)
+
+
+def staleness(
+    files: Mapping[str, str] | None,
+    arch: str | None,
+    current: Mapping[str, str] | None = None,
+    equivalence: Mapping | None | bool = True,
+) -> Staleness:
+    """The staleness of a session of kernel sources ``files`` measured on a GPU of ``arch``
+    (``gpu_arch``) against ``current`` (default: the working tree), with ``equivalence`` (True:
+    the committed record; None: none)."""
+    differ = stale_sources(files, current)
+    if not differ:
+        return Staleness(differ, False, arch)
+    eq = load_equivalence() if equivalence is True else equivalence
+    return Staleness(differ, same_device_code(arch, files, current, eq or None), arch)
+
+
+def session_staleness(s: Any, current: Mapping[str, str] | None = None) -> Staleness:
+    """``staleness`` of a loaded Session."""
+    return staleness(s.provenance.get("files"), gpu_arch(s.gpu), current)
+
+
+def _files_text(files: list[str], limit: int = 6) -> str:
+    return ", ".join(files[:limit]) + (
+        f" and {len(files) - limit} more" if len(files) > limit else ""
+    )
+
+
 def staleness_text(stale: list[str] | None, limit: int = 6) -> str:
     """One line for `sessions show`, the report and the TUI, from `stale_sources`."""
     if stale is None:
         return "kernel sources unknown: the session recorded no csrc/ hashes"
     if not stale:
         return "kernel sources match the working tree"
-    shown = ", ".join(stale[:limit]) + (
-        f" and {len(stale) - limit} more" if len(stale) > limit else ""
-    )
-    return f"STALE: kernel sources differ from the working tree: {shown}"
+    return f"STALE: kernel sources differ from the working tree: {_files_text(stale, limit)}"

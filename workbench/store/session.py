@@ -315,6 +315,16 @@ class Session:
     slug = property(lambda self: self.meta.get("slug", ""))
 
     @property
+    def boards(self) -> list[str]:
+        """The boards this session measured on: its workers' GPU UUIDs, else the GPU its
+        environment names; empty where neither was recorded."""
+        uuids = sorted({w["uuid"] for w in self.workers if w.get("uuid")})
+        if not uuids:
+            one = self.gpu.get("uuid")
+            uuids = [one] if one else []
+        return uuids
+
+    @property
     def name(self) -> str:
         return self.path.name
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import analysis
+from workbench.analysis.words import reason, sample_size
 from workbench.core import stats
 from workbench.core.fmt import num
 from workbench.store.provenance import staleness_text
@@ -118,14 +119,14 @@ def view_from_session(s: Any) -> SessionView:
                     r.kernel,
                     f"{words} on {r.set}: {r.cmp['b']} against {r.cmp['a']}",
                     f"confirmation of the recommended mix on the combined step ({r.set} set)",
-                    (f"{r.set}: {words} ({r.verdict.reason}{blocks})",),
+                    (f"{r.set}: {words} ({reason(r.verdict)}{blocks})",),
                 )
             )
     return SessionView(
         info=info,
         rows=tuple(rows),
         recommendations=tuple(recs),
-        rule=analysis.rule_text(an.m),
+        rule=analysis.rule_text(an.m, an.conf, {r.verdict.method for r in rows}),
         notes=tuple(notes),
         config=dict(s.config),
         chart=tuple(chart),
@@ -171,5 +172,5 @@ def compare_markdown(diff: analysis.SessionDiff) -> str:
 
 
 def _sample_size(v: stats.Verdict) -> str:
-    """ "6 blocks, 12 pairs" (block-level interval) or "12 pairs" (a session without blocks)."""
-    return f"{v.blocks} blocks, {v.n} pairs" if v.method == "blocks" else f"{v.n} pairs"
+    """ "6 workers, 12 blocks, 24 pairs", "6 blocks, 12 pairs" or "12 pairs"."""
+    return sample_size(v)

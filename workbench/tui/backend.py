@@ -106,7 +106,7 @@ class RatioPoint:
     m: float
     verdict: str = ""
     note: str = ""  # e.g. "8/12 pairs" during a run
-    method: str = ""  # the verdict's estimate: "blocks" or "pairs" ("" while measuring)
+    method: str = ""  # the verdict's method: "workers", "blocks" or "pairs" ("" while measuring)
 
     @classmethod
     def from_verdict(cls, label: str, verdict: Mapping[str, Any], note: str = "") -> RatioPoint:

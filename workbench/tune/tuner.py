@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.analysis.recommend import overall, recommendations
+from workbench.analysis.words import reason
 from workbench.core import defaults
 from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
 from workbench.core.vocab import SETS
@@ -370,7 +371,7 @@ class TuneRunner(Runner):
                 v = verdicts[r.set] = r.verdict
                 sets[r.set] = {"cmp": r.id, "verdict": v.verdict, "estimate": v.median,
                                "ci": [v.ci_low, v.ci_high], "blocks": v.blocks, "workers": v.workers,
-                               "reason": v.reason}  # fmt: skip
+                               "reason": reason(v)}  # fmt: skip
         direction = overall(verdicts)  # the reader rule's combination of the sets (§7.5)
         est = [x["estimate"] for x in sets.values() if x["estimate"]]
         gm = math.exp(sum(map(math.log, est)) / len(est)) if est else None

@@ -19,7 +19,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from workbench.analysis.model import method_words
+from workbench.analysis.words import legend
 from workbench.tui.backend import RatioPoint
 from workbench.tui.widgets.results_table import verdict_style
 
@@ -208,12 +208,12 @@ class RatioChart(Widget):
     @staticmethod
     def _legend(points: Sequence[RatioPoint], width: int) -> list[Text]:
         """What the band, the bar and the dot are, in as many lines as ``width`` needs: the dot
-        is the verdict's estimate (the geometric mean of the block medians for a session with
-        blocks), the bar its interval (workbench.analysis.model.method_words)."""
+        is the verdict's estimate, the bar its interval, in the words of their method
+        (workbench.analysis.words.legend)."""
         m = max(p.m for p in points)
         methods = {p.method for p in points if p.method}
         if methods:
-            marker, interval = method_words(methods)
+            marker, interval = legend(methods)
         else:  # a run still measuring: its figures are the pairs' so far
             marker, interval = "estimate so far", "95 % CI"
         parts = [

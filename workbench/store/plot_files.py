@@ -1,7 +1,7 @@
 """Where the figures of a session lie: the file names `workbench plot` writes and the report links.
 
-Its own module, below both: the plots draw through the report's wording and the analysis model,
-and the report links the figures without importing the plotting code (docs/DESIGN.md §8).
+Its own module, below both: the plots write these files and the report links them, and neither
+imports the other (docs/DESIGN.md §8).
 """
 
 from __future__ import annotations
