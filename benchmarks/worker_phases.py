@@ -5,7 +5,7 @@
 For each session: its wall time (created to finished), the workers per round, and per worker
 its GPU, wall time, import time, the time it then waited for its turn (imported, before any
 CUDA call), its turn (told to go until its exit message: the GPU is its alone) and seconds per
-phase of the turn (workbench.run.workers.PHASES), then the phases summed over the run's workers
+phase of the turn (workbench.run.worker_proc.PHASES), then the phases summed over the run's workers
 and their share of the summed wall time. Read from the sessions' ``worker`` records only (a single-process run has none: its
 phases are in its summary, printed as one row). The run's own wall time is what a user waits;
 workers on one GPU overlap their imports with the previous worker's measuring, so the workers'
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workbench.run.workers import PHASES  # noqa: E402
+from workbench.run.worker_proc import PHASES  # noqa: E402
 from workbench.store.session import load_session  # noqa: E402
 
 

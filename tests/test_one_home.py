@@ -236,6 +236,30 @@ def formatter_copies(ts: dict[str, ast.Module]) -> list[str]:
     return out
 
 
+POOL_HOMES = {"workbench/run/pool.py", "workbench/run/ray_workers.py"}
+# a tune's screening keeps its own two pools until its screen is a round of the one pool;
+# this list only shrinks
+POOL_DEBT = {"workbench/tune/screen.py", "workbench/tune/ray_pool.py"}
+
+
+def pool_copies(ts: dict[str, ast.Module]) -> list[str]:
+    """Workers are started by the one pool (run/pool.py; its Ray back end, run/ray_workers.py):
+    nothing else makes a process (`.Process(...)`) or a Ray task or actor of a GPU
+    (`ray.remote(num_gpus=...)`)."""
+    out = []
+    for path, tree in ts.items():
+        if path in POOL_HOMES | POOL_DEBT:
+            continue
+        for n in ast.walk(tree):
+            if not isinstance(n, ast.Call):
+                continue
+            if _name(n.func) == "Process":
+                out.append(f"{path}:{n.lineno} starts a process")
+            elif _name(n.func) == "remote" and any(k.arg == "num_gpus" for k in n.keywords):
+                out.append(f"{path}:{n.lineno} starts a Ray worker of a GPU")
+    return out
+
+
 CHECKERS = [
     stopping_rule_copies,
     verdict_combiners,
@@ -244,6 +268,7 @@ CHECKERS = [
     nvcc_readers,
     name_tuples,
     formatter_copies,
+    pool_copies,
 ]
 
 
@@ -306,6 +331,13 @@ PLANTED = {
     name_tuples: (
         "KERNELS = ('w13', 'w2', 'step')\nfor s in ['hot', 'rotating']:\n    pass\n",
         ["x.py:1 spells ('w13', 'w2', 'step')", "x.py:2 spells ('hot', 'rotating')"],
+    ),
+    # the old run/workers.py's spare process and the old RayWorkerRun's task
+    pool_copies: (
+        "def _spare(self, g):\n"
+        "    proc = self.ctx.Process(target=worker_main, args=(self.setup, self.out))\n"
+        "    self._task = ray.remote(num_gpus=1, max_calls=1)(ray_worker)\n",
+        ["x.py:2 starts a process", "x.py:3 starts a Ray worker of a GPU"],
     ),
     # sessions.py's old _f
     formatter_copies: (

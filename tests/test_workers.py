@@ -13,7 +13,7 @@ import sim_device
 from workbench import cli
 from workbench.core import stats
 from workbench.core.errors import EXIT_BAD_ARGS, EXIT_GPU_FAULT
-from workbench.run import runner, workers
+from workbench.run import pool, runner
 from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -125,8 +125,8 @@ def test_a_fault_in_one_process_keeps_what_it_measured(device, capsys, tmp_path)
 
 
 def two_boards(monkeypatch, names=("Simulated H200", "Simulated H200")):
-    gpus = [workers.GPU(str(i), i, n, f"GPU-sim-{i}") for i, n in enumerate(names)]
-    monkeypatch.setattr(workers, "visible_gpus", lambda: gpus)
+    gpus = [pool.GPU(str(i), i, n, f"GPU-sim-{i}") for i, n in enumerate(names)]
+    monkeypatch.setattr(pool, "visible_gpus", lambda: gpus)
     return gpus
 
 

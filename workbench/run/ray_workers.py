@@ -1,7 +1,6 @@
 """Worker processes on a Ray cluster (docs/DESIGN.md §5.10): `workbench ab --ray ADDRESS`.
 
-The same parent as on one host (workbench.run.workers.WorkerRun: the plan, the rounds, the
-merged journal), whose workers are Ray tasks of one GPU each (``num_gpus=1``, ``max_calls=1``:
+The back end of the one pool (workbench.run.pool) whose workers are Ray tasks of one GPU each (``num_gpus=1``, ``max_calls=1``:
 a fresh process per task, as Ray gives GPU tasks by default), one lane per GPU of the cluster,
 the lanes at once. Ray sets each task's CUDA_VISIBLE_DEVICES; the task runs the worker's
 measuring part (worker_proc.run_job) and sends every message through a Ray queue, which the
@@ -25,8 +24,8 @@ from typing import Any
 
 from workbench.core.errors import BadArgument, NoGPUError, WorkbenchError, extra_install
 from workbench.run.gpus import GPU, check_one_model
+from workbench.run.pool import ProcessPool
 from workbench.run.worker_proc import WorkerJob, call_setup, run_job
-from workbench.run.workers import WorkerRun
 
 ACCELERATOR = "accelerator_type:"  # Ray's resource naming a node's GPU model
 
@@ -148,14 +147,13 @@ def ray_worker(setup: Any, job: WorkerJob, out: Any, flag: Any) -> None:
         done.set()
 
 
-class RayWorkerRun(WorkerRun):
-    """WorkerRun whose workers are Ray tasks on the cluster at ``address``; ``init``: extra
-    ``ray.init`` arguments (tests start a local instance with fake GPUs)."""
+class RayPool(ProcessPool):
+    """The pool whose workers are Ray tasks on the cluster at ``cfg.ray``; ``cfg.ray_init``:
+    extra ``ray.init`` arguments (tests start a local instance with fake GPUs)."""
 
-    def __init__(self, runner: Any, address: str, init: dict[str, Any] | None = None,
-                 setup: Any = None) -> None:  # fmt: skip
-        super().__init__(runner, setup)
-        self.address, self.init = address, dict(init or {})
+    def __init__(self, cfg: Any, setup: Any = None, cancel: threading.Event | None = None) -> None:
+        super().__init__(cfg, setup, cancel)
+        self.address, self.init = cfg.ray, dict(cfg.ray_init or {})
         self._own_ray = False
 
     def start(self, gpus: list[GPU] | None = None) -> None:
@@ -190,14 +188,14 @@ class RayWorkerRun(WorkerRun):
     def _start(self, w: Any, g: int) -> None:
         import ray
 
-        w.job = self._job(w)
+        w.job = self._sendable(self._job(w))
         w.proc = _Task(ray, self._task.remote(self.setup, w.job, self.out, self.stop.actor))
         self.procs.append(w.proc)
         w.spawned = w.started = time.monotonic()
         w.status = "running"
 
-    def _end(self) -> None:
-        super()._end()
+    def end(self) -> None:
+        super().end()
         self._shutdown()
 
     def _shutdown(self) -> None:

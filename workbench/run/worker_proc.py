@@ -1,10 +1,11 @@
-"""One worker process of a run (docs/DESIGN.md §5.10): the child's side of workbench.run.workers.
+"""One worker of a run (docs/DESIGN.md §5.10): the child's side of workbench.run.pool.
 
 A worker imports first (that overlaps the worker before it on its GPU), waits for its job, then
 initializes CUDA, makes its banks, places, captures, gates and times its share of blocks of every
 comparison of its round. Every record, reading and outcome goes to ``out`` as a message
 ``(kind, worker, data)``; the last is "exit". ``run_job`` is the measuring part alone, which a
-Ray task (workbench.run.ray_workers) runs too, in the fresh process Ray gives it.
+Ray task (workbench.run.ray_workers) runs too, in the fresh process Ray gives it, and the inline
+pool in the run's own process.
 
 Torch-free at module level: a worker imports torch only after its CUDA_VISIBLE_DEVICES is set.
 """
@@ -36,7 +37,7 @@ PHASES = ("startup", "build", "describe", "banks", "warmup", "capture", "gate", 
 @dataclass(frozen=True)
 class WorkerJob:
     index: int
-    round: str  # "main", "confirm", a tune's "tune" or "reader" (workers.ROUND_GROUP)
+    round: str  # "main", "confirm", a tune's "tune" or "reader" (pool.ROUND_GROUP)
     cfg: Any  # the RunConfig of this worker: its comparisons and its placement seed
     gpu: GPU
     first_group: int = 0
@@ -44,6 +45,10 @@ class WorkerJob:
     # "stop": a numerics failure ends the run (exit 5); "exclude": it leaves that group's
     # comparisons out ("excluded") and the worker goes on (a tune's candidates, a group each)
     numerics: str = "stop"
+    # in the run's own process (the inline pool): the engine's events ("comparison", "gate",
+    # "result", ...) are sent as they come, for listeners that show them live, and an error is
+    # raised again after it is reported, so the run fails with it as it is
+    inline: bool = False
 
 
 def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
@@ -120,6 +125,8 @@ def run_job(
 
         t1 = time.monotonic()
         sink = Sink(record=record, progress=progress, cancel=stop)
+        if job.inline:
+            sink.emit = lambda kind, data: out.put(("event", idx, (kind, data)))
         monitor = Monitor(device_index=job.gpu.nvml)
         monitor.sink = lambda r: out.put(
             ("nvml", idx, {"t": time.time(), **(dataclasses.asdict(r) if dataclasses.is_dataclass(r)
@@ -151,6 +158,9 @@ def run_job(
         out.put(("fault", idx, {"cmp": e.cmp, "arm": e.arm, "error": str(e)}))
     except NumericsError as e:
         out.put(("numerics", idx, str(e)))
+    except KeyboardInterrupt:  # only in the run's own process (a worker ignores SIGINT)
+        out.put(("done", idx, "interrupted"))
+        raise
     except BaseException as e:  # reported to the parent, which names the worker
         if is_sticky_cuda_error(e):
             fault = True
@@ -159,6 +169,8 @@ def run_job(
         else:
             kind = "build" if isinstance(e, BuildError) else "error"
             out.put((kind, idx, f"{type(e).__name__}: {e}"))
+            if job.inline:
+                raise
     finally:
         if monitor is not None:
             monitor.stop()

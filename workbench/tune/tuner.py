@@ -1,13 +1,15 @@
 """A tune run (docs/DESIGN.md §11): screen every candidate, confirm the best few against the
 default with the full block protocol, then time the readers at the best parameters. One
-session holds it all; the runner's session, monitor, Ctrl-C and failure handling are reused.
+session holds it all; the runner's session, Ctrl-C and failure handling are reused.
 
-A tune screens in its own workers (screen.Pool, ray_pool.RayPool) and confirms in fresh worker
-processes (workbench.run.workers, round "tune"; the reader verdict, round "reader"), as
-`workbench ab` measures: the interval of a confirmed candidate runs over workers, and a
+A tune screens in this process, or in its own screening workers (screen.Pool,
+ray_pool.RayPool), and its session is opened here; then it walks its rounds as `workbench ab`
+does (``TuneRunner.rounds``: round "tune" confirms the best ``--top`` against the default,
+round "reader" times the readers at the best parameters) on the run's pool
+(workbench.run.pool): the interval of a confirmed candidate runs over workers, and a
 candidate whose kernel faults the GPU ends its worker alone and is EXCLUDED, naming the fault.
-``RunConfig.workers`` 1 (--single-process) measures both here (debugging: the verdicts say
-they ignore process variance).
+``RunConfig.workers`` 1 (--single-process) measures the rounds in this process too
+(debugging: the verdicts say they ignore process variance).
 
 Torch-free at module level (the device modules load inside the run).
 """
@@ -21,11 +23,18 @@ from typing import Any
 
 from workbench.analysis.recommend import overall, recommendations
 from workbench.core import defaults
-from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
+from workbench.core.errors import (
+    BadArgument,
+    GPUFault,
+    WorkbenchError,
+    fault_line,
+    is_sticky_cuda_error,
+)
 from workbench.core.vocab import SETS
 from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
-from workbench.run.runner import RunConfig, Runner
+from workbench.run.pool import Outcome, fault_ids
+from workbench.run.runner import Round, RunConfig, Runner
 from workbench.tune import cache
 from workbench.tune.screen import Pool, Task, screen_one
 from workbench.tune.space import Candidate, comparisons, reader_comparisons
@@ -118,9 +127,12 @@ class _Tagged:
 class TuneRunner(Runner):
     """Runner whose plan is a tune: see the module docstring."""
 
+    faults_fail = False  # a candidate whose kernel faults a worker is EXCLUDED, naming the fault
+
     def __init__(self, cfg: RunConfig, tcfg: TuneConfig, **kw: Any) -> None:
         super().__init__(cfg, **kw)
         self.tcfg = tcfg.validate()
+        self.worker_setup = tcfg.setup
         self.screened: dict[str, dict[str, Any]] = {}
         self.confirmed: dict[str, dict[str, Any]] = {}
         self.best: dict[str, Any] | None = None
@@ -129,21 +141,68 @@ class TuneRunner(Runner):
         self.worker_errors = 0
         self.gpu_name = ""
         self.hosts: list[dict[str, Any]] = []  # a Ray sweep's actors: host, GPU, name, node
-
-    def make_engine(self) -> Any:
-        from workbench.tune.device import TuneEngine
-
-        return TuneEngine(self.cfg, self.sink, self.monitor)
-
-    def uses_workers(self) -> bool:
-        return False  # the tune's own process screens and opens the session; see confirm()
-
-    def run_plan(self, engine: Any) -> None:
-        self.tune(engine)
+        self.top: list[Candidate] = []  # the candidates of round "tune"
+        self.planned: dict[str, list[Any]] = {}  # candidate (or "reader") -> its comparisons
 
     # ------------------------------------------------------------------ phases
 
-    def tune(self, engine: Any) -> None:
+    def measure(self) -> None:
+        """Screen in this process (its engine opens the session), then walk the rounds."""
+        from workbench.measure.monitor import Monitor
+        from workbench.run.sink import Sink
+        from workbench.store.session import SessionWriter
+        from workbench.tune.device import TuneEngine
+
+        monitor = Monitor()
+        sink = Sink(record=self.record, emit=self._engine_event, progress=self.progress,
+                    cancel=self.cancel)  # fmt: skip
+        engine = TuneEngine(self.cfg, sink, monitor)
+        builds = engine.build()
+        env = engine.environment(builds)
+        self.clock_mhz = engine.clock_mhz
+        self.session = SessionWriter(self.cfg.sessions_dir, self.cfg.slug,
+                                     self.cfg.session_config(), engine.provenance(builds), env)  # fmt: skip
+        self.emit("session", self.session.path)
+        monitor.sink = self.session.nvml
+        monitor.start()
+        # stop() later rewrites the monitor's reason: keep what was true while measuring
+        self.nvml_status = monitor.reason or "available"
+        if not monitor.available:
+            self.note(monitor.reason)
+        lost = False
+        try:
+            self.screen(engine)
+        except BaseException as e:
+            if not is_sticky_cuda_error(e):
+                raise
+            # the context is lost: keep what was screened, touch the GPU no more
+            lost = True
+            f = e if isinstance(e, GPUFault) else GPUFault(fault_line(None, None,
+                                                                      f"{type(e).__name__}: {e}"))  # fmt: skip
+            self.fault = {"cmp": f.cmp, "arm": f.arm, "error": str(f)}
+        finally:
+            monitor.stop()
+            if not lost:  # the rounds measure in workers of their own (or anew here)
+                engine.release()
+            self.phases = dict(engine.phases)
+        self.walk(self.rounds)
+
+    def _engine_event(self, kind: str, data: Any) -> None:
+        if kind == "note":
+            self._say(data)
+        else:
+            self.emit(kind, data)
+
+    def run_round(self, name: str, cmps: list[Any], numerics: str = "stop") -> Any:
+        """A round on the pool, into the session the screen opened (its workers described)."""
+        self.start_workers(early=False)
+        self.pool.start()
+        workers = self.pool.describe()
+        if workers is not None:
+            self.session.update(environment={**self.session.environment, "workers": workers})
+        return super().run_round(name, cmps, numerics)
+
+    def screen(self, engine: Any) -> None:
         import time
 
         import torch
@@ -196,44 +255,6 @@ class TuneRunner(Runner):
                     "see the session's notes"
                 )
         self.screen_seconds = time.monotonic() - t0
-        if self.cancel.is_set() or self.tcfg.top == 0:  # --top 0: screen only
-            return
-        self.emit("phase", "confirm")
-        engine.use_protocol(self.cfg.protocol)
-        engine.store.release(set())  # screening banks may be anywhere: place anew
-        top = [self._candidate(res["candidate"]) for res in self.ranked()[: self.tcfg.top]]
-        if self.cfg.workers > 1:
-            self._confirm_in_workers(default, top)
-        for j, cand in enumerate(top if self.cfg.workers <= 1 else []):
-            if self.cancel.is_set():
-                return
-            self._confirm(engine, default, cand, len(rest) + j)
-        if self.cancel.is_set() and len(self.confirmed) < len(top):
-            return
-        self.best = self._choose(default)
-        self.emit("best", self.best)
-        if self.cancel.is_set():
-            return
-        best = self._candidate(self.best["candidate"])
-        if not best.arm.startswith("b3-"):
-            self.note(f"reader verdict skipped: {best.arm} has one reader only")
-            return
-        self.emit("phase", "reader")
-        cmps = reader_comparisons(best, self.cfg.sets)
-        if self.cfg.workers > 1:
-            results = self._in_workers("reader", cmps, "stop").analysis().results
-        else:
-            engine._prepare_banks(cmps)
-            engine.run_group(len(rest) + self.tcfg.top, cmps)
-            results = self.results
-        # The one reader rule (docs/DESIGN.md §7.5) on these comparisons: scalar against
-        # cooperative at the same parameters is a reader pair (plan.is_reader_comparison).
-        done = [r for r in results if r.id in {c.id for c in cmps} and r.verdict.n]
-        if done:
-            rec = recommendations(done).get(best.kernel)
-            if rec is not None:
-                self.recommendations = {best.kernel: rec}
-                self.emit("recommendation", rec)
 
     def _screen_on_ray(self, todo: list[Task]) -> None:
         from workbench.tune.ray_pool import RayPool
@@ -310,57 +331,11 @@ class TuneRunner(Runner):
                 return c
         raise WorkbenchError(f"no candidate named {name!r} in this sweep")
 
-    def _confirm_in_workers(self, default: Candidate, top: list[Candidate]) -> None:
-        """Round "tune" of fresh worker processes (workbench.run.workers) over every candidate
-        of ``top``, merged into this session; each candidate's verdict then comes from the
-        merged journal, its interval over the workers (docs/DESIGN.md §7.3)."""
-        cmps = {c.name: comparisons("tune", default, c, self.cfg.sets, f"tune/{c.name}")
-                for c in top}  # fmt: skip
-        run = self._in_workers("tune", [c for cs in cmps.values() for c in cs], "exclude")
-        results = run.analysis().results
-        for cand in top:
-            ids = [c.id for c in cmps[cand.name]]
-            why = _excluded_why(run, ids)
-            if why is None and not any(r.id in ids and r.verdict.n for r in results):
-                why = "no worker measured it" + (
-                    f" ({'; '.join(run.errors)})" if run.errors else ""
-                )
-            if why is not None:
-                self._exclude(cand, why)
-            elif not self.cancel.is_set():
-                self._confirmed(cand, ids, results)
-
-    def _in_workers(self, round_: str, cmps: list[Any], numerics: str) -> Any:
-        """One round of fresh worker processes (workbench.run.workers) into this session;
-        returns its WorkerRun (faults, exclusions, the merged journal's analysis). A numerics
-        failure with ``numerics`` "stop" raises NumericsError, as in this process."""
-        run = self.worker_run(self.tcfg.setup)
-        try:
-            run.start()
-            env = self.session.environment
-            self.session.update(environment={**env, "workers": run.describe()})
-            run.run_round(round_, cmps, numerics=numerics)
-        finally:
-            run.end()
-        if run.numerics is not None:
-            raise NumericsError(run.numerics)
-        return run
-
     def _exclude(self, cand: Candidate, why: str) -> None:
         self.confirmed[cand.name] = {"candidate": cand.name, "params": dict(cand.params),
                                      "verdict": "EXCLUDED", "reason": why, "sets": {}}  # fmt: skip
         self.note(f"{cand.name}: excluded at confirmation: {why}")
         self.emit("confirmed", self.confirmed[cand.name])
-
-    def _confirm(self, engine: Any, default: Candidate, cand: Candidate, group: int) -> None:
-        cmps = comparisons("tune", default, cand, self.cfg.sets, f"tune/{cand.name}")
-        try:
-            engine._prepare_banks(cmps)
-            engine.run_group(group, cmps)
-        except NumericsError as e:  # passed its screening gate, failed on a later placement
-            self._exclude(cand, f"numerics: {e}")
-            return
-        self._confirmed(cand, [c.id for c in cmps], self.results)
 
     def _confirmed(self, cand: Candidate, ids: list[str], results: list[Any]) -> None:
         """A confirmed candidate's record from its comparisons' results (the analysis model's)."""
@@ -411,18 +386,78 @@ class TuneRunner(Runner):
         return json_safe(out)
 
 
-def _excluded_why(run: Any, ids: list[str]) -> str | None:
+def _excluded_why(outcomes: tuple[Outcome, ...], ids: list[str]) -> str | None:
     """Why a worker round left a candidate out: the GPU fault of one of its comparisons (the
     worker it ended named), else its numerics failure; None when it was measured."""
-    from workbench.run.workers import fault_ids
-
-    for f in run.faults:
-        if set(fault_ids(f)) & set(ids):
-            return f"worker {f['worker']}: {f['error']}"
-    for i in ids:
-        if i in run.dropped:
-            return f"numerics: {run.dropped[i]}"
+    for o in outcomes:
+        if o.fault and set(fault_ids(o.fault)) & set(ids):
+            return f"worker {o.job.index}: {o.fault['error']}"
+    for o in outcomes:
+        for cmps, error in o.excluded:
+            if set(cmps) & set(ids):
+                return f"numerics: {error}"
     return None
+
+
+def _plan_tune(r: TuneRunner, an: Any) -> list[Any]:
+    """Round "tune": the best ``--top`` screened candidates against the default."""
+    if r.tcfg.top == 0:  # --top 0: screen only
+        return []
+    r.emit("phase", "confirm")
+    default = r.tcfg.candidates[0]
+    r.top = [r._candidate(res["candidate"]) for res in r.ranked()[: r.tcfg.top]]
+    r.planned = {c.name: comparisons("tune", default, c, r.cfg.sets, f"tune/{c.name}")
+                 for c in r.top}  # fmt: skip
+    return [c for cs in r.planned.values() for c in cs]
+
+
+def _confirm(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    """Each candidate's verdict from the merged journal, its interval over the workers
+    (docs/DESIGN.md §7.3), or why it was excluded; then the best configuration."""
+    for cand in r.top:
+        ids = [c.id for c in r.planned[cand.name]]
+        why = _excluded_why(outcomes, ids)
+        if why is None and not any(x.id in ids and x.verdict.n for x in an.results):
+            errors = r.errors()
+            why = "no worker measured it" + (f" ({'; '.join(errors)})" if errors else "")
+        if why is not None:
+            r._exclude(cand, why)
+        elif not r.cancel.is_set():
+            r._confirmed(cand, ids, an.results)
+    if r.cancel.is_set() and len(r.confirmed) < len(r.top):
+        return
+    r.best = r._choose(r.tcfg.candidates[0])
+    r.emit("best", r.best)
+
+
+def _plan_reader(r: TuneRunner, an: Any) -> list[Any]:
+    """Round "reader": scalar against cooperative at the best parameters."""
+    if r.best is None:
+        return []
+    best = r._candidate(r.best["candidate"])
+    if not best.arm.startswith("b3-"):
+        r.note(f"reader verdict skipped: {best.arm} has one reader only")
+        return []
+    r.emit("phase", "reader")
+    r.planned = {"reader": reader_comparisons(best, r.cfg.sets)}
+    return r.planned["reader"]
+
+
+def _read(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    """The one reader rule (docs/DESIGN.md §7.5) on the reader comparisons: scalar against
+    cooperative at the same parameters is a reader pair (plan.is_reader_comparison)."""
+    ids = {c.id for c in r.planned["reader"]}
+    done = [x for x in an.results if x.id in ids and x.verdict.n]
+    kernel = r.tcfg.kernel
+    rec = recommendations(done).get(kernel) if done else None
+    if rec is not None:
+        r.recommendations = {kernel: rec}
+        r.emit("recommendation", rec)
+
+
+# `workbench tune`, after its screen: confirm the best against the default, then the readers
+TuneRunner.rounds = (Round("tune", _plan_tune, "exclude", _confirm),
+                     Round("reader", _plan_reader, done=_read))  # fmt: skip
 
 
 def run_tune_session(
