@@ -6,7 +6,7 @@ poison); a tune's candidate that reorders the sums stays within its bound agains
 A failed gate raises NumericsError (exit 5); a recorded-only promise is journaled and stops
 nothing. Every gate is a ``gate`` record of the session's journal.
 
-``engine`` is the run's `workbench.measure.engine.Engine` (its runner, workloads and banks),
+``engine`` is the worker's `workbench.measure.engine.Engine` (its sink, workloads and banks),
 typed loosely: that module imports this one.
 """
 
