@@ -235,9 +235,6 @@ def formatter_copies(ts: dict[str, ast.Module]) -> list[str]:
 
 
 POOL_HOMES = {"workbench/run/pool.py", "workbench/run/ray_workers.py"}
-# a tune's screening keeps its own two pools until its screen is a round of the one pool;
-# this list only shrinks
-POOL_DEBT = {"workbench/tune/screen.py", "workbench/tune/ray_pool.py"}
 
 
 def pool_copies(ts: dict[str, ast.Module]) -> list[str]:
@@ -246,7 +243,7 @@ def pool_copies(ts: dict[str, ast.Module]) -> list[str]:
     (`ray.remote(num_gpus=...)`)."""
     out = []
     for path, tree in ts.items():
-        if path in POOL_HOMES | POOL_DEBT:
+        if path in POOL_HOMES:
             continue
         for n in ast.walk(tree):
             if not isinstance(n, ast.Call):
@@ -330,11 +327,11 @@ PLANTED = {
         "KERNELS = ('w13', 'w2', 'step')\nfor s in ['hot', 'rotating']:\n    pass\n",
         ["x.py:1 spells ('w13', 'w2', 'step')", "x.py:2 spells ('hot', 'rotating')"],
     ),
-    # the old run/workers.py's spare process and the old RayWorkerRun's task
+    # the old tune/screen.py's Pool and tune/ray_pool.py's actors
     pool_copies: (
-        "def _spare(self, g):\n"
-        "    proc = self.ctx.Process(target=worker_main, args=(self.setup, self.out))\n"
-        "    self._task = ray.remote(num_gpus=1, max_calls=1)(ray_worker)\n",
+        "def run(self, tasks, on_message, cancel):\n"
+        "    p = ctx.Process(target=worker_main, args=args, name=f'workbench-screen-{gpu}')\n"
+        "    remote = ray.remote(num_gpus=1, max_concurrency=2)(ScreenActor)\n",
         ["x.py:2 starts a process", "x.py:3 starts a Ray worker of a GPU"],
     ),
     # sessions.py's old _f

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.run.pool import Outcome, round_workers
+from workbench.run.pool import Outcome
 
 
 def _wall(mono: float | None) -> float | None:
@@ -48,9 +48,9 @@ class Merge:
                 if rec["id"] in self.declared:
                     continue
                 self.declared.add(rec["id"])
-                if not o.inline:
-                    n = round_workers(self.cfg.workers, o.job.round)
-                    rec.update(blocks=self.cfg.protocol.block_goal * n, workers=n,
+                if not o.inline:  # the blocks and workers of the round, the run's seed
+                    n = o.job.replicas
+                    rec.update(blocks=o.job.cfg.protocol.block_goal * n, workers=n,
                                placement_seed=self.cfg.protocol.placement_seed)  # fmt: skip
                     del rec["worker"]
             if t == "note":

@@ -44,6 +44,7 @@ ROUND_GROUP = {
     "confirm": 1000,
     "tune": 2000,
     "reader": 3000,
+    "screen": 4000,
 }  # group numbers of a round's placements
 
 
@@ -92,6 +93,7 @@ class Listener(Protocol):
     def on_nvml(self, data: dict[str, Any]) -> None: ...
     def on_progress(self, p: Any) -> None: ...
     def on_event(self, kind: str, data: Any) -> None: ...
+    def on_group(self, job: WorkerJob, hello: dict[str, Any] | None, data: Any) -> None: ...
     def note(self, text: str) -> None: ...
     def on_ended(self, outcome: Outcome) -> None: ...
 
@@ -139,6 +141,8 @@ class Pool:
         self._describing = False  # a worker was asked for the session's environment
         self._round: list[Any] = []  # the comparisons of the round in flight
         self._listener: Any = None
+        self.expect_gpu: str | None = None  # a worker on another GPU model measures nothing
+        self._groups: list[list[str]] = []  # a split round's groups not handed out yet
 
     # -------------------------------------------------------------- the back end
 
@@ -165,13 +169,23 @@ class Pool:
     def go_on(self) -> bool:
         return not self.cancel.is_set() and self.numerics is None and not self.dead
 
-    def _lanes(self, round_: str, todo: list[Any], numerics: str) -> dict[int, list[_Worker]]:
+    def _lanes(
+        self, round_: str, todo: list[Any], numerics: str, split: bool
+    ) -> dict[int, list[_Worker]]:
+        """The round's workers per GPU lane: each measures every comparison of the round, or,
+        ``split``, the groups handed out one at a time (``_hand``)."""
+        n = self.workers_of(round_)
+        keys = list(dict.fromkeys(c.group for c in todo))
+        self._groups = [[c.id for c in todo if c.group == k] for k in keys] if split else []
+        if split:
+            n = max(1, min(n, len(keys)))
         lanes: dict[int, list[_Worker]] = {}
-        for i in range(self.workers_of(round_)):
+        for i in range(n):
             g = i % len(self.gpus)
             job = WorkerJob(i, round_, self.job_cfg(i, round_, todo), self.gpus[g],
-                            ROUND_GROUP[round_], numerics=numerics,
-                            inline=self.inline)  # fmt: skip
+                            ROUND_GROUP[round_], numerics=numerics, inline=self.inline,
+                            replicas=1 if split else n, expect_gpu=self.expect_gpu,
+                            split=split)  # fmt: skip
             lanes.setdefault(g, []).append(_Worker(job))
         return lanes
 
@@ -183,7 +197,8 @@ class Pool:
         w.status = "running"
         sink = _Handler(self, w)
         try:
-            run_job(w.job, sink, self.cancel, {"import_s": 0.0, "wait_s": 0.0}, w.started)
+            run_job(w.job, sink, self.cancel, {"import_s": 0.0, "wait_s": 0.0}, w.started,
+                    inbox=sink)  # fmt: skip
         finally:
             if w.exit is None:  # run_job says "exit" last; a KeyboardInterrupt skips nothing
                 w.ended = time.monotonic()
@@ -192,16 +207,22 @@ class Pool:
     # -------------------------------------------------------------- one round
 
     def run_round(
-        self, round_: str, comparisons: list[Any], listener: Listener, numerics: str = "stop"
+        self,
+        round_: str,
+        comparisons: list[Any],
+        listener: Listener,
+        numerics: str = "stop",
+        split: bool = False,
     ) -> tuple[Outcome, ...]:
         """Every worker of the round (one at a time per GPU, all GPUs at once), less the
         comparisons excluded before; ``numerics`` "exclude" leaves a group that fails its gate
-        out instead of stopping (WorkerJob). Each outcome goes to ``listener.ended`` as its
-        worker ends; all of them come back, in the workers' order."""
+        out instead of stopping (WorkerJob); ``split``: the groups are shared out, each measured
+        by one worker. Each outcome goes to ``listener.on_ended`` as its worker ends; all of
+        them come back, in the workers' order."""
         self.start()
         self._listener = listener
         todo = self._round = [c for c in comparisons if c.id not in self.excluded]
-        lanes = self._lanes(round_, todo, numerics)
+        lanes = self._lanes(round_, todo, numerics, split)
         workers = [w for lane in lanes.values() for w in lane]
         try:
             self._drive(lanes)
@@ -249,6 +270,10 @@ class Pool:
             lis.on_progress(self._progress(w, data))
         elif kind == "event":
             lis.on_event(*data)
+        elif kind == "group":
+            lis.on_group(w.job, w.hello, data)
+            if w.job.split and not self.inline:  # inline, the worker asks (_Handler.get)
+                self._hand(w)
         elif kind == "hello":
             w.hello = data
             lis.on_hello(w.job, data)
@@ -276,6 +301,14 @@ class Pool:
             if w.job.describe and w.hello is None:  # it never described: the next one will
                 self._describing = False
 
+    def _next_group(self) -> list[str] | None:
+        """The next group of a split round for a worker that is free, or None: no more (or the
+        run stops: the groups not handed out stay unmeasured)."""
+        return self._groups.pop(0) if self._groups and self.go_on() else None
+
+    def _hand(self, w: _Worker) -> None:
+        w.jobs.put(self._next_group())
+
     def _faulted(self, fault: dict[str, Any]) -> set[str]:
         """The comparisons a fault rules out for the workers after it: those it names, and
         every comparison of the round that runs the arm that faulted on the same kernel."""
@@ -302,6 +335,10 @@ class _Handler:
     def put(self, item: tuple[str, int, Any]) -> None:
         kind, _, data = item
         self.pool._message(self.w, kind, data)
+
+    def get(self, timeout: float | None = None) -> list[str] | None:
+        """A split round's next group, straight from the pool."""
+        return self.pool._next_group()
 
 
 @dataclass
@@ -430,6 +467,8 @@ class ProcessPool(Pool):
         p.go.set()
         w.started = time.monotonic()
         w.status = "running"
+        if w.job.split:  # its first group (the job goes first through the same queue)
+            self._hand(w)
 
     @staticmethod
     def _sendable(job: WorkerJob) -> WorkerJob:

@@ -112,7 +112,7 @@ class _Task:
             self.ray.cancel(self.ref, force=True)
 
 
-def ray_worker(setup: Any, job: WorkerJob, out: Any, flag: Any) -> None:
+def ray_worker(setup: Any, job: WorkerJob, out: Any, flag: Any, inbox: Any = None) -> None:
     """One worker, in the fresh process Ray gives a task of one GPU (CUDA_VISIBLE_DEVICES set)."""
     import ray
 
@@ -142,7 +142,7 @@ def ray_worker(setup: Any, job: WorkerJob, out: Any, flag: Any) -> None:
     where = {"gpu": visible, "host": socket.gethostname(),
              "ray_node": ray.get_runtime_context().get_node_id()}  # fmt: skip
     try:
-        run_job(job, out, stop, info, t0, early, hello_extra=where)
+        run_job(job, out, stop, info, t0, early, hello_extra=where, inbox=inbox)
     finally:
         done.set()
 
@@ -155,6 +155,7 @@ class RayPool(ProcessPool):
         super().__init__(cfg, setup, cancel)
         self.address, self.init = cfg.ray, dict(cfg.ray_init or {})
         self._own_ray = False
+        self._inboxes: list[Any] = []  # the split rounds' group queues (actors), shut at end()
 
     def start(self, gpus: list[GPU] | None = None) -> None:
         import ray
@@ -187,15 +188,26 @@ class RayPool(ProcessPool):
 
     def _start(self, w: Any, g: int) -> None:
         import ray
+        from ray.util.queue import Queue
 
         w.job = self._sendable(self._job(w))
-        w.proc = _Task(ray, self._task.remote(self.setup, w.job, self.out, self.stop.actor))
+        w.jobs = Queue(actor_options={"num_cpus": 0}) if w.job.split else None  # its groups
+        if w.jobs is not None:
+            self._inboxes.append(w.jobs)
+        w.proc = _Task(ray, self._task.remote(self.setup, w.job, self.out, self.stop.actor,
+                                              w.jobs))  # fmt: skip
         self.procs.append(w.proc)
         w.spawned = w.started = time.monotonic()
         w.status = "running"
+        if w.job.split:
+            self._hand(w)
 
     def end(self) -> None:
         super().end()
+        for q in self._inboxes:
+            with contextlib.suppress(Exception):  # a cluster gone took its queues along
+                q.shutdown()
+        self._inboxes = []
         self._shutdown()
 
     def _shutdown(self) -> None:

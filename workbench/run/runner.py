@@ -144,12 +144,13 @@ class Round:
     it measures, planned from the analysis of the session so far (None before the first
     round; none planned: the round is passed over), what a failed gate does there ("stop" the
     run, or "exclude" its group), and what the runner concludes from it (``done``: the analysis
-    after it and the round's outcomes)."""
+    after it and the round's outcomes); ``split``: see the field."""
 
     name: str
     plan: Callable[[Runner, Any], list[ComparisonSpec]]
     numerics: str = "stop"
     done: Callable[[Runner, Any, tuple[Outcome, ...]], None] = _nothing
+    split: bool = False  # share the groups out, each measured by one worker (a tune's screen)
 
 
 def _plan_main(r: Runner, an: Any) -> list[ComparisonSpec]:
@@ -207,6 +208,7 @@ class Runner:
         self.workers: list[dict[str, Any]] = []  # one record per worker process (§5.10)
         self.outcomes: list[Outcome] = []  # every worker's, as the pool handed them back
         self.pool: Any = None  # the run's workbench.run.pool.Pool, once it runs
+        self._pool_now: Any = None  # the pool of the round in flight
         self._merge = Merge(cfg)
         self._pending: list[Outcome] = []  # ended before the session began: journaled once it has
         self._said: set[str] = set()
@@ -284,16 +286,18 @@ class Runner:
             cmps = rnd.plan(self, an)
             if not cmps:
                 continue
-            outcomes = self.run_round(rnd.name, cmps, rnd.numerics)
+            outcomes = self.run_round(rnd.name, cmps, rnd.numerics, rnd.split)
             if self.session is None:  # no worker began: run() says so
                 break
             an = self.analysis()
             rnd.done(self, an, outcomes)
 
-    def run_round(self, name: str, cmps: list[ComparisonSpec], numerics: str = "stop") -> Any:
-        """One round on the pool, journaled as each worker ends; returns the outcomes."""
-        self.start_workers(early=False)
-        outcomes = self.pool.run_round(name, cmps, self, numerics)
+    def run_round(
+        self, name: str, cmps: list[ComparisonSpec], numerics: str = "stop", split: bool = False
+    ) -> tuple[Outcome, ...]:
+        """One round on its pool, journaled as each worker ends; returns the outcomes."""
+        self._pool_now = self.pool_for(name)
+        outcomes = self._pool_now.run_round(name, cmps, self, numerics, split)
         if self.session is None:  # no worker described the run: the first hello will do
             hello = next((o.hello for o in outcomes if o.hello), None)
             if hello is not None:
@@ -303,12 +307,18 @@ class Runner:
         self.outcomes.extend(outcomes)
         return outcomes
 
+    def pool_for(self, name: str) -> Any:
+        """The pool of round ``name``: the run's (a tune screens on a pool of its own)."""
+        self.start_workers(early=False)
+        return self.pool
+
+    def pools(self) -> list[Any]:
+        return [p for p in (self.pool,) if p is not None]
+
     def go_on(self) -> bool:
         """Not cancelled, no fault that lost this process's GPU, no numerics failure."""
         return (
-            not self.cancel.is_set()
-            and self.fault is None
-            and (self.pool is None or self.pool.go_on())
+            not self.cancel.is_set() and self.fault is None and all(p.go_on() for p in self.pools())
         )
 
     def _build(self) -> None:
@@ -321,8 +331,9 @@ class Runner:
 
     def status(self) -> tuple[str, str | None]:
         """How the run ended, from its workers' outcomes: (status, error)."""
-        for o in self.outcomes if self.faults_fail else ():
-            if o.fault and self.fault is None:  # the first fault ends the run's status
+        for o in self.outcomes:
+            # the first fault ends the run's status where faults fail it, or in this process
+            if o.fault and self.fault is None and (self.faults_fail or o.inline):
                 self.fault = o.fault if o.inline else {**o.fault, "worker": o.job.index}
         if self.fault is not None:
             return "failed", self.fault["error"]
@@ -356,8 +367,8 @@ class Runner:
             self.pool = Pool(self.cfg, self.worker_setup, self.cancel)
 
     def end_workers(self) -> None:
-        if self.pool is not None:
-            self.pool.end()
+        for p in self.pools():
+            p.end()
 
     # ------------------------------------------------------------------ the pool's listener
 
@@ -384,6 +395,13 @@ class Runner:
         elif kind != "builds":
             self.emit(kind, data)
 
+    def on_group(self, job: Any, hello: dict[str, Any] | None, data: Any) -> None:
+        """A group of a worker's share ended (a tune's candidate screened)."""
+
+    def tags(self, o: Outcome) -> dict[str, Any]:
+        """More fields on each of ``o``'s records (a tune: the GPU and host that measured it)."""
+        return {}
+
     def on_ended(self, o: Outcome) -> None:
         if self.session is None:
             self._pending.append(o)
@@ -400,7 +418,7 @@ class Runner:
         """The session, once the first worker knows its GPU: its environment and provenance."""
         from workbench.store.session import SessionWriter
 
-        workers = self.pool.describe()
+        workers = self._pool_now.describe()
         env = {**hello["environment"], **({"workers": workers} if workers else {})}
         self.session = SessionWriter(
             self.cfg.sessions_dir, self.cfg.slug, self.cfg.session_config(),
@@ -415,7 +433,9 @@ class Runner:
     def _journal(self, o: Outcome) -> None:
         """A worker's outcome into the session (workbench.run.journal), then its worker record."""
         self._an = None
+        tags = self.tags(o)
         for t, rec in self._merge.records(o):
+            rec = {**tags, **rec}
             if t == "note":
                 self._say(rec["text"])
             if t == "memory" and o.job.index == 0 and o.job.round == "main":
@@ -516,9 +536,7 @@ class Runner:
 
     def phase_totals(self) -> dict[str, float]:
         """Seconds per phase over the run's processes (docs/DESIGN.md §5.10)."""
-        if not self.workers:
-            return dict(self.phases)
-        out: dict[str, float] = {}
+        out = dict(self.phases)
         for w in self.workers:
             for k, v in (w.get("phases") or {}).items():
                 if isinstance(v, (int, float)):

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import queue
 import signal
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from workbench.core.errors import (
     BuildError,
     GPUFault,
     NumericsError,
+    WorkbenchError,
     fault_line,
     is_sticky_cuda_error,
 )
@@ -49,6 +51,15 @@ class WorkerJob:
     # "result", ...) are sent as they come, for listeners that show them live, and an error is
     # raised again after it is reported, so the run fails with it as it is
     inline: bool = False
+    # workers that measure each comparison of the round: all of the round's, or 1 where the
+    # round splits its groups over the workers (a tune's screen: each candidate measured once)
+    replicas: int = 1
+    # a worker on another GPU model than this one says so after its hello and measures nothing
+    # (a tune's screen on Ray: its ratios rank within one model)
+    expect_gpu: str | None = None
+    # the round's groups are handed out one at a time (``inbox``): each measured by one worker,
+    # the next one given only once the parent has seen the last one end (Ctrl-C then stops it)
+    split: bool = False
 
 
 def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
@@ -88,7 +99,7 @@ def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
     info["wait_s"] = time.monotonic() - t0 - info["import_s"]  # imported, waiting for its turn
     if job.index < 0:  # a spare the run did not need
         return
-    run_job(job, out, stop, info, t0, early)
+    run_job(job, out, stop, info, t0, early, inbox=jobs)
 
 
 def run_job(
@@ -99,10 +110,12 @@ def run_job(
     t0: float,
     early: BaseException | None = None,
     hello_extra: dict[str, Any] | None = None,
+    inbox: Any = None,
 ) -> None:
     """Measure ``job`` in this process (its imports done, ``info`` their seconds): CUDA, the
     engine, its blocks; every message to ``out``, "exit" last. ``hello_extra``: more facts of
-    where it runs (a Ray worker's host)."""
+    where it runs (a Ray worker's host); ``inbox``: where a split job's groups come from (the
+    comparison ids of one group at a time, None when there are no more)."""
     idx = job.index
     engine = monitor = None
     fault = False
@@ -148,8 +161,15 @@ def run_job(
         info["describe_s"] = time.monotonic() - t3
         monitor.start()
         out.put(("hello", idx, hello))
+        name = (hello["environment"].get("gpu") or {}).get("name")
+        if job.expect_gpu and name != job.expect_gpu:
+            where = f"host {hello.get('host') or socket.gethostname()} GPU {job.gpu.visible}"
+            raise WorkbenchError(
+                f"{where} is a {name}, not the driver's {job.expect_gpu}: not used "
+                "(screening ratios rank within one GPU model)"
+            )
         if job.numerics == "exclude":
-            _each_group(engine, job, out, stop)
+            _each_group(engine, job, out, stop, inbox)
         else:
             engine.run_plan(list(job.cfg.comparisons), first_group=job.first_group)
         out.put(("done", idx, "interrupted" if stop.is_set() else "complete"))
@@ -186,22 +206,55 @@ def run_job(
                                "wall_s": time.monotonic() - t0}))  # fmt: skip
 
 
-def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any) -> None:
+def _handed(job: WorkerJob, inbox: Any, stop: Any) -> Any:
+    """The groups the parent hands out, one at a time, until it says there are no more."""
+    while True:
+        try:
+            ids = inbox.get(timeout=0.2)
+        except queue.Empty:
+            if stop.is_set():
+                return
+            continue
+        if ids is None:
+            return
+        yield [c for c in job.cfg.comparisons if c.id in set(ids)]
+
+
+def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any, inbox: Any = None) -> None:
     """The job's groups one by one (a tune: one group per candidate): a numerics failure leaves
-    that group's comparisons out, said to the parent as "excluded", and the worker goes on."""
+    that group's comparisons out, said to the parent as "excluded", and the worker goes on.
+    Each group's outcome goes to the parent as it ends ("group": its status, seconds and, per
+    set, the ratio of its comparison as the engine judged it)."""
     from workbench.measure.engine import plan_groups
 
     groups = plan_groups(list(job.cfg.comparisons))
     g = job.first_group
-    for i, part in enumerate(groups):
+    for i, part in enumerate(_handed(job, inbox, stop) if job.split else groups):
         if stop.is_set():
             break
-        later = [c for p in groups[i + 1 :] for c in p]
+        later = [] if job.split else [c for p in groups[i + 1 :] for c in p]
+        before, t0 = len(engine.sink.results), time.monotonic()
+        ids = [c.id for c in part]
         try:
             g = engine.run_plan(part, keep=engine.banks_needed(later), first_group=g)
         except NumericsError as e:  # passed its screening gate, failed on this placement
-            out.put(("excluded", job.index, {"cmps": [c.id for c in part], "error": str(e)}))
+            out.put(("excluded", job.index, {"cmps": ids, "error": str(e)}))
+            out.put(("group", job.index, {"cmps": ids, "status": "excluded", "sets": {},
+                                          "reason": f"numerics: {e}"}))  # fmt: skip
             g += 1
+            continue
+        sets = {}
+        for res in engine.sink.results[before:]:
+            v = res.verdict
+            sets[res.set] = {
+                "cmp": res.id, "ratio": v.median if v.n else None,
+                "ci": [v.ci_low, v.ci_high], "pairs": v.n,
+                "a_us": res.a_us_per_call, "b_us": res.b_us_per_call,
+            }  # fmt: skip
+        complete = len(sets) == len(part) and all(x["pairs"] for x in sets.values())
+        status = "cancelled" if stop.is_set() and not complete else "measured"
+        out.put(("group", job.index, {"cmps": ids, "status": status, "sets": sets,
+                                      "seconds": time.monotonic() - t0}))  # fmt: skip
 
 
 def _parent_alive() -> bool:
