@@ -255,6 +255,32 @@ def pool_copies(ts: dict[str, ast.Module]) -> list[str]:
     return out
 
 
+ARM_NAMES = {"b4-scalar", "b3-scalar", "b3-coop", "tinygemm", "triton-moe"}
+ARM_HOME = "workbench/core/arms.py"
+
+
+def arm_lists(ts: dict[str, ast.Module]) -> list[str]:
+    """The built-in arms, their labels and colours are core/arms.py's table: no other tuple,
+    list or set literal of two or more of their names, and no dict literal that maps two or
+    more of them to plain values (a spec registry keyed by arm, whose values are specs, is the
+    spec's: `specs.BUILTIN_PROMISES`, `pyarm.BUILTIN`)."""
+    out = []
+    for path, tree in ts.items():
+        if path == ARM_HOME:
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Tuple | ast.List | ast.Set):
+                names = {e.value for e in n.elts if isinstance(e, ast.Constant)} & ARM_NAMES
+                if len(names) >= 2:
+                    out.append(f"{path}:{n.lineno} lists {sorted(names)}")
+            elif isinstance(n, ast.Dict):
+                keys = {k.value for k in n.keys if isinstance(k, ast.Constant)} & ARM_NAMES
+                plain = all(isinstance(v, ast.Constant | ast.Name) for v in n.values)
+                if len(keys) >= 2 and plain:
+                    out.append(f"{path}:{n.lineno} maps {sorted(keys)}")
+    return out
+
+
 CHECKERS = [
     stopping_rule_copies,
     verdict_combiners,
@@ -264,6 +290,7 @@ CHECKERS = [
     name_tuples,
     formatter_copies,
     pool_copies,
+    arm_lists,
 ]
 
 
@@ -334,6 +361,17 @@ PLANTED = {
         "    remote = ray.remote(num_gpus=1, max_concurrency=2)(ScreenActor)\n",
         ["x.py:2 starts a process", "x.py:3 starts a Ray worker of a GPU"],
     ),
+    # run/settings.py's, plots/_common.py's and report/markdown.py's old arm lists
+    arm_lists: (
+        'ARMS = ("b3-scalar", "b3-coop", "b4-scalar", "tinygemm", "triton-moe")\n'
+        'VARIANT_COLORS = {"b4-scalar": "#7f7f7f", "b3-scalar": COLOR_A, "b3-coop": COLOR_B}\n'
+        'PEERS = {"tinygemm": "peer: torch int4", "triton-moe": "peer: fused W4A16"}\n',
+        [
+            "x.py:1 lists ['b3-coop', 'b3-scalar', 'b4-scalar', 'tinygemm', 'triton-moe']",
+            "x.py:2 maps ['b3-coop', 'b3-scalar', 'b4-scalar']",
+            "x.py:3 maps ['tinygemm', 'triton-moe']",
+        ],
+    ),
     # sessions.py's old _f
     formatter_copies: (
         "def _f(x, fmt='.4f'):\n"
@@ -352,7 +390,9 @@ def test_a_planted_copy_is_found(checker):
 
 def test_the_vocabulary_is_what_the_modules_use():
     """The names the checker guards are the vocabulary's (a renamed set would slip past)."""
-    from workbench.core import vocab
+    from workbench.core import arms, vocab
+
+    assert {a.name for a in arms.TABLE} == ARM_NAMES
 
     assert set(vocab.KERNEL_CHOICES) == NAME_GROUPS[0] and set(vocab.SETS) == NAME_GROUPS[1]
     from workbench.core import decision

@@ -21,6 +21,7 @@ from workbench.analysis.counters import markdown_lines as counter_markdown
 from workbench.analysis.pool import boards_text
 from workbench.analysis.table import BLOCK_COLUMNS, comparison_table
 from workbench.core import stats
+from workbench.core.arms import BASELINE, LABELS, PEER_ARMS
 from workbench.core.fmt import MIB, change_pct, interval, nbytes, num, signed_pct
 from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
 from workbench.report.plot_files import existing_plots
@@ -30,11 +31,7 @@ from workbench.store.provenance import stale_sources, staleness_text
 from workbench.store.session import Session, load_session
 
 KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
-PEERS = {
-    "tinygemm": "peer: torch int4 tinygemm, bf16",
-    "triton-moe": "peer: fused W4A16 MoE Triton kernel, fp16",
-}
-BASELINE = "b4-scalar"
+PEERS = {name: LABELS[name] for name in PEER_ARMS}  # the arm table's words (core/arms.py)
 
 
 # ------------------------------------------------------------------------------ formatting
@@ -84,9 +81,7 @@ def gpu_text(session: Session) -> str:
 
 
 def variant_label(v: str) -> str:
-    if v == BASELINE:
-        return f"{v} (4-byte baseline)"
-    return f"{v} ({PEERS[v]})" if v in PEERS else v
+    return f"{v} ({LABELS[v]})" if v in LABELS else v
 
 
 def variant_order(names: Iterable[str]) -> list[str]:

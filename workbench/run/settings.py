@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core import defaults
+from workbench.core.arms import offered
 from workbench.core.errors import BadArgument
 from workbench.core.vocab import KERNEL_CHOICES, SETS
 from workbench.data.shapes import DEFAULT_PRESET, Shape, resolve_shape
 from workbench.measure.abba import ProtocolConfig
 
-# The arms a user may put on either side of an A/B (ARCHITECTURE "Variants"); tinygemm and
-# triton-moe are peers that are timed but never recommended.
-ARMS = ("b3-scalar", "b3-coop", "b4-scalar", "tinygemm", "triton-moe")
+# The arms a user may put on either side of an A/B, the defaults first (the arm table: the peers
+# are timed but never recommended).
+ARMS = offered((defaults.ARM_A, defaults.ARM_B))
 
 
 def _open_checkpoint(folder: str, tp: int, rank: int) -> Any:
