@@ -91,7 +91,7 @@ def _tolerance_gate(
     promise (the tinygemm peer's) is checked and journaled but stops nothing."""
     from workbench.data.reference import rel_l2
 
-    work = engine.workload(c.kernel, c.set, geom)
+    work = engine.calls.workload(c.kernel, c.set, geom)
     bank_index, _ = geom.slot(0, 0)
     inp, ids = work["inputs"][0], work["ids"][0][0]
     got: dict[str, float] = {}
@@ -145,7 +145,7 @@ def _reference(engine: Any, c: ComparisonSpec, arm: Any, kernel: str, bank_index
     inputs. A step's W2 reads the arm's own W13 output, so it is computed each time."""
     from workbench.measure.check import reference_output
 
-    bank = engine._bank(arm, kernel, bank_index)
+    bank = engine.calls.bank(arm, kernel, bank_index)
     if c.kernel == "step":
         return reference_output(kernel, bank, inputs)
     layout = arm.python.layout if arm.python else arm.variant(kernel).layout
