@@ -223,6 +223,25 @@ def _floor_rows(ext, shape: Shape, kernel: str, a, n_sets: int, results: dict) -
         )
 
 
+def measured_sources() -> dict[str, Any]:
+    """What a result was measured on, as a session records it: the date, the commit (git, or
+    WORKBENCH_COMMIT on a copy without .git), the SHA-256 of every kernel source under csrc/ and
+    their digest, so a JSON can be tied to the kernels it timed (`workbench sessions list` shows
+    the same digest for sessions)."""
+    import datetime
+
+    from workbench.kernels.sources import source_hashes
+    from workbench.store.provenance import git_info, source_digest
+
+    files = source_hashes()
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "git": git_info(),
+        "source_digest": source_digest(files),
+        "files": files,
+    }
+
+
 def main() -> int:
     import torch
 
@@ -251,6 +270,7 @@ def main() -> int:
     props = torch.cuda.get_device_properties(0)
     l2 = l2_bytes(0)
     results = {
+        **measured_sources(),
         "gpu": props.name,
         "shape": shape.to_dict(),
         "calls": a.calls,

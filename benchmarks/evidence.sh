@@ -3,7 +3,8 @@
 #   bash benchmarks/evidence.sh STEP [STEP...]
 # STEP: build | gputests | user-default (`workbench ab` with its plots, timed) | pack (compress
 # the sessions for committing) | default:FIRST-LAST (fresh default `workbench ab` processes, slugs
-# default-rFIRST..) | aa:FIRST-LAST (A/A runs, b3-scalar vs itself) | cal:KERNEL:SPIN:TRIALS
+# default-rFIRST..) | aa:FIRST-LAST (A/A runs, b3-scalar vs itself) | overlap:FIRST-LAST,
+# aa-overlap:FIRST-LAST (the same with --overlap, slugs overlap-r.., aa-overlap-r..) | cal:KERNEL:SPIN:TRIALS
 # (calibration trials of one injected spin on the hot set) | calibrate (the default ladder, both
 # kernels) | bench (bench_kernels.py with the floor probe and the triton-moe peer, JSON to
 # $LOGS/bench.json) | sanitize (memcheck and racecheck on a shape whose warps loop over several
@@ -43,6 +44,17 @@ for step in "$@"; do
       r=${step#aa:}
       for i in $(seq "${r%-*}" "${r#*-}"); do
         timed wb ab --a b3-scalar --b b3-scalar --no-reference --slug "aa-r$i" \
+          --sessions-dir "$S" --no-plots
+      done ;;
+    overlap:*)  # default runs with --overlap (issue 44: kept only if its A/A shows no effect)
+      r=${step#overlap:}
+      for i in $(seq "${r%-*}" "${r#*-}"); do
+        timed wb ab --overlap --slug "overlap-r$i" --sessions-dir "$S" --no-plots
+      done ;;
+    aa-overlap:*)
+      r=${step#aa-overlap:}
+      for i in $(seq "${r%-*}" "${r#*-}"); do
+        timed wb ab --a b3-scalar --b b3-scalar --no-reference --overlap --slug "aa-overlap-r$i" \
           --sessions-dir "$S" --no-plots
       done ;;
     cal:*)

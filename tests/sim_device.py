@@ -150,11 +150,25 @@ class FakeBank:
 
 def fake_make_bank(shape, kernel, layout, seed, device="cuda"):
     K, N = shape.dims(kernel)
+    return _fake_bank(kernel, layout, K, N, shape.experts, seed)
+
+
+def _fake_bank(kernel, layout, K, N, E, seed):
     g = torch.Generator().manual_seed(seed)
-    w = torch.randn(shape.experts, K, N, generator=g) * 0.05
+    w = torch.randn(E, K, N, generator=g) * 0.05
     r = 4 if layout == "b4" else 3
-    meta = torch.randint(1, 255, (shape.experts, K // 32, N * r), generator=g, dtype=torch.uint8)
-    return _track(FakeBank(kernel, layout, K, N, shape.experts, w, meta, seed, _placement_effect()))
+    meta = torch.randint(1, 255, (E, K // 32, N * r), generator=g, dtype=torch.uint8)
+    return _track(FakeBank(kernel, layout, K, N, E, w, meta, seed, _placement_effect()))
+
+
+DERIVED: list = []  # (kernel, layout, seed) of every bank derived from its b3 twin
+
+
+def fake_derive_bank(bank, layout):
+    """ops.derive_bank: the bank make_bank gives for ``bank``'s seed in ``layout``."""
+    assert bank.layout == "b3"
+    DERIVED.append((bank.kernel, layout, bank.seed))
+    return _fake_bank(bank.kernel, layout, bank.K, bank.N, bank.experts, bank.seed)
 
 
 UPLOADED: list = []  # every checkpoint bank the engine made: (seed = bank index, FakeBank)
@@ -411,6 +425,7 @@ def install(monkeypatch):
     ops = types.ModuleType("workbench.kernels.ops")
     ops.make_bank, ops.make_inputs = fake_make_bank, make_inputs
     ops.relocate_bank = fake_relocate_bank
+    ops.derive_bank = fake_derive_bank
     ops.upload_bank = fake_upload_bank
     ops.KernelOp = FakeKernelOp
     monkeypatch.setitem(sys.modules, "workbench.kernels.ops", ops)
@@ -476,6 +491,7 @@ def install(monkeypatch):
     FakeFusedPeer.broken = False
     RELOCATED.clear()
     UPLOADED.clear()
+    DERIVED.clear()
     FIRST_BLOCK.clear()
     ROUTINGS.clear()
     LIVE_PEERS.clear()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from sim_device import FUSED_PEER_US, PEER_US, SM_MHZ, FakeFusedPeer, FakeKernel
 
 from workbench import cli
 from workbench.core.errors import BadArgument, BuildError
+from workbench.core.vocab import KERNELS
 from workbench.measure.abba import ProtocolConfig
 from workbench.run import runner
 from workbench.store.session import load_session
@@ -167,6 +169,14 @@ def test_default_ab_run_end_to_end(device, capsys, tmp_path):
     m3, m4 = mem[("w13", "b3")], mem[("w13", "b4")]
     assert m4["computed"] - m3["computed"] == m3["banks"] * 8 * (64 // 32) * 256
     assert m3["used_before"] is None and "NVML unavailable" in s["nvml"]
+    # the b4 banks are derived from their b3 twins (the same bytes as generating them, by
+    # ops.derive_bank's test), not drawn again: each of the batch and the warm-up bank before it
+    assert [mem[(k, "b4")]["derived"] for k in KERNELS] == [
+        mem[(k, "b3")]["banks"] for k in KERNELS
+    ]
+    assert [mem[(k, "b3")]["derived"] for k in KERNELS] == [0, 0]
+    derived = Counter((k, lay) for k, lay, _ in sim_device.DERIVED)
+    assert derived == {(k, "b4"): mem[(k, "b3")]["banks"] + 1 for k in KERNELS}
     # session: complete, every comparison and sample journaled, summary saved
     sess = load_session(s["session"])
     assert sess.status == "complete" and sess.summary["recommendations"] == recs
@@ -396,6 +406,18 @@ def test_plots_are_drawn_and_a_failure_is_not_fatal(device, monkeypatch, capsys,
     assert code == 0, out.err
     assert any(p.suffix == ".png" for p in plots.iterdir())
     assert "B/A" in out.out and "FASTER" in out.out  # the table is on stdout without --json
+    # the answer first, then the plots with their progress line (--json: all of it on stderr)
+    code = cli.main(["ab", *SMALL, *FAST, "--kernel", "w13", "--set", "hot", "--no-reference",
+                     "--sessions-dir", str(tmp_path / "s1"), "--plots-dir", str(tmp_path / "p1"),
+                     "--json"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    drawn = sorted(str(p) for p in (tmp_path / "p1").iterdir())
+    assert sorted(json.loads(out.out)["plots"]) == drawn
+    err = out.err
+    order = [err.rindex(x) for x in ("FASTER", "session: ", "plots: drawing", "file(s) in")]
+    assert order == sorted(order)
+    assert f"plots: {len(drawn)} file(s) in" in err
 
     import workbench.plots
 

@@ -173,3 +173,21 @@ def test_time_floor_refuses_arithmetic_without_a_structure(monkeypatch):
 
     with pytest.raises(ValueError, match="math16 > 0 needs at least one structure in kinds"):
         floor_inproc.time_floor(None, 4096, 48, 1, 10, lambda issues, replays: 0.0, 32, ())
+
+
+def test_result_names_the_kernels_it_timed(bench, monkeypatch):
+    """The JSON ties a result to its kernel sources (issue 43 item 4): every csrc/ file's SHA-256
+    as a session records it, their digest, the commit and the date. A result whose digest did not
+    follow the sources (here: one kernel header's hash changed) would fail the last assert."""
+    from workbench.kernels import sources
+    from workbench.store.provenance import source_digest
+
+    rec = bench.measured_sources()
+    assert rec["files"] == sources.source_hashes()
+    assert rec["files"] and all(k.startswith("csrc/") for k in rec["files"])
+    assert rec["source_digest"] == source_digest(rec["files"])
+    assert set(rec["git"]) >= {"commit", "dirty"} and rec["date"].startswith("20")
+    edited = dict(rec["files"])
+    edited["csrc/kernels/w13.cuh"] = "0" * 64
+    monkeypatch.setattr(sources, "source_hashes", lambda: edited)
+    assert bench.measured_sources()["source_digest"] != rec["source_digest"]

@@ -7,7 +7,7 @@ import torch
 from workbench.core.errors import BadArgument
 from workbench.data import layouts
 from workbench.data.shapes import Shape
-from workbench.kernels.ops import make_bank, make_inputs, pack_int4_torch
+from workbench.kernels.ops import derive_bank, make_bank, make_inputs, pack_int4_torch
 
 SMALL = Shape(hidden=128, inter=256, experts=6, top_k=3, layers=2, tp=4)
 
@@ -39,6 +39,31 @@ def test_torch_packing_is_the_layouts_packing(shape):
     assert words.dtype == torch.int32 and words.is_contiguous()
     assert torch.equal(words, layouts.pack_int4(q))
     assert bool((words < 0).any())
+
+
+@pytest.mark.parametrize("kernel", ["w13", "w2"])
+@pytest.mark.parametrize("layout", ["b4", "b3"])
+def test_a_derived_bank_is_the_bank_todays_generator_makes(kernel, layout):
+    # more experts than one chunk of the encoding (ops._EXPERT_CHUNK), so every chunk is seen
+    shape = Shape(hidden=64, inter=128, experts=70, top_k=3, layers=2, tp=4)
+    b3 = make_bank(shape, kernel, "b3", seed=23, device="cpu")
+    want = make_bank(shape, kernel, layout, seed=23, device="cpu")
+    got = derive_bank(b3, layout)
+    assert (got.kernel, got.layout, got.K, got.N, got.experts, got.seed) == (
+        want.kernel, want.layout, want.K, want.N, want.experts, want.seed
+    )  # fmt: skip
+    assert torch.equal(got.weights, want.weights) and torch.equal(got.meta, want.meta)
+    # fresh memory, not views of the b3 bank's
+    assert got.weights.data_ptr() != b3.weights.data_ptr()
+    assert got.meta.data_ptr() != b3.meta.data_ptr()
+
+
+def test_only_a_b3_bank_derives():
+    b4 = make_bank(SMALL, "w2", "b4", seed=1, device="cpu")
+    with pytest.raises(BadArgument, match="bank.layout='b4'"):
+        derive_bank(b4, "b3")
+    with pytest.raises(BadArgument, match="layout='b5'"):
+        derive_bank(make_bank(SMALL, "w2", "b3", seed=1, device="cpu"), "b5")
 
 
 def test_bank_seed_changes_content():

@@ -6,6 +6,7 @@ is refused before anything runs."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import sim_device
@@ -13,7 +14,8 @@ import sim_device
 from workbench import cli
 from workbench.core import stats
 from workbench.core.errors import EXIT_BAD_ARGS, EXIT_GPU_FAULT
-from workbench.run import pool, runner
+from workbench.run import pool, runner, worker_proc
+from workbench.run.phases import phase_lines, phase_table
 from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -57,9 +59,23 @@ def test_workers_merge_into_one_session_with_an_interval_over_workers(
     ]  # fmt: skip
     assert len({w["pid"] for w in recs}) == 5  # a fresh process each
     for w in recs:
-        assert w["status"] == "complete"
+        assert w["status"] == "complete" and "overlap" not in w  # off by default
         assert {"startup", "describe", "banks", "capture", "gate", "timing"} <= set(w["phases"])
         assert all(v >= 0 for v in w["phases"].values())
+    # the parent's steps (the phase table's spans, workbench.run.phases): in order, and each
+    # round's span holds its workers' turns
+    tl = sess.meta["summary"]["timeline"]
+    assert list(tl) == ["start", "built", "main", "analysed", "confirm", "end"]
+    assert list(tl.values()) == sorted(tl.values())
+    for w in recs:
+        lo, hi = (
+            (tl["built"], tl["main"]) if w["round"] == "main" else (tl["analysed"], tl["confirm"])
+        )
+        # (a worker's instants are monotonic ones made wall-clock: allow a clock's slew)
+        assert lo - 0.05 <= w["started"] <= w["ended"] <= hi + 0.05
+    assert list(phase_table(sess).spans) == [
+        "build", "main round", "analysis", "confirm round", "finish"
+    ]  # fmt: skip
     for cmp_id, n in (("w13/hot", 3), ("w2/rotating", 3), ("step/hot/confirm", 2)):
         samples = sess.samples_for(cmp_id)
         assert {x["worker"] for x in samples} == set(range(n))
@@ -153,3 +169,64 @@ def test_a_mix_of_gpu_models_is_refused_before_anything_runs(device, monkeypatch
     assert code == EXIT_BAD_ARGS and s is None
     assert "2 models" in err and "CUDA_VISIBLE_DEVICES" in err and "Traceback" not in err
     assert not any(tmp_path.iterdir())  # no session was begun
+
+
+def test_the_gates_references_are_computed_once_per_run_and_handed_over(
+    device, monkeypatch, capsys, tmp_path
+):
+    # W13 hot with its reference arms (b4-scalar, triton-moe): tolerance gates, float64 references
+    in_workers(monkeypatch)
+    code, s, err = run_ab(capsys, tmp_path, "--workers", "3", "--kernel", "w13", "--set", "hot",
+                          "--no-confirm")  # fmt: skip
+    assert code == 0, err
+    sess = load_session(s["session"])
+    setup = {w["worker"]: w["setup"] for w in sess.workers if w["round"] == "main"}
+    first = setup[0]["references_computed"]
+    assert first > 0 and setup[0]["references_given"] == 0
+    for w in (1, 2):  # the later workers compute none: the first one's serve them
+        assert setup[w] == {"triton_given": 0, "references_given": first, "references_computed": 0}
+    # and their gates still run on every block, and pass
+    gated = [g for g in sess.gates if "arms" in g]
+    assert {g["worker"] for g in gated} == {0, 1, 2} and all(g["ok"] for g in gated)
+
+
+def test_overlap_makes_each_workers_context_before_its_turn(device, monkeypatch):
+    """The mechanism of --overlap in a worker's own code (run here, in the main thread, as a
+    spare the run did not need): with it, the context is made after the imports and before the
+    go; without it, none is made before the go."""
+    import queue
+    import signal
+    import threading
+
+    seen = []
+    monkeypatch.setattr(worker_proc, "early_context", lambda: seen.append(go.is_set()) or 0.01)
+    handler = signal.getsignal(signal.SIGINT)  # a worker ignores Ctrl-C: restored below
+    try:
+        for overlap in (True, False):
+            go, stop, jobs, out = threading.Event(), threading.Event(), queue.Queue(), queue.Queue()
+
+            def parent(overlap=overlap, go=go, jobs=jobs):
+                time.sleep(0.3)  # the worker has imported and waits (with overlap: made it)
+                jobs.put(worker_proc.WorkerJob(-1, "none", None, pool.GPU("0", 0)))
+                go.set()
+
+            threading.Thread(target=parent).start()
+            worker_proc.worker_main(None, out, go, stop, jobs, overlap)
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    assert seen == [False]  # once, with overlap, and before its go
+
+
+def test_overlap_run_records_each_workers_early_context(device, monkeypatch, capsys, tmp_path):
+    in_workers(monkeypatch)
+    code, s, err = run_ab(capsys, tmp_path, "--workers", "2", "--no-reference", "--kernel",
+                          "w13", "--set", "hot", "--no-confirm", "--overlap")  # fmt: skip
+    assert code == 0, err
+    sess = load_session(s["session"])
+    assert sess.config["overlap"] is True and sess.status == "complete"
+    for w in sess.workers:
+        assert w["overlap"]["context_s"] >= 0 and isinstance(w["overlap"]["before_go"], bool)
+    assert any(line.startswith("  overlap 2 workers") for line in phase_lines(phase_table(sess)))
+    code = cli.main(["ab", *SMALL, *FAST, "--single-process", "--overlap", "--no-plots"])
+    assert code == EXIT_BAD_ARGS
+    assert "--overlap needs local worker processes" in capsys.readouterr().err

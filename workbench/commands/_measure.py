@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from workbench.commands import _tables
@@ -349,26 +350,40 @@ def show_build_error(console, e: BuildError, tail: int = 40) -> None:
 
 
 def make_plots(session_path, plots_dir: str, console) -> list:
-    """Plots of the session via workbench.plots; a failure is reported, never fatal."""
+    """Plots of the session via workbench.plots, after the answer, with a progress line (the
+    files as they are written; a status line on a terminal); a failure is reported, never
+    fatal."""
+    import time
+
+    t0, paths = time.monotonic(), []
+    console.print(f"plots: drawing into {plots_dir} (Ctrl-C stops the plots; the session is saved)")
     try:
         from workbench.plots import plot_session
 
-        out = plot_session(session_path, plots_dir)
+        with console.status("plots: drawing the first figure") as status:
+
+            def written(path) -> None:
+                paths.append(path)
+                status.update(f"plots: {len(paths)} file(s) written, last {Path(path).name}")
+
+            out = plot_session(session_path, plots_dir, progress=written)
     except Exception as e:  # a missing/failed plot must never lose the session
         console.print(f"[yellow]plots skipped[/]: {type(e).__name__}: {e}")
         return []
     paths = list(out) if isinstance(out, (list, tuple)) else [out] if out else []
     if paths:
-        console.print(f"plots: {len(paths)} file(s) in {plots_dir}")
+        console.print(f"plots: {len(paths)} file(s) in {plots_dir} ({time.monotonic() - t0:.1f} s)")
     return paths
 
 
 def finish_output(result, args: argparse.Namespace, render) -> int:
-    """Tables (stdout, or stderr with --json), plots, then the JSON summary on stdout.
-    Returns 0, or EXIT_INTERRUPTED when Ctrl-C stopped the plots (the session is saved)."""
+    """Tables (stdout, or stderr with --json) and the session: the answer first; then the plots
+    with their progress line; then the JSON summary on stdout. Returns 0, or EXIT_INTERRUPTED
+    when Ctrl-C stopped the plots (the session is saved)."""
     err = _tables.console()
     out = err if args.json else _tables.console(stderr=False)
     render(out, result)
+    out.print(f"session: {result.session_path} ({result.status})")
     try:
         plots = [] if args.no_plots else make_plots(result.session_path, args.plots_dir, err)
     except KeyboardInterrupt:
@@ -377,7 +392,6 @@ def finish_output(result, args: argparse.Namespace, render) -> int:
             f"{result.session_path} ({result.status})"
         )
         return EXIT_INTERRUPTED
-    out.print(f"session: {result.session_path} ({result.status})")
     if args.json:
         summary = dict(result.summary)
         summary["plots"] = [str(p) for p in plots]

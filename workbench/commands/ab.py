@@ -70,6 +70,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Nsight Compute (ncu) and keep the counters side by side in the session",
     )
     add_ray_argument(g, "run the worker processes as Ray tasks")
+    g.add_argument(
+        "--overlap",
+        action="store_true",
+        help="each worker process makes its CUDA context before its turn, while the one before "
+        "it may still be timing (off by default: kept only if an A/A shows no effect, "
+        "docs/DESIGN.md §5.10)",
+    )
     add_protocol_arguments(p, defaults.REPLAYS)
     add_checkpoint_arguments(p)
 
@@ -103,6 +110,7 @@ def config_from_args(args: argparse.Namespace):
         slug=args.slug,
         counters=args.counters,
         ray=ray_from_args(args),
+        overlap=args.overlap,
         extra=None if ckpt is None else {"checkpoint": ckpt.summary()},
     )
     cfg.checkpoint = ckpt  # banks from its experts (docs/DESIGN.md §3.8)

@@ -54,6 +54,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "show", parents=[common, stats], help="config, GPU and verdicts recomputed from the journal"
     )
     show.add_argument("session", metavar="SESSION")
+    show.add_argument(
+        "--phases",
+        action="store_true",
+        help="where the run's time went: per worker process its import, wait, turn and seconds "
+        "per phase, and the parent's steps (docs/DESIGN.md §5.10)",
+    )
     cmp = sub.add_parser(
         "compare", parents=[common, stats], help="shift of each comparison's ratio from A to B"
     )
@@ -167,6 +173,8 @@ def _show(args: argparse.Namespace) -> int:
     from workbench.store.session import load_session
 
     s = load_session(resolve(args.session, args.root))
+    if args.phases:
+        return _phases(s, args.json)
     an = analyse(s, args.m)
     hw = counters.load(s.path)
     results, recs = an.results, list(an.recommendations.values())
@@ -215,6 +223,18 @@ def _show(args: argparse.Namespace) -> int:
         render_results(console(stderr=False), an)
     for line in text_lines(hw):
         print(line)
+    return 0
+
+
+def _phases(s: Session, as_json: bool) -> int:
+    """`sessions show --phases`: the phase table (workbench.run.phases) alone."""
+    from workbench.run.phases import phase_lines, phase_table
+
+    table = phase_table(s)
+    if as_json:
+        _dump(table.to_dict())
+    else:
+        print("\n".join(phase_lines(table)))
     return 0
 
 

@@ -8,7 +8,8 @@ its bank and the call is CUDA-Graph capturable once compiled.
 The peer converts a bank of ours into its own format at construction (``convert_bank``, on the
 bank's device) and picks its block sizes from the committed table ``triton_moe_configs.json``
 (written by benchmarks/tune_triton_moe.py); without an entry for this GPU and shape it autotunes
-once at construction, so a timed run never autotunes inside its measurement. The engine runs it
+once at construction, so a timed run never autotunes inside its measurement, and once per run: the
+first worker's choice is handed to the next (``tuned``, ``give_tuned``). The engine runs it
 as a Python arm (workbench.kernels.pyarm): ``make_arm`` below is its entry.
 """
 
@@ -75,6 +76,20 @@ class Launch:
 
 # Configurations autotuned in this process, per (gpu, kernel, K, N): every bank's peer reuses them.
 _TUNED: dict[tuple[str, str, int, int], Launch] = {}
+GIVEN = "autotuned by this run's first worker"  # the source of a configuration handed over
+
+
+def tuned() -> dict[tuple[str, str, int, int], dict[str, Any]]:
+    """This process's autotuned configurations as plain data, for the next workers of the run
+    (workbench.run.setup): autotuning runs once per run, and every worker times the same one."""
+    return {k: {c: getattr(v, c) for c in CONFIG_KEYS} for k, v in _TUNED.items()}
+
+
+def give_tuned(configs: dict[tuple[str, str, int, int], dict[str, Any]]) -> None:
+    """Configurations autotuned by an earlier worker of the run (``tuned()``): used as this
+    process's own, so it does not autotune again."""
+    for key, cfg in configs.items():
+        _TUNED.setdefault(tuple(key), Launch(**cfg, source=GIVEN))  # type: ignore[arg-type]
 
 
 def table_key(kernel: str, K: int, N: int) -> str:

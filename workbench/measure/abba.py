@@ -68,6 +68,7 @@ class ProtocolConfig:
     # whole blocks of every comparison of a group, timed and journaled but not counted, before
     # its first counted block (docs/DESIGN.md §5.5)
     warmup_blocks: int = defaults.WARMUP_BLOCKS
+    warmup_pairs: int = defaults.WARMUP_PAIRS  # pairs of a warm-up block (defaults: why)
     warmup: int = 2
     retries: int = defaults.RETRIES
     keep_flagged: bool = False
@@ -79,7 +80,7 @@ class ProtocolConfig:
         def bad(name: str, value: Any, why: str) -> BadArgument:
             return BadArgument(f"{name} {value!r} {why}")
 
-        for name in ("pairs", "blocks", "min_blocks", "max_blocks"):
+        for name in ("pairs", "blocks", "min_blocks", "max_blocks", "warmup_pairs"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise bad(f"--{name.replace('_', '-')}", v, "must be an integer >= 1")

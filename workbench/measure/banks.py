@@ -4,7 +4,8 @@ A bank source makes bank ``index`` of a kernel and layout on a device, ``make(ke
 index, device)``; the engine's BankStore and `workbench check` ask it for banks 0, 1, 2, ... and
 never care which kind it is:
 
-* ``SyntheticBanks``: ``ops.make_bank`` from a per-bank seed (the default, §3.4);
+* ``SyntheticBanks``: ``ops.make_bank`` from a per-bank seed (the default, §3.4); a bank of
+  another layout is derived from the b3 bank of its seed (``derive``), bit-identical and cheaper;
 * ``CheckpointBanks``: bank i holds the experts of the checkpoint's MoE layer i mod L, converted
   on the CPU (``Checkpoint.host_experts``) and copied to the device afresh for every bank, so a
   layer used twice is two distinct copies in memory. When a run needs more banks than the
@@ -38,6 +39,13 @@ class SyntheticBanks:
         from workbench.kernels.ops import make_bank
 
         return make_bank(self.shape, kernel, layout, self.seed_of(index), device)
+
+    def derive(self, bank: Any, layout: str) -> Any:
+        """The bank of ``bank``'s seed in ``layout``, from ``bank`` (b3) without drawing again
+        (``ops.derive_bank``: the bytes ``make`` would give, by a copy and a re-encoding)."""
+        from workbench.kernels.ops import derive_bank
+
+        return derive_bank(bank, layout)
 
     def layer_of(self, index: int) -> int | None:
         return None

@@ -62,8 +62,11 @@ class BankStore:
         torch.cuda.empty_cache()  # cached blocks would hide the allocation from NVML
         mon = self.e.monitor
         before, t_before, t0 = mon.memory_used(), torch.cuda.memory_allocated(), time.perf_counter()
+        derived = 0
         for i in range(len(have), n):
-            have.append(self.source.make(kernel, layout, i, DEVICE))
+            bank, was_derived = self._make(kernel, layout, i)
+            derived += was_derived
+            have.append(bank)
             # Release the generation's temporaries now: cached, the next bank's tensors would be
             # carved out of their larger segments, and NVML would count the unused remainders
             # (seen on the H200: W13 b3 banks measured 288 MiB above their bytes).
@@ -86,6 +89,7 @@ class BankStore:
             "torch_allocated": torch.cuda.memory_allocated() - t_before,
             "seconds": time.perf_counter() - t0,
             "source": self.source.kind,
+            "derived": derived,  # banks copied from their b3 twins (SyntheticBanks.derive)
         }
         if self.source.kind == "checkpoint":
             rec["layers"] = [self.source.layer_of(i) for i in range(len(have) - need, len(have))]
@@ -93,11 +97,20 @@ class BankStore:
         self.e.sink.emit("memory", rec)
         return have
 
+    def _make(self, kernel: str, layout: str, index: int) -> tuple[Any, bool]:
+        """Bank ``index``: derived from its b3 twin where the source can (the same bytes as a
+        generation, for a copy's cost), else made by the source. Returns (bank, derived)."""
+        twins = self.banks.get((kernel, "b3"), [])
+        derive = getattr(self.source, "derive", None)
+        if layout != "b3" and derive is not None and index < len(twins):
+            return derive(twins[index], layout), True
+        return self.source.make(kernel, layout, index, DEVICE), False
+
     def _warm_generation(self, kernel: str, layout: str) -> None:
-        """Generate and drop one full-size bank first: CUDA loads kernel images lazily and the
-        allocator sets itself up on first use; that one-time device memory would otherwise be
-        counted as the first bank set's."""
-        bank = self.source.make(kernel, layout, 0, DEVICE)
+        """Make and drop one full-size bank first, the way the batch will make them: CUDA loads
+        kernel images lazily and the allocator sets itself up on first use; that one-time
+        device memory would otherwise be counted as the first bank set's."""
+        bank, _ = self._make(kernel, layout, 0)
         torch.cuda.synchronize()
         del bank
 

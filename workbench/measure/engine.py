@@ -16,6 +16,7 @@ sink, and the runner owns the session and the results. Engine does the CUDA work
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import os
 import time
@@ -330,7 +331,8 @@ class Engine:
 
     def _warmup_block(self, s: _CmpState) -> Outcome:
         """One comparison's warm-up block: captured, replayed once as the gate does, and timed
-        like a counted block, but its samples go to no outcome (the caller journals a summary)."""
+        like a counted block but with ``warmup_pairs`` pairs, its samples going to no outcome
+        (the caller journals a summary)."""
         c, r = s.spec, self.sink
         cycle = Cycle(s.geom.graphs)
         arm_a = arm_b = None
@@ -340,7 +342,9 @@ class Engine:
             arm_a.run_once()
             arm_b.run_once()
             window = self.monitor.window if self.monitor.available else None
-            return run_abba(c.id, arm_a, arm_b, self.cfg.protocol, window=window, cancel=r.cancel)
+            proto = self.cfg.protocol
+            proto = dataclasses.replace(proto, pairs=proto.warmup_pairs)  # defaults: why fewer
+            return run_abba(c.id, arm_a, arm_b, proto, window=window, cancel=r.cancel)
         finally:
             for arm in (arm_a, arm_b):
                 if arm is not None:

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from workbench.core.errors import NumericsError
-from workbench.measure.graphs import GraphArm, first_difference, loose_difference
+from workbench.measure.graphs import GraphArm, first_difference, loose_difference, unwritten
 from workbench.measure.plan import ComparisonSpec, Geometry, kernels_of
 
 
@@ -107,10 +107,7 @@ def _tolerance_gate(
             inputs["inter"] = outs["call0.inter"] if c.kernel == "step" else inp.get("inter")
             want = _reference(engine, c, arm, k, bank_index, inputs)
             errs.append(rel_l2(outs[name].float().cpu().numpy().reshape(want.shape), want))
-        unwritten = sum(
-            bool(torch.isnan(t).any()) for outs_g in graph_arm.outputs for _, t in outs_g
-        )
-        got[arm.name] = float("nan") if unwritten else max(errs)
+        got[arm.name] = float("nan") if unwritten(graph_arm) else max(errs)
         limit[arm.name] = min(arm.tolerance(k) for k in kernels_of(c.kernel))
         gating[arm.name] = arm.gating
     missed = [n for n in got if not got[n] <= limit[n]]  # NaN fails too
@@ -140,18 +137,36 @@ def _tolerance_gate(
 
 def _reference(engine: Any, c: ComparisonSpec, arm: Any, kernel: str, bank_index: int,
                inputs: dict[str, Any]) -> Any:  # fmt: skip
-    """The float64 reference of one call, computed once per process for what it depends on:
-    the bank's bytes (a placement moves them, it does not change them), the expert ids and the
-    inputs. A step's W2 reads the arm's own W13 output, so it is computed each time."""
+    """The float64 reference of one call, computed once per run for what it depends on
+    (``reference_key``; the workers after the first are handed it). A step's W2 reads the arm's
+    own W13 output, so it is computed each time."""
     from workbench.measure.check import reference_output
 
     bank = engine.calls.bank(arm, kernel, bank_index)
     if c.kernel == "step":
         return reference_output(kernel, bank, inputs)
     layout = arm.python.layout if arm.python else arm.variant(kernel).layout
-    key = (kernel, layout, bank_index, tuple(inputs["ids"].cpu().tolist()),
-           *(id(inputs.get(n)) for n in ("x", "inter", "rw")))  # fmt: skip
+    key = reference_key(kernel, layout, bank_index, bank.seed, inputs)
     cache = engine.references
-    if key not in cache:  # the inputs are the workload's, alive as long as the engine
+    if key not in cache:
         cache[key] = reference_output(kernel, bank, inputs)
+        engine.references_computed = getattr(engine, "references_computed", 0) + 1
     return cache[key]
+
+
+def reference_key(
+    kernel: str, layout: str, bank_index: int, bank_seed: int, inputs: dict[str, Any]
+) -> tuple[Any, ...]:
+    """What a call's float64 reference depends on, by value: the bank (its index and seed; a
+    placement moves its bytes, never changes them), the expert ids and the activations' bytes.
+    Equal in every worker of a run, so the first worker's references serve the rest
+    (workbench.run.setup)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in ("ids", "x", "inter", "rw"):
+        t = inputs.get(name)
+        if t is not None:
+            digest.update(name.encode())
+            digest.update(t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes())
+    return (kernel, layout, int(bank_index), int(bank_seed), digest.hexdigest())

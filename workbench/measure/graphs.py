@@ -125,47 +125,73 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32)
 
 
+def _pairs(a: GraphArm, b: GraphArm) -> list[tuple[int, str, torch.Tensor, torch.Tensor]]:
+    """Every output of ``a`` beside ``b``'s: (graph, name, a's tensor, b's tensor), in order."""
+    return [(g, name, ta, tb)
+            for g, (outs_a, outs_b) in enumerate(zip(a.outputs, b.outputs, strict=True))
+            for (name, ta), (_, tb) in zip(outs_a, outs_b, strict=True)]  # fmt: skip
+
+
+def _host(flags: list[torch.Tensor]) -> list:
+    """Per-output results made on the device, read back with one synchronization for all (a
+    gate reads hundreds of outputs; one read each cost a round trip each)."""
+    return torch.stack(flags).tolist() if flags else []
+
+
+def unwritten(arm: GraphArm) -> bool:
+    """Whether any output of ``arm`` still holds NaN from the poison (run_once)."""
+    return any(_host([torch.isnan(t).any() for outs in arm.outputs for _, t in outs]))
+
+
 def first_difference(a: GraphArm, b: GraphArm) -> dict[str, Any] | None:
     """None when every output of ``a`` and ``b`` is bit-identical and written (no NaN left from
     the poison); else where the first difference is: graph, call output, index, both values."""
-    for g, (outs_a, outs_b) in enumerate(zip(a.outputs, b.outputs, strict=True)):
-        for (name, ta), (_, tb) in zip(outs_a, outs_b, strict=True):
-            nan_a = torch.isnan(ta)
-            if torch.equal(_bits(ta), _bits(tb)) and not bool(nan_a.any()):
-                continue
-            bad = (_bits(ta) != _bits(tb)) | nan_a | torch.isnan(tb)
-            idx = tuple(int(i) for i in bad.nonzero()[0].tolist())
-            va, vb = float(ta[idx]), float(tb[idx])
-            return {
-                "graph": g,
-                "output": name,
-                "index": list(idx),
-                "a": va,
-                "b": vb,
-                "a_bits": int(_bits(ta)[idx]),
-                "b_bits": int(_bits(tb)[idx]),
-                "differing": int(bad.sum()),
-                "elements": int(ta.numel()),
-                "unwritten": bool(nan_a[idx]) or bool(torch.isnan(tb)[idx]),
-            }
+    pairs = _pairs(a, b)
+    differs = _host([((_bits(ta) != _bits(tb)) | torch.isnan(ta)).any() for _, _, ta, tb in pairs])
+    for (g, name, ta, tb), bad_any in zip(pairs, differs, strict=True):
+        if not bad_any:
+            continue
+        nan_a = torch.isnan(ta)
+        bad = (_bits(ta) != _bits(tb)) | nan_a | torch.isnan(tb)
+        idx = tuple(int(i) for i in bad.nonzero()[0].tolist())
+        va, vb = float(ta[idx]), float(tb[idx])
+        return {
+            "graph": g,
+            "output": name,
+            "index": list(idx),
+            "a": va,
+            "b": vb,
+            "a_bits": int(_bits(ta)[idx]),
+            "b_bits": int(_bits(tb)[idx]),
+            "differing": int(bad.sum()),
+            "elements": int(ta.numel()),
+            "unwritten": bool(nan_a[idx]) or bool(torch.isnan(tb)[idx]),
+        }
     return None
 
 
 def loose_difference(ref: GraphArm, peer: GraphArm) -> dict[str, Any]:
     """Relative L2 error and worst element of ``peer`` against ``ref`` over every output (a
-    bf16 peer cannot be bit-identical; this is recorded, not gated)."""
+    bf16 peer cannot be bit-identical; this is recorded, not gated). Each output's sums are
+    made on the device and read back at once, then added in output order."""
+    pairs = _pairs(ref, peer)
+    parts = []
+    for _, _, tr, tp in pairs:
+        r, p = tr.double(), tp.double()
+        d = (p - r).abs()
+        m = d.max() if d.numel() else d.new_zeros(())
+        parts.append(torch.stack(((d * d).sum(), (r * r).sum(), m)))
     num = den = 0.0
     worst: dict[str, Any] = {"max_abs_diff": 0.0}
-    for g, (outs_r, outs_p) in enumerate(zip(ref.outputs, peer.outputs, strict=True)):
-        for (name, tr), (_, tp) in zip(outs_r, outs_p, strict=True):
-            r, p = tr.double(), tp.double()
-            d = (p - r).abs()
-            num += float((d * d).sum())
-            den += float((r * r).sum())
-            m = float(d.max()) if d.numel() else 0.0
-            if not m <= worst["max_abs_diff"]:  # also catches NaN
-                idx = int(torch.nan_to_num(d, nan=float("inf")).argmax())
-                worst = {"max_abs_diff": m, "graph": g, "output": name, "flat_index": idx}
+    at = None
+    for (g, name, tr, tp), (dd, rr, m) in zip(pairs, _host(parts), strict=True):
+        num += dd
+        den += rr
+        if not m <= worst["max_abs_diff"]:  # also catches NaN
+            worst, at = {"max_abs_diff": m, "graph": g, "output": name}, (tr, tp)
+    if at is not None:  # where in that output: one more read
+        d = (at[1].double() - at[0].double()).abs()
+        worst["flat_index"] = int(torch.nan_to_num(d, nan=float("inf")).argmax())
     rel = (num**0.5) / (den**0.5) if den > 0 else float("inf")
     return {"rel_l2": rel, **worst}
 

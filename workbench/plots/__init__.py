@@ -133,9 +133,16 @@ def plot_session(
     formats: tuple[str, ...] | list[str] = ("png", "svg"),
     floor: Floor | None = None,
     floor_source: str = "",
+    progress: Callable[[Path], Any] | None = None,
 ) -> list[Path]:
-    """Draw every figure of a session into ``out_dir``; return the files written."""
-    return list(iter_plots(session_path, out_dir, formats, floor, floor_source))
+    """Draw every figure of a session into ``out_dir``; return the files written. ``progress``
+    is called with each file once it is complete (a front end's progress line)."""
+    out = []
+    for path in iter_plots(session_path, out_dir, formats, floor, floor_source):
+        out.append(path)
+        if progress is not None:
+            progress(path)
+    return out
 
 
 def replicates_stem(sessions: list[Session]) -> str:

@@ -85,9 +85,11 @@ def worker_record(o: Outcome) -> dict[str, Any]:
         "placement_seed": o.job.cfg.protocol.placement_seed,
         "blocks": o.job.cfg.protocol.block_goal, "phases": phases,
         "import_s": exit_.get("import_s"), "wait_s": exit_.get("wait_s"),
-        "wall_s": exit_.get("wall_s"),
+        "wall_s": exit_.get("wall_s"), "setup": exit_.get("setup"),
         "error": o.error or (o.fault or {}).get("error"),
     }  # fmt: skip
+    if exit_.get("overlap"):  # its CUDA context made before its turn (--overlap)
+        rec["overlap"] = exit_["overlap"]
     if hello.get("host"):  # a Ray worker: its host and node
         rec["host"], rec["ray_node"] = hello["host"], hello.get("ray_node")
     if o.fault is not None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from workbench.core.errors import WorkbenchError
+from workbench.run import setup as run_setup
 from workbench.run.gpus import GPU, check_one_model, visible_gpus
 from workbench.run.worker_proc import WorkerJob, run_job, worker_main
 
@@ -143,6 +144,7 @@ class Pool:
         self._listener: Any = None
         self.expect_gpu: str | None = None  # a worker on another GPU model measures nothing
         self._groups: list[list[str]] = []  # a split round's groups not handed out yet
+        self.handover: dict[str, Any] = {}  # set up once, for the next workers (run/setup.py)
 
     # -------------------------------------------------------------- the back end
 
@@ -244,7 +246,7 @@ class Pool:
         cfg = dataclasses.replace(cfg, comparisons=[c for c in cfg.comparisons
                                                     if c.id not in self.excluded])  # fmt: skip
         describe = not self._listener.has_session() and not self._describing
-        job = dataclasses.replace(w.job, cfg=cfg, describe=describe)
+        job = dataclasses.replace(w.job, cfg=cfg, describe=describe, setup=self.handover or None)
         self._describing = self._describing or describe
         return job
 
@@ -298,6 +300,7 @@ class Pool:
         elif kind == "exit":
             w.exit = data
             w.ended = time.monotonic()
+            run_setup.merge(self.handover, data.get("handover"))
             if w.job.describe and w.hello is None:  # it never described: the next one will
                 self._describing = False
 
@@ -442,7 +445,9 @@ class ProcessPool(Pool):
         if handler is not None:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            proc = ctx.Process(target=worker_main, args=(self.setup, self.out, go, self.stop, jobs),
+            overlap = bool(getattr(self.cfg, "overlap", False))
+            proc = ctx.Process(target=worker_main,
+                               args=(self.setup, self.out, go, self.stop, jobs, overlap),
                                name=f"workbench-worker-gpu{g}")  # fmt: skip
             proc.start()
         finally:

@@ -22,6 +22,7 @@ import dataclasses
 import math
 import secrets
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +104,9 @@ class RunConfig:
     # after a complete run, Nsight Compute counters of A and B (workbench/run/counters.py); never
     # read by a verdict, so not in session_config
     counters: bool = False
+    # each worker's CUDA context made before its turn, while the worker before it times
+    # (`ab --overlap`, off by default until the GPU's A/A shows no effect; issue 44)
+    overlap: bool = False
 
     def session_config(self) -> dict[str, Any]:
         p = dataclasses.asdict(self.protocol)
@@ -120,6 +124,7 @@ class RunConfig:
             "confirm": self.confirm,
             "workers": self.workers,
             **({"ray": self.ray} if self.ray is not None else {}),
+            **({"overlap": True} if self.overlap else {}),
             **self.extra,
         }
 
@@ -213,6 +218,7 @@ class Runner:
         self._pending: list[Outcome] = []  # ended before the session began: journaled once it has
         self._said: set[str] = set()
         self._an: Any = None  # the analysis of the journal as it stands (None: read it anew)
+        self.timeline: dict[str, float] = {}  # the parent's instants of the run (run/phases)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -250,6 +256,7 @@ class Runner:
             self.cfg.protocol = dataclasses.replace(
                 self.cfg.protocol, placement_seed=secrets.randbits(62)
             )
+        self.mark("start")
         try:
             self.measure()
         except KeyboardInterrupt:
@@ -265,6 +272,7 @@ class Runner:
         if self.pool is not None and self.pool.numerics is not None:
             self._finish("failed", f"NumericsError: {self.pool.numerics}")
             raise NumericsError(self.pool.numerics)
+        self.mark("end")
         status, error = self.status()
         self._finish(status, error)
         return self.result(status)
@@ -273,6 +281,7 @@ class Runner:
         """Build every variant once (workers load them from the cache), then walk the rounds."""
         self.start_workers(early=False)
         self._build()
+        self.mark("built")
         self.walk(self.rounds)
 
     def walk(self, rounds: tuple[Round, ...]) -> None:
@@ -291,6 +300,7 @@ class Runner:
                 break
             an = self.analysis()
             rnd.done(self, an, outcomes)
+            self.timeline.setdefault("analysed", time.time())  # the first round's analysis
 
     def run_round(
         self, name: str, cmps: list[ComparisonSpec], numerics: str = "stop", split: bool = False
@@ -305,7 +315,13 @@ class Runner:
                 self.note("the session's provenance is missing: its worker failed first")
         self._journal_pending()
         self.outcomes.extend(outcomes)
+        self.mark(name)
         return outcomes
+
+    def mark(self, name: str) -> None:
+        """The wall-clock instant of a step of this run (the summary's ``timeline``,
+        workbench.run.phases)."""
+        self.timeline[name] = time.time()
 
     def pool_for(self, name: str) -> Any:
         """The pool of round ``name``: the run's (a tune screens on a pool of its own)."""
@@ -528,6 +544,7 @@ class Runner:
             "nvml": self.nvml_status,
             "phases": self.phase_totals(),
             "worker_records": list(self.workers),
+            "timeline": dict(self.timeline),
             "fault": self.fault,
         }
         if self.cfg.mode == "calibrate":
@@ -583,6 +600,7 @@ def make_config(
     workers: int | None = None,
     counters: bool = False,
     ray: str | None = None,
+    overlap: bool = False,
 ) -> RunConfig:
     """A validated RunConfig for `workbench ab` (torch-free: bad input fails before GPU work).
     Errors are BadArgument naming the command-line option and its value."""
@@ -599,6 +617,12 @@ def make_config(
     _positive_int(seed, "--seed", low=0)
     workers = defaults.WORKERS if workers is None else workers
     _positive_int(workers, "--workers")
+    if overlap and (workers < 2 or ray is not None):
+        raise BadArgument(
+            f"--overlap needs local worker processes (--workers {workers}"
+            + (", --ray" if ray is not None else "")
+            + "): nothing would overlap"
+        )
     check_min_effect(m, "--min-effect")
     protocol = (protocol or ProtocolConfig()).validate()
     comparisons = plan_ab(tuple(kernels), tuple(sets), a, b, reference=reference)
@@ -608,7 +632,7 @@ def make_config(
         shape=shape.validate(), comparisons=comparisons, sets=tuple(sets), calls=calls,
         replays=replays, seed=seed, m=float(m), protocol=protocol, confirm=confirm,
         sessions_dir=str(sessions_dir), slug=slug, mode="ab", workers=workers, counters=counters,
-        ray=ray,
+        ray=ray, overlap=bool(overlap),
         extra={"kernels": list(kernels), "a": a, "b": b, "reference": reference, **(extra or {})},
     )  # fmt: skip
 

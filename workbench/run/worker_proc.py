@@ -60,6 +60,8 @@ class WorkerJob:
     # the round's groups are handed out one at a time (``inbox``): each measured by one worker,
     # the next one given only once the parent has seen the last one end (Ctrl-C then stops it)
     split: bool = False
+    # what the run set up once and hands over (workbench.run.setup): None for the first worker
+    setup: dict[str, Any] | None = None
 
 
 def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
@@ -72,9 +74,24 @@ def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
         getattr(importlib.import_module(mod), fn)(**setup[1])
 
 
-def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
+def early_context() -> float:
+    """This process's CUDA context, made ahead of its turn (``ab --overlap``): the seconds it
+    took. The device is the engine's (a test's simulated device is the CPU)."""
+    import torch
+
+    from workbench.measure import bankstore
+
+    t = time.monotonic()
+    torch.cuda.init()
+    torch.empty(1, device=bankstore.DEVICE)  # the context and the allocator's first segment
+    return time.monotonic() - t
+
+
+def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any, overlap: bool = False) -> None:
     """One worker process: imports first (they overlap the worker before it on the GPU), then
-    waits for its job (``jobs``, with ``go``) and measures its round (run_job)."""
+    waits for its job (``jobs``, with ``go``) and measures its round (run_job). ``overlap``
+    (default off until an A/A on the GPU shows it changes nothing, issue 44): it also makes its
+    CUDA context before its turn, while the worker before it may still be timing."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it sets ``stop``
     t0 = time.monotonic()
     early: BaseException | None = None
@@ -87,6 +104,12 @@ def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any) -> None:
     except BaseException as e:  # reported once there is a job to report it for
         early = e
     info: dict[str, Any] = {"import_s": time.monotonic() - t0}
+    if overlap and early is None:
+        before_go, at = not go.is_set(), time.time()
+        try:
+            info["overlap"] = {"context_s": early_context(), "before_go": before_go, "at": at}
+        except BaseException as e:  # reported once there is a job, as a failed import is
+            early = e
     job: WorkerJob | None = None
     while job is None:
         if go.wait(0.1):
@@ -116,8 +139,11 @@ def run_job(
     engine, its blocks; every message to ``out``, "exit" last. ``hello_extra``: more facts of
     where it runs (a Ray worker's host); ``inbox``: where a split job's groups come from (the
     comparison ids of one group at a time, None when there are no more)."""
+    from workbench.run import setup as run_setup
+
     idx = job.index
     engine = monitor = None
+    given: dict[str, int] = {}
     fault = False
 
     def record(type: str, **fields: Any) -> dict[str, Any]:
@@ -147,6 +173,7 @@ def run_job(
         )  # fmt: skip
         torch.cuda.init()  # the CUDA context: what every fresh process pays first
         engine = Engine(job.cfg, sink, monitor)
+        given = run_setup.install(job.setup, engine)
         info["startup_s"] = time.monotonic() - t1
         t2 = time.monotonic()
         builds = engine.build()
@@ -201,9 +228,15 @@ def run_job(
         for k in ("startup_s", "build_s", "describe_s"):
             if k in info:
                 phases[k[:-2]] = info[k]
+        handed = None
+        if engine is not None and not fault:
+            with contextlib.suppress(Exception):  # a hand-over is a saving, never a failure
+                handed = run_setup.collect(engine)
         out.put(("exit", idx, {"phases": phases, "import_s": info.get("import_s"),
                                "wait_s": info.get("wait_s"),
-                               "wall_s": time.monotonic() - t0}))  # fmt: skip
+                               "wall_s": time.monotonic() - t0, "handover": handed,
+                               "setup": run_setup.counts(given, engine) if engine else None,
+                               "overlap": info.get("overlap")}))  # fmt: skip
 
 
 def _handed(job: WorkerJob, inbox: Any, stop: Any) -> Any:
