@@ -134,7 +134,7 @@ class Calls:
                 outs += o
             issues.append(_sequence(fns))
             outputs.append(outs)
-        return GraphArm(arm.name, issues, outputs, self.e.cfg.replays, cycle)
+        return GraphArm(arm.name, issues, outputs, self.e.cfg.replays, cycle, c.timing)
 
     def make_ahead(self, arm: ArmSpec, c: ComparisonSpec, geom: Geometry) -> None:
         """Everything ``arm`` holds for ``c``, made now (the group's neighbours): a kernel's op,

@@ -412,6 +412,8 @@ class Engine:
         }  # fmt: skip
         if c.role == "calibration":
             record["spin"] = c.b.spin - c.a.spin  # injected cycles per CTA beyond A's own spin
+        if c.timing != "events":  # absent: per-replay CUDA events (graphs.TIMINGS)
+            record["timing"] = c.timing
         self.sink.record("comparison", **record)
         self.sink.emit("comparison", record)
         return _CmpState(c, geom, Outcome(c.id, c.a.name, c.b.name), record)

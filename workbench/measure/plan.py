@@ -211,6 +211,9 @@ class ComparisonSpec:
     # Comparisons of one kernel and group share their blocks' placements (docs/DESIGN.md §5.5);
     # a calibration trial is its own group, so trials are independent placements.
     group: str = ""
+    # how a sample's replays are timed: a name of workbench.measure.graphs.TIMINGS (journaled
+    # in the comparison record where it is not the default, per-replay CUDA events)
+    timing: str = field(default="events", kw_only=True)
 
     @property
     def gated(self) -> bool:
