@@ -279,7 +279,7 @@ class Runner:
 
     def measure(self) -> None:
         """Build every variant once (workers load them from the cache), then walk the rounds."""
-        self.start_workers(early=False)
+        self.prepare()
         self._build()
         self.mark("built")
         self.walk(self.rounds)
@@ -322,6 +322,11 @@ class Runner:
         """The wall-clock instant of a step of this run (the summary's ``timeline``,
         workbench.run.phases)."""
         self.timeline[name] = time.time()
+
+    def prepare(self) -> None:
+        """The run's pool, started: its first worker processes import while this one builds."""
+        self.start_workers(early=False)
+        self.pool.start()
 
     def pool_for(self, name: str) -> Any:
         """The pool of round ``name``: the run's (a tune screens on a pool of its own)."""

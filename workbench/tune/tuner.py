@@ -105,10 +105,138 @@ def make_run_config(
     return cfg
 
 
+def _excluded_why(outcomes: tuple[Outcome, ...], ids: list[str]) -> str | None:
+    """Why a worker round left a candidate out: the GPU fault of one of its comparisons (the
+    worker it ended named), else its numerics failure; None when it was measured."""
+    for o in outcomes:
+        if o.fault and set(fault_ids(o.fault)) & set(ids):
+            return f"worker {o.job.index}: {o.fault['error']}"
+    for o in outcomes:
+        for cmps, error in o.excluded:
+            if set(cmps) & set(ids):
+                return f"numerics: {error}"
+    return None
+
+
+def score(sets: dict[str, dict[str, Any]]) -> float | None:
+    """Geometric mean over the expert sets of the candidate/default ratio (< 1: faster)."""
+    ratios = [s["ratio"] for s in sets.values() if s.get("ratio")]
+    if not ratios or len(ratios) < len(sets):
+        return None
+    return math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+
+
+def _plan_screen(r: TuneRunner, an: Any) -> list[Any]:
+    """Round "screen": every candidate the resume cache does not know, against the default,
+    one group each, the groups shared out over one worker per GPU (docs/DESIGN.md §11.2)."""
+    import time
+
+    import torch
+
+    r.gpu_name = torch.cuda.get_device_properties(torch.cuda.current_device()).name
+    default, rest = r.tcfg.candidates[0], r.tcfg.candidates[1:]
+    keys = {c.name: r._key(c, default) for c in rest}
+    todo = []
+    for c in rest:
+        hit = cache.load(keys[c.name]) if r.tcfg.resume else None
+        if hit is not None:
+            r._screened({**hit, "source": "cache"}, store=False)
+        else:
+            todo.append(c)
+    if len(rest) - len(todo):
+        r.note(f"resumed: {len(rest) - len(todo)} candidate(s) screened before (cache)")
+    r._make_screen_pool(len(todo))
+    r._t0 = time.monotonic()
+    return [x for c in todo for x in comparisons("screen", default, c, r.cfg.sets,
+                                                 f"screen/{c.name}")]  # fmt: skip
+
+
+def _screened_all(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    """The screen's seconds; a screen where every worker failed ends the run."""
+    import time
+
+    r.screen_seconds = time.monotonic() - r._t0
+    left = [c.name for c in r.tcfg.candidates[1:] if c.name not in r.screened]
+    if not left or r.cancel.is_set():
+        return
+    if r.tcfg.ray is not None and not any(x.get("source") == "measured"
+                                          for x in r.screened.values()):  # fmt: skip
+        raise WorkbenchError(
+            f"no Ray screening actor screened anything ({len(left)} candidate(s) not "
+            "screened): see the session's notes"
+        )
+    if sum(o.status in ("failed", "fault") for o in outcomes) >= len(outcomes):
+        raise WorkbenchError(
+            f"every screening worker stopped ({len(left)} candidate(s) not screened): "
+            "see the session's notes"
+        )
+
+
+def _plan_tune(r: TuneRunner, an: Any) -> list[Any]:
+    """Round "tune": the best ``--top`` screened candidates against the default."""
+    if r.tcfg.top == 0:  # --top 0: screen only
+        return []
+    r.emit("phase", "confirm")
+    default = r.tcfg.candidates[0]
+    r.top = [r._candidate(res["candidate"]) for res in r.ranked()[: r.tcfg.top]]
+    r.planned = {c.name: comparisons("tune", default, c, r.cfg.sets, f"tune/{c.name}")
+                 for c in r.top}  # fmt: skip
+    return [c for cs in r.planned.values() for c in cs]
+
+
+def _confirm(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    """Each candidate's verdict from the merged journal, its interval over the workers
+    (docs/DESIGN.md §7.3), or why it was excluded; then the best configuration."""
+    for cand in r.top:
+        ids = [c.id for c in r.planned[cand.name]]
+        why = _excluded_why(outcomes, ids)
+        if why is None and not any(x.id in ids and x.verdict.n for x in an.results):
+            errors = r.errors()
+            why = "no worker measured it" + (f" ({'; '.join(errors)})" if errors else "")
+        if why is not None:
+            r._exclude(cand, why)
+        elif not r.cancel.is_set():
+            r._confirmed(cand, ids, an.results)
+    if r.cancel.is_set() and len(r.confirmed) < len(r.top):
+        return
+    r.best = r._choose(r.tcfg.candidates[0])
+    r.emit("best", r.best)
+
+
+def _plan_reader(r: TuneRunner, an: Any) -> list[Any]:
+    """Round "reader": scalar against cooperative at the best parameters."""
+    if r.best is None:
+        return []
+    best = r._candidate(r.best["candidate"])
+    if not best.arm.startswith("b3-"):
+        r.note(f"reader verdict skipped: {best.arm} has one reader only")
+        return []
+    r.emit("phase", "reader")
+    r.planned = {"reader": reader_comparisons(best, r.cfg.sets)}
+    return r.planned["reader"]
+
+
+def _read(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    """The one reader rule (docs/DESIGN.md §7.5) on the reader comparisons: scalar against
+    cooperative at the same parameters is a reader pair (plan.is_reader_comparison)."""
+    ids = {c.id for c in r.planned["reader"]}
+    done = [x for x in an.results if x.id in ids and x.verdict.n]
+    kernel = r.tcfg.kernel
+    rec = recommendations(done).get(kernel) if done else None
+    if rec is not None:
+        r.recommendations = {kernel: rec}
+        r.emit("recommendation", rec)
+
+
 class TuneRunner(Runner):
     """Runner whose plan is a tune: see the module docstring."""
 
     faults_fail = False  # a candidate whose kernel faults a worker is EXCLUDED, naming the fault
+    # screen every candidate, confirm the best against the default, then time the readers at
+    # the best parameters
+    rounds = (Round("screen", _plan_screen, "exclude", _screened_all, split=True),
+              Round("tune", _plan_tune, "exclude", _confirm),
+              Round("reader", _plan_reader, done=_read))  # fmt: skip
 
     def __init__(self, cfg: RunConfig, tcfg: TuneConfig, **kw: Any) -> None:
         super().__init__(cfg, **kw)
@@ -127,6 +255,10 @@ class TuneRunner(Runner):
         # records made before the session began (notes, the candidates the resume cache knew)
         self._unwritten: list[tuple[str, dict[str, Any]]] = []
         self._t0 = 0.0
+
+    def prepare(self) -> None:
+        """Nothing ahead: each round's pool starts when the round is planned (the screen's
+        workers hold the GPUs first)."""
 
     # ------------------------------------------------------------------ pools
 
@@ -172,9 +304,10 @@ class TuneRunner(Runner):
             ids = ([x.strip() for x in env.split(",") if x.strip()] if env else [])[:n]
             ids = ids or [str(i) for i in range(n)]
             gpus = [GPU(d, int(d) if d.isdigit() else i) for i, d in enumerate(ids)]
+            cfg = dataclasses.replace(cfg, workers=n)  # one spare per GPU from the start
             pool = (ProcessPool if n > 1 else Pool)(cfg, self.worker_setup, self.cancel)
             pool.start(gpus)
-        pool.cfg = dataclasses.replace(cfg, workers=n)
+        pool.cfg = dataclasses.replace(cfg, workers=n)  # on Ray: once the cluster is known
         self.screen_pool, self.workers_used = pool, n
 
     def tags(self, o: Outcome) -> dict[str, Any]:
@@ -344,136 +477,6 @@ class TuneRunner(Runner):
         from workbench.run.runner import json_safe
 
         return json_safe(out)
-
-
-def _excluded_why(outcomes: tuple[Outcome, ...], ids: list[str]) -> str | None:
-    """Why a worker round left a candidate out: the GPU fault of one of its comparisons (the
-    worker it ended named), else its numerics failure; None when it was measured."""
-    for o in outcomes:
-        if o.fault and set(fault_ids(o.fault)) & set(ids):
-            return f"worker {o.job.index}: {o.fault['error']}"
-    for o in outcomes:
-        for cmps, error in o.excluded:
-            if set(cmps) & set(ids):
-                return f"numerics: {error}"
-    return None
-
-
-def score(sets: dict[str, dict[str, Any]]) -> float | None:
-    """Geometric mean over the expert sets of the candidate/default ratio (< 1: faster)."""
-    ratios = [s["ratio"] for s in sets.values() if s.get("ratio")]
-    if not ratios or len(ratios) < len(sets):
-        return None
-    return math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-
-
-def _plan_screen(r: TuneRunner, an: Any) -> list[Any]:
-    """Round "screen": every candidate the resume cache does not know, against the default,
-    one group each, the groups shared out over one worker per GPU (docs/DESIGN.md §11.2)."""
-    import time
-
-    import torch
-
-    r.gpu_name = torch.cuda.get_device_properties(torch.cuda.current_device()).name
-    default, rest = r.tcfg.candidates[0], r.tcfg.candidates[1:]
-    keys = {c.name: r._key(c, default) for c in rest}
-    todo = []
-    for c in rest:
-        hit = cache.load(keys[c.name]) if r.tcfg.resume else None
-        if hit is not None:
-            r._screened({**hit, "source": "cache"}, store=False)
-        else:
-            todo.append(c)
-    if len(rest) - len(todo):
-        r.note(f"resumed: {len(rest) - len(todo)} candidate(s) screened before (cache)")
-    r._make_screen_pool(len(todo))
-    r._t0 = time.monotonic()
-    return [x for c in todo for x in comparisons("screen", default, c, r.cfg.sets,
-                                                 f"screen/{c.name}")]  # fmt: skip
-
-
-def _screened_all(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
-    """The screen's seconds; a screen where every worker failed ends the run."""
-    import time
-
-    r.screen_seconds = time.monotonic() - r._t0
-    left = [c.name for c in r.tcfg.candidates[1:] if c.name not in r.screened]
-    if not left or r.cancel.is_set():
-        return
-    if r.tcfg.ray is not None and not any(x.get("source") == "measured"
-                                          for x in r.screened.values()):  # fmt: skip
-        raise WorkbenchError(
-            f"no Ray screening actor screened anything ({len(left)} candidate(s) not "
-            "screened): see the session's notes"
-        )
-    if sum(o.status in ("failed", "fault") for o in outcomes) >= len(outcomes):
-        raise WorkbenchError(
-            f"every screening worker stopped ({len(left)} candidate(s) not screened): "
-            "see the session's notes"
-        )
-
-
-def _plan_tune(r: TuneRunner, an: Any) -> list[Any]:
-    """Round "tune": the best ``--top`` screened candidates against the default."""
-    if r.tcfg.top == 0:  # --top 0: screen only
-        return []
-    r.emit("phase", "confirm")
-    default = r.tcfg.candidates[0]
-    r.top = [r._candidate(res["candidate"]) for res in r.ranked()[: r.tcfg.top]]
-    r.planned = {c.name: comparisons("tune", default, c, r.cfg.sets, f"tune/{c.name}")
-                 for c in r.top}  # fmt: skip
-    return [c for cs in r.planned.values() for c in cs]
-
-
-def _confirm(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
-    """Each candidate's verdict from the merged journal, its interval over the workers
-    (docs/DESIGN.md §7.3), or why it was excluded; then the best configuration."""
-    for cand in r.top:
-        ids = [c.id for c in r.planned[cand.name]]
-        why = _excluded_why(outcomes, ids)
-        if why is None and not any(x.id in ids and x.verdict.n for x in an.results):
-            errors = r.errors()
-            why = "no worker measured it" + (f" ({'; '.join(errors)})" if errors else "")
-        if why is not None:
-            r._exclude(cand, why)
-        elif not r.cancel.is_set():
-            r._confirmed(cand, ids, an.results)
-    if r.cancel.is_set() and len(r.confirmed) < len(r.top):
-        return
-    r.best = r._choose(r.tcfg.candidates[0])
-    r.emit("best", r.best)
-
-
-def _plan_reader(r: TuneRunner, an: Any) -> list[Any]:
-    """Round "reader": scalar against cooperative at the best parameters."""
-    if r.best is None:
-        return []
-    best = r._candidate(r.best["candidate"])
-    if not best.arm.startswith("b3-"):
-        r.note(f"reader verdict skipped: {best.arm} has one reader only")
-        return []
-    r.emit("phase", "reader")
-    r.planned = {"reader": reader_comparisons(best, r.cfg.sets)}
-    return r.planned["reader"]
-
-
-def _read(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
-    """The one reader rule (docs/DESIGN.md §7.5) on the reader comparisons: scalar against
-    cooperative at the same parameters is a reader pair (plan.is_reader_comparison)."""
-    ids = {c.id for c in r.planned["reader"]}
-    done = [x for x in an.results if x.id in ids and x.verdict.n]
-    kernel = r.tcfg.kernel
-    rec = recommendations(done).get(kernel) if done else None
-    if rec is not None:
-        r.recommendations = {kernel: rec}
-        r.emit("recommendation", rec)
-
-
-# `workbench tune`: screen every candidate, confirm the best against the default, then time the
-# readers at the best parameters
-TuneRunner.rounds = (Round("screen", _plan_screen, "exclude", _screened_all, split=True),
-                     Round("tune", _plan_tune, "exclude", _confirm),
-                     Round("reader", _plan_reader, done=_read))  # fmt: skip
 
 
 def run_tune_session(
