@@ -281,6 +281,36 @@ def arm_lists(ts: dict[str, ast.Module]) -> list[str]:
     return out
 
 
+SESSION_WRITER = "workbench/run/runner.py"  # the Runner (a tune's TuneRunner is one)
+WRITES = {"record", "nvml", "finish", "update"}  # what a SessionWriter is written through
+
+
+def session_writers(ts: dict[str, ast.Module]) -> list[str]:
+    """Only the runner writes a run's session: no other module of run/, tune/ or measure/ makes
+    a SessionWriter or writes through a ``session`` (``*.session.record(...)``, ``r.session.nvml``):
+    a worker and the pool hand records back, the runner journals them."""
+    out = []
+    for path, tree in ts.items():
+        if path == SESSION_WRITER or not path.startswith(
+            ("workbench/run/", "workbench/tune/", "workbench/measure/")
+        ):
+            continue
+        for n in ast.walk(tree):
+            if not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            if _name(f) == "SessionWriter":
+                out.append(f"{path}:{n.lineno} makes a SessionWriter")
+            elif (
+                isinstance(f, ast.Attribute)
+                and f.attr in WRITES
+                and isinstance(f.value, ast.Attribute)
+                and f.value.attr == "session"
+            ):
+                out.append(f"{path}:{n.lineno} writes session.{f.attr}")
+    return out
+
+
 CHECKERS = [
     stopping_rule_copies,
     verdict_combiners,
@@ -291,6 +321,7 @@ CHECKERS = [
     formatter_copies,
     pool_copies,
     arm_lists,
+    session_writers,
 ]
 
 
@@ -372,6 +403,19 @@ PLANTED = {
             "x.py:3 maps ['tinygemm', 'triton-moe']",
         ],
     ),
+    # the old run/workers.py's WorkerRun, which opened and wrote its runner's session
+    session_writers: (
+        "def _open_session(self, hello):\n"
+        "    self.r.session = SessionWriter(d, slug, cfg, hello['provenance'], env)\n"
+        "def _message(self, w, kind, data):\n"
+        "    self.r.session.nvml(data)\n"
+        "    self.r.session.record('worker', **rec)\n",
+        [
+            "x.py:2 makes a SessionWriter",
+            "x.py:4 writes session.nvml",
+            "x.py:5 writes session.record",
+        ],
+    ),
     # sessions.py's old _f
     formatter_copies: (
         "def _f(x, fmt='.4f'):\n"
@@ -385,7 +429,8 @@ PLANTED = {
 @pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.__name__)
 def test_a_planted_copy_is_found(checker):
     code, found = PLANTED[checker]
-    assert checker({"x.py": ast.parse(code)}) == found
+    where = "workbench/run/x.py" if checker is session_writers else "x.py"
+    assert checker({where: ast.parse(code)}) == [f.replace("x.py", where) for f in found]
 
 
 def test_the_vocabulary_is_what_the_modules_use():

@@ -306,8 +306,16 @@ class Runner:
         self, name: str, cmps: list[ComparisonSpec], numerics: str = "stop", split: bool = False
     ) -> tuple[Outcome, ...]:
         """One round on its pool, journaled as each worker ends; returns the outcomes."""
-        self._pool_now = self.pool_for(name)
-        outcomes = self._pool_now.run_round(name, cmps, self, numerics, split)
+        self._pool_now = pool = self.pool_for(name)
+        pool.start()
+        workers = pool.describe()  # a session begun by another pool's round: these workers too
+        if (
+            self.session is not None
+            and workers
+            and self.session.environment.get("workers") != workers
+        ):
+            self.session.update(environment={**self.session.environment, "workers": workers})
+        outcomes = pool.run_round(name, cmps, self, numerics, split)
         if self.session is None:  # no worker described the run: the first hello will do
             hello = next((o.hello for o in outcomes if o.hello), None)
             if hello is not None:

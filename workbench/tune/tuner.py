@@ -263,14 +263,7 @@ class TuneRunner(Runner):
     # ------------------------------------------------------------------ pools
 
     def pool_for(self, name: str) -> Any:
-        if name != "screen":
-            pool = super().pool_for(name)
-            pool.start()
-            workers = pool.describe()
-            if workers is not None and self.session is not None:
-                self.session.update(environment={**self.session.environment, "workers": workers})
-            return pool
-        return self.screen_pool
+        return self.screen_pool if name == "screen" else super().pool_for(name)
 
     def pools(self) -> list[Any]:
         return [p for p in (self.screen_pool, self.pool) if p is not None]
