@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from workbench.core.errors import NumericsError
+from workbench.measure.calls import OPS
 from workbench.measure.graphs import GraphArm, first_difference, loose_difference, unwritten
 from workbench.measure.plan import ComparisonSpec, Geometry, kernels_of
 
@@ -99,14 +100,15 @@ def _tolerance_gate(
     gating: dict[str, bool] = {}
     for arm, graph_arm in ((c.a, arm_a), (c.b, arm_b)):
         outs = dict(graph_arm.outputs[0])
-        errs = []
+        errs, made = [], {}
         for k in kernels_of(c.kernel):
-            name = "call0.inter" if k == "w13" else "call0.y"
-            inputs = {"ids": ids, "x": inp.get("x"), "rw": inp.get("rw")}
+            op = OPS[k]  # what the call reads and writes (measure/calls.py)
             # W2 of a step reads this arm's own W13 output, as the timed graph does
-            inputs["inter"] = outs["call0.inter"] if c.kernel == "step" else inp.get("inter")
+            inputs = {"ids": ids, **{n: made.get(n, inp.get(n)) for n in op.reads}}
             want = _reference(engine, c, arm, k, bank_index, inputs)
-            errs.append(rel_l2(outs[name].float().cpu().numpy().reshape(want.shape), want))
+            out = outs[f"call0.{op.writes}"]
+            errs.append(rel_l2(out.float().cpu().numpy().reshape(want.shape), want))
+            made[op.writes] = out
         got[arm.name] = float("nan") if unwritten(graph_arm) else max(errs)
         limit[arm.name] = min(arm.tolerance(k) for k in kernels_of(c.kernel))
         gating[arm.name] = arm.gating
