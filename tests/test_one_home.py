@@ -114,8 +114,8 @@ SETTINGS = {
 }  # fmt: skip  (RunSettings' fields less the shape's, which data/shapes.py's Shape holds)
 SETTINGS_HOME = "workbench/run/settings.py"
 # the runner's resolved form (its shape, comparisons and protocol), made from the settings by
-# runner.config_from_settings / make_config
-DERIVED = {"workbench/run/runner.py:RunConfig"}
+# config.config_from_settings / make_config
+DERIVED = {"workbench/run/config.py:RunConfig"}
 
 
 def run_config_forms(ts: dict[str, ast.Module]) -> list[str]:

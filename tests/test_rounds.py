@@ -12,14 +12,14 @@ import sim_device
 import workbench.analysis
 from workbench.data.shapes import resolve_shape
 from workbench.measure.abba import ProtocolConfig
-from workbench.run import runner
+from workbench.run import config, runner
 from workbench.run.pool import Outcome
 
 SHAPE = dict(hidden=64, inter=128, experts=8, top_k=2, tp=1)
 
 
 def _cfg(tmp_path, **kw):
-    return runner.make_config(
+    return config.make_config(
         resolve_shape(**SHAPE), reference=False, calls=2, replays=3,
         protocol=ProtocolConfig(pairs=2, blocks=2), sessions_dir=str(tmp_path), workers=1, **kw,
     )  # fmt: skip

@@ -13,14 +13,14 @@ from workbench.core.errors import BadArgument
 from workbench.data.shapes import resolve_shape
 from workbench.measure import graphs
 from workbench.measure.abba import ProtocolConfig
-from workbench.run import runner
+from workbench.run import config, runner
 from workbench.store.session import load_session
 
 SHAPE = dict(hidden=64, inter=128, experts=8, top_k=2, tp=1)
 
 
 def _run(tmp_path, timing=None):
-    cfg = runner.make_config(
+    cfg = config.make_config(
         resolve_shape(**SHAPE), kernels=("w13",), sets=("hot",), reference=False,
         confirm=False, calls=2, replays=3, protocol=ProtocolConfig(pairs=1, blocks=1),
         sessions_dir=str(tmp_path), workers=1,

@@ -88,7 +88,7 @@ def config_from_args(args: argparse.Namespace):
     from workbench.data.checkpoint import checkpoint_from_args
     from workbench.data.shapes import shape_from_args
     from workbench.measure.plan import parse_list
-    from workbench.run.runner import make_config
+    from workbench.run.config import make_config
 
     ckpt = checkpoint_from_args(args)
     shape = ckpt.shape if ckpt is not None else shape_from_args(args)

@@ -1,7 +1,7 @@
 """The settings of a run in one form (docs/ARCHITECTURE.md "Run configuration"): `RunSettings`, what a
 user chooses. The TUI's run form edits it, the TUI's run entry (`runner.run_session`) runs it, and
 the runner's resolved `RunConfig` (shape, comparisons, protocol) is derived from it through
-`runner.make_config`, which the CLI calls with the same values from its options.
+`config.make_config`, which the CLI calls with the same values from its options.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ _OPENED: dict[tuple, Any] = {}
 @dataclass(frozen=True)
 class RunSettings:
     """What a user chooses for a run (the TUI's run form, the TUI's run entry ``run_session``);
-    ``runner.config_from_settings`` derives the runner's resolved ``RunConfig`` from it. Shape
+    ``config.config_from_settings`` derives the runner's resolved ``RunConfig`` from it. Shape
     fields left as None take the preset's value. A new option is a field here (its default from
     workbench.core.defaults), a check in ``validate`` and a keyword of ``make_config`` that
     ``config_from_settings`` passes it to."""

@@ -32,8 +32,9 @@ from workbench.core.errors import (
 from workbench.core.vocab import SETS
 from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
+from workbench.run.config import RunConfig
 from workbench.run.pool import Outcome, fault_ids
-from workbench.run.runner import Round, RunConfig, Runner
+from workbench.run.runner import Round, Runner
 from workbench.tune import cache
 from workbench.tune.space import Candidate, comparisons, reader_comparisons
 
