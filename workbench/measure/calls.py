@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from workbench.core.contract import OPS
 from workbench.kernels.pyarm import PythonArms
 from workbench.measure.bankstore import DEVICE
 from workbench.measure.graphs import Cycle, GraphArm
@@ -171,23 +171,3 @@ class Calls:
                 arm.python, kernel, self.e.shape, bank, b, experts, inputs, out
             )
         return functools.partial(self.op(arm, kernel), act, bank, ids, out, **more)
-
-
-@dataclass(frozen=True)
-class OpCalls:
-    """What one call of an op reads and writes, as the engine launches it (``ops.KernelOp``'s
-    arguments): its inputs by name (the activation first, then those passed by keyword), its
-    output's name, the output's rows, and what divides the op's N for the output's columns."""
-
-    reads: tuple[str, ...]
-    writes: str
-    rows: Callable[[Any], int]
-    halve: int
-
-
-# The one place the engine spells the ops, in a step's launch order: W13 writes one SwiGLU row
-# per routed expert (its gate and up halves become one), W2 the token's one weighted row.
-OPS = {
-    "w13": OpCalls(("x",), "inter", lambda shape: shape.top_k, 2),
-    "w2": OpCalls(("inter", "rw"), "y", lambda shape: 1, 1),
-}

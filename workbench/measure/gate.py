@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
+from workbench.core.contract import OPS
 from workbench.core.errors import NumericsError
-from workbench.measure.calls import OPS
 from workbench.measure.graphs import GraphArm, first_difference, loose_difference, unwritten
 from workbench.measure.plan import ComparisonSpec, Geometry, kernels_of
 
@@ -102,7 +102,7 @@ def _tolerance_gate(
         outs = dict(graph_arm.outputs[0])
         errs, made = [], {}
         for k in kernels_of(c.kernel):
-            op = OPS[k]  # what the call reads and writes (measure/calls.py)
+            op = OPS[k]  # what the call reads and writes (core/contract.py)
             # W2 of a step reads this arm's own W13 output, as the timed graph does
             inputs = {"ids": ids, **{n: made.get(n, inp.get(n)) for n in op.reads}}
             want = _reference(engine, c, arm, k, bank_index, inputs)
