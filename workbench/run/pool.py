@@ -133,7 +133,6 @@ class Pool:
         self.cfg = cfg
         self.setup = setup
         self.cancel = cancel or threading.Event()
-        self.stop: Any = self.cancel
         self.excluded: set[str] = set()  # comparisons a fault or a failed gate ended
         self.numerics: str | None = None  # a numerics failure that ends the run
         self.dead = False  # a fault lost this process's CUDA context: nothing more runs here
