@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from workbench.kernels import pyarm, tinygemm, triton_moe  # real: make_arm is the peers' path
-from workbench.measure import bankstore, engine, graphs
+from workbench.measure import bankstore, calls, engine, graphs
 
 
 class Clock:
@@ -473,6 +473,7 @@ def install(monkeypatch):
         monkeypatch.setattr(cuda, name, value)
     monkeypatch.setattr(engine, "DEVICE", "cpu")
     monkeypatch.setattr(bankstore, "DEVICE", "cpu")
+    monkeypatch.setattr(calls, "DEVICE", "cpu")
     monkeypatch.setattr(engine, "l2_bytes", lambda d=0: props.L2_cache_size)
     monkeypatch.setattr(graphs, "capture", fake_capture)
     FakeKernelOp.broken = set()

@@ -24,7 +24,7 @@ from workbench import cli
 from workbench.core.errors import BadArgument, BuildError
 from workbench.core.vocab import KERNELS
 from workbench.measure.abba import ProtocolConfig
-from workbench.run import runner
+from workbench.run import config, runner
 from workbench.store.session import load_session
 
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -324,7 +324,7 @@ def test_cancel_keeps_the_session_as_interrupted(device, tmp_path):
     from workbench.measure.abba import ProtocolConfig
 
     shape = resolve_shape(hidden=64, inter=128, experts=8, top_k=2, tp=1)
-    cfg = runner.make_config(
+    cfg = config.make_config(
         shape, calls=4, replays=5, protocol=ProtocolConfig(pairs=6), sessions_dir=str(tmp_path)
     )
     cancel = threading.Event()

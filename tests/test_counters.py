@@ -238,7 +238,8 @@ def test_a_crash_of_the_profiled_program_names_its_last_line(tmp_path):
 def test_counters_is_a_run_setting_the_tui_entry_honours(monkeypatch, tmp_path):
     """RunSettings.counters reaches the runner's config, and run_session looks for ncu before it
     times anything (the CLI's order)."""
-    from workbench.run.runner import config_from_settings, run_session
+    from workbench.run.config import config_from_settings
+    from workbench.run.runner import run_session
     from workbench.run.settings import RunSettings
 
     small = dict(hidden=64, inter=128, experts=8, top_k=2, tp=1)

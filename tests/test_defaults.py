@@ -14,7 +14,7 @@ from workbench.commands import ab, calibrate
 from workbench.commands._measure import protocol_from_args
 from workbench.core import defaults, stats
 from workbench.measure.abba import ProtocolConfig
-from workbench.run.runner import RunConfig, make_config
+from workbench.run.config import RunConfig, make_config
 from workbench.tui.backend import RunConfig as FormConfig
 
 REPO = Path(__file__).resolve().parents[1]

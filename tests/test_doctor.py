@@ -166,6 +166,25 @@ def test_gather_nvcc_parses_version_and_targets(tmp_path, monkeypatch):
     assert f.nvcc is None and "nvcc not found" in f.nvcc_error
 
 
+def test_doctor_and_the_build_names_ask_nvcc_once(tmp_path):
+    """doctor's facts and the build names read one answer of `nvcc --version`."""
+    (tmp_path / "bin").mkdir()
+    nvcc, asked = tmp_path / "bin" / "nvcc", tmp_path / "asked"
+    nvcc.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "--version" ]; then echo x >> {asked}; '
+        'echo "Cuda compilation tools, release 12.8, V12.8.93"; fi\n'
+    )
+    nvcc.chmod(nvcc.stat().st_mode | stat.S_IEXEC)
+    from workbench.kernels import build
+
+    f = Facts()
+    tc.gather_nvcc(f, str(nvcc))
+    assert f.nvcc_version == "12.8"
+    assert build.nvcc_version(str(tmp_path)) == "release 12.8, V12.8.93"
+    assert asked.read_text().split() == ["x"]  # one run of nvcc --version
+
+
 def test_doctor_command_on_a_simulated_v100(monkeypatch, capsys):
     monkeypatch.setattr(tc, "gather", lambda nvml=None: facts(V100))
     assert cli.main(["doctor"]) == 3

@@ -1,7 +1,8 @@
-"""`workbench tune --ray`: screening on Ray actors (workbench/tune/ray_pool.py), on a local Ray
-instance with two fake GPUs (``ray.init(num_gpus=2)``) and the simulated device in each actor.
+"""`workbench tune --ray`: screening on the pool's Ray back end (workbench/run/ray_workers.py: a
+task of one GPU per GPU), on a local Ray instance with two fake GPUs (``ray.init(num_gpus=2)``)
+and the simulated device in each task.
 
-Ray gives each actor one of the two GPU ids and sets CUDA_VISIBLE_DEVICES to it, exactly as on a
+Ray gives each task one of the two GPU ids and sets CUDA_VISIBLE_DEVICES to it, exactly as on a
 cluster; the simulated kernels cost a known factor per candidate (sim_device.PARAM_FACTOR), so
 the test knows the winner. Skipped only where ray is not installed (it is in the dev extra).
 """

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from workbench.core.errors import WorkbenchError
-from workbench.run import workers
+from workbench.run import pool
 
 
 class _Event:
@@ -35,13 +35,12 @@ class _Cfg:  # a run's settings as far as the parent's job reads them, plus what
 
 
 def test_settings_that_do_not_pickle_are_one_line_before_any_worker_gets_them():
-    run = workers.WorkerRun.__new__(workers.WorkerRun)
-    run.r = type("R", (), {"session": None})()
-    run.excluded = set()
+    run = pool.ProcessPool(_Cfg())
+    run._listener = type("L", (), {"has_session": lambda self: False})()
     go, jobs = _Event(), _Queue()
-    run.spares = {0: workers._Proc(proc=None, go=go, jobs=jobs, spawned=0.0)}
-    gpu = workers.GPU(visible="0", nvml=0, name="sim")
-    job = workers.WorkerJob(0, "main", _Cfg(), gpu)  # a lock does not pickle
+    run.spares = {0: pool._Proc(proc=None, go=go, jobs=jobs, spawned=0.0)}
+    gpu = pool.GPU(visible="0", nvml=0, name="sim")
+    job = pool.WorkerJob(0, "main", _Cfg(), gpu)  # a lock does not pickle
     with pytest.raises(WorkbenchError, match=r"cannot be sent to a worker process \(TypeError: "):
-        run._start(workers._Worker(job), 0)
+        run._start(pool._Worker(job), 0)
     assert jobs.items == [] and not go.set_called  # nothing reached the worker

@@ -15,7 +15,7 @@ from workbench import cli
 from workbench.analysis.words import SINGLE_PROCESS, reason
 from workbench.core import stats
 from workbench.core.errors import EXIT_BAD_ARGS, EXIT_GPU_FAULT
-from workbench.run import runner, worker_proc, workers
+from workbench.run import pool, runner, worker_proc
 from workbench.run.phases import phase_lines, phase_table
 from workbench.store.session import load_session
 
@@ -142,8 +142,8 @@ def test_a_fault_in_one_process_keeps_what_it_measured(device, capsys, tmp_path)
 
 
 def two_boards(monkeypatch, names=("Simulated H200", "Simulated H200")):
-    gpus = [workers.GPU(str(i), i, n, f"GPU-sim-{i}") for i, n in enumerate(names)]
-    monkeypatch.setattr(workers, "visible_gpus", lambda: gpus)
+    gpus = [pool.GPU(str(i), i, n, f"GPU-sim-{i}") for i, n in enumerate(names)]
+    monkeypatch.setattr(pool, "visible_gpus", lambda: gpus)
     return gpus
 
 
@@ -208,7 +208,7 @@ def test_overlap_makes_each_workers_context_before_its_turn(device, monkeypatch)
 
             def parent(overlap=overlap, go=go, jobs=jobs):
                 time.sleep(0.3)  # the worker has imported and waits (with overlap: made it)
-                jobs.put(worker_proc.WorkerJob(-1, "none", None, workers.GPU("0", 0)))
+                jobs.put(worker_proc.WorkerJob(-1, "none", None, pool.GPU("0", 0)))
                 go.set()
 
             threading.Thread(target=parent).start()

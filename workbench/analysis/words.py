@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from workbench.core.arms import BASELINE, LABELS, PEER_ARMS
 from workbench.core.fmt import p_value
 from workbench.core.stats import DEFAULT_CONF, MAX_MORE_PAIRS, Verdict, min_pairs
 from workbench.store.session import Session
@@ -246,11 +247,7 @@ def reason(v: Verdict) -> str:
 # ------------------------------------------------------------------------------ sessions and arms
 
 KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
-PEERS = {
-    "tinygemm": "peer: torch int4 tinygemm, bf16",
-    "triton-moe": "peer: fused W4A16 MoE Triton kernel, fp16",
-}
-BASELINE = "b4-scalar"
+PEERS = {name: LABELS[name] for name in PEER_ARMS}  # the arm table's words (core/arms.py)
 
 
 def shape_text(session: Session) -> str:
@@ -294,9 +291,7 @@ def gpu_text(session: Session) -> str:
 
 
 def variant_label(v: str) -> str:
-    if v == BASELINE:
-        return f"{v} (4-byte baseline)"
-    return f"{v} ({PEERS[v]})" if v in PEERS else v
+    return f"{v} ({LABELS[v]})" if v in LABELS else v
 
 
 def variant_order(names: Iterable[str]) -> list[str]:

@@ -21,7 +21,7 @@ from workbench.commands._measure import (
     drive,
     finish_output,
 )
-from workbench.core import defaults
+from workbench.core import arms, defaults
 from workbench.data.checkpoint import add_checkpoint_arguments
 
 HELP = "A/B-time two reader variants (ABBA pairs of CUDA-Graph replays) and recommend per kernel"
@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--a",
         default=defaults.ARM_A,
-        help="arm A: b4-scalar, b3-scalar, b3-coop, tinygemm, triton-moe, or a spec file "
+        help=f"arm A: {', '.join(a.name for a in arms.TABLE)}, or a spec file "
         '(path/to/variant.toml: a CUDA kernel, or a Python arm with kind = "python"); for step '
         "also w13=ARM,w2=ARM (default b3-scalar)",
     )
@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--reference",
         default=",".join(defaults.REFERENCES),
-        help="comma list of reference arms timed against B: b4-scalar, tinygemm, triton-moe, or "
+        help=f"comma list of reference arms timed against B: {', '.join(arms.REFERENCE_ARMS)}, or "
         "none (default %(default)s; tinygemm, ~25x slower, costs a quarter of a run)",
     )
     g.add_argument(
@@ -88,7 +88,7 @@ def config_from_args(args: argparse.Namespace):
     from workbench.data.checkpoint import checkpoint_from_args
     from workbench.data.shapes import shape_from_args
     from workbench.measure.plan import parse_list
-    from workbench.run.runner import make_config
+    from workbench.run.config import make_config
 
     ckpt = checkpoint_from_args(args)
     shape = ckpt.shape if ckpt is not None else shape_from_args(args)

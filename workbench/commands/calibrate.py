@@ -111,7 +111,7 @@ def config_from_args(args: argparse.Namespace):
     from workbench.data.checkpoint import checkpoint_from_args
     from workbench.data.shapes import shape_from_args
     from workbench.measure.plan import parse_list
-    from workbench.run.runner import make_config
+    from workbench.run.config import make_config
 
     ckpt = checkpoint_from_args(args)
     kernels = parse_list(args.kernel, KERNEL_CHOICES, "--kernel")

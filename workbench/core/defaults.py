@@ -6,6 +6,7 @@ nothing). Why each value is what it is: docs/DESIGN.md §5 (protocol) and §7 (s
 from __future__ import annotations
 
 from workbench.core import vocab
+from workbench.core.arms import DEFAULT_REFERENCES
 
 # What `workbench ab` compares
 KERNELS = vocab.KERNELS  # the step kernel is opt-in (and confirms the recommended mix)
@@ -60,8 +61,8 @@ M = 0.01  # minimum effect: 1 %
 CONF = 0.95
 
 SEED = 0  # weights, inputs and routing
-# Reference arms timed against B by default (§5.2). tinygemm (torch's int4 path, ~25x our
-# kernels' time) costs a quarter of a run and its verdict never changes: `--reference` adds it.
-REFERENCES = ("b4-scalar", "triton-moe")
+# Reference arms timed against B by default (§5.2): the arm table's (core/arms.py; tinygemm only
+# when `--reference` adds it)
+REFERENCES = DEFAULT_REFERENCES
 SESSIONS_DIR = "sessions"
 PLOTS_DIR = "plots"

@@ -179,7 +179,7 @@ def nvcc_flags(v: Variant, arch: str) -> list[str]:
     return [*TORCH_NVCC_FLAGS, *arch_opts, *BASE_CUDA_FLAGS, *extra, *v.defines(), CXX_STD]
 
 
-_NVCC_VERSION: dict[str, str] = {}
+_NVCC_SAYS: dict[str, str] = {}  # nvcc path -> what its --version printed
 # what `nvcc --version` says of itself ("Cuda compilation tools, release 13.0, V13.0.88"): the
 # one reading of it, for the build names and for doctor (workbench.kernels.toolchain)
 NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V\S+")
@@ -191,22 +191,26 @@ def nvcc_release(text: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(0)) if m else None
 
 
+def nvcc_says(nvcc: str) -> str:
+    """``nvcc --version``'s output, asked once per nvcc and process ("" when it cannot run):
+    the build names and doctor read the same answer."""
+    if nvcc not in _NVCC_SAYS:
+        try:
+            _NVCC_SAYS[nvcc] = subprocess.run(
+                [nvcc, "--version"], capture_output=True, text=True, timeout=60
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            _NVCC_SAYS[nvcc] = ""
+    return _NVCC_SAYS[nvcc]
+
+
 def nvcc_version(home: str | None = None) -> str:
     """nvcc's 'release 13.0, V13.0.88' (asked once per toolkit), or 'no nvcc'."""
     home = home or cuda_home()
     if home is None:
         return "no nvcc"
-    if home not in _NVCC_VERSION:
-        try:
-            out = subprocess.run(
-                [str(Path(home) / "bin" / "nvcc"), "--version"],
-                capture_output=True, text=True, timeout=60,
-            ).stdout  # fmt: skip
-        except (OSError, subprocess.SubprocessError):
-            out = ""
-        rel = nvcc_release(out)
-        _NVCC_VERSION[home] = rel[1] if rel else "nvcc of unknown version"
-    return _NVCC_VERSION[home]
+    rel = nvcc_release(nvcc_says(str(Path(home) / "bin" / "nvcc")))
+    return rel[1] if rel else "nvcc of unknown version"
 
 
 def build_name(v: Variant, arch: str) -> str:

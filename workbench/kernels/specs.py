@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workbench.core.arms import BY_NAME, KERNEL_ARMS
 from workbench.core.errors import BadArgument
 from workbench.core.vocab import KERNELS
 from workbench.data.layouts import LAYOUTS, READERS, layout_info
 from workbench.kernels.sources import REPO, SOURCE_SUFFIXES, csrc_dir  # noqa: F401 (API)
 
-# The built-in arms; b4-coop does not exist: 4-byte records are already one aligned word per lane.
-ARMS = ("b4-scalar", "b3-scalar", "b3-coop")
+ARMS = KERNEL_ARMS  # the built-in arms of our CUDA sources (the arm table, core/arms.py)
 MAX_TREE_FILES = 2000  # an include folder that large is a mistake (e.g. "/"), not a kernel
 DEFAULT_TOLERANCE = 2e-3  # = check.REL_L2_MAX: what the built-ins are held to against float64
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,47}$")
@@ -374,11 +374,12 @@ BUILTIN_PROMISES = {
     "b3-scalar": {"tolerance": DEFAULT_TOLERANCE},
     "b3-coop": {"identical_to": "b3-scalar"},
 }
+assert set(BUILTIN_PROMISES) == set(ARMS)  # one promise per built-in arm of the table
 
 
 def builtin_dict(kernel: str, arm: str) -> dict[str, Any]:
     """The built-in spec of (kernel, arm) as the dict a TOML file would hold."""
-    layout, reader = arm.split("-")
+    layout, reader = BY_NAME[arm].layout, BY_NAME[arm].reader
     return {
         "name": arm, "kernel": kernel, "layout": layout, "reader": reader, "root": ".",
         "sources": [f"{kernel}.cu", "binding.cpp"], "include_dirs": ["."],

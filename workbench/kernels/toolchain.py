@@ -166,7 +166,7 @@ def gather_torch(facts: Facts) -> None:
 
 def gather_nvcc(facts: Facts, nvcc: str | None = None) -> None:
     """nvcc's version and the architectures it targets; the CUDA_HOME the builds would use."""
-    from workbench.kernels.build import CUDA_ENV, cuda_home, is_toolkit, nvcc_release
+    from workbench.kernels.build import CUDA_ENV, cuda_home, is_toolkit, nvcc_release, nvcc_says
 
     facts.cuda_home = cuda_home()
     facts.cuda_env_bad = {
@@ -179,15 +179,15 @@ def gather_nvcc(facts: Facts, nvcc: str | None = None) -> None:
         return
     facts.nvcc = nvcc
     try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
-        rel = nvcc_release(out.stdout)
+        says = nvcc_says(nvcc)  # the answer the build names read: nvcc runs once
+        rel = nvcc_release(says)
         facts.nvcc_version = rel[0] if rel else None
         archs = subprocess.run(
             [nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60
         )
         facts.nvcc_archs = re.findall(r"compute_\d+[a-z]?", archs.stdout)
         if facts.nvcc_version is None:
-            facts.nvcc_error = f"{nvcc} --version printed no release: {out.stdout[-200:]!r}"
+            facts.nvcc_error = f"{nvcc} --version printed no release: {says[-200:]!r}"
     except (OSError, subprocess.SubprocessError) as e:
         facts.nvcc_error = f"{nvcc}: {type(e).__name__}: {e}"
 

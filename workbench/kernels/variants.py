@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from workbench.core.arms import PEER_ARMS
 from workbench.core.errors import BadArgument
 from workbench.core.vocab import KERNELS
 from workbench.data.layouts import RECORD_BYTES, layout_info
 from workbench.kernels.specs import ARMS, KernelSpec, builtin_spec
 
-PEER_ARMS = ("tinygemm", "triton-moe")
 __all__ = ["ARMS", "KERNELS", "PEER_ARMS", "RECORD_BYTES", "Variant", "all_variants", "parse_arm"]
 
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from workbench.core.contract import OPS
 from workbench.data.shapes import Shape
 from workbench.kernels.specs import KernelSpec
 from workbench.kernels.variants import ARMS
@@ -60,7 +61,7 @@ def _graph_call(op, inputs: dict, bank, out):
 
 
 def _call(op, inputs: dict, bank, out) -> None:
-    act = inputs["x"] if op.kernel == "w13" else inputs["inter"]
+    act = inputs[OPS[op.kernel].reads[0]]
     op(act, bank, inputs["ids"], out, rw=inputs.get("rw"))
 
 

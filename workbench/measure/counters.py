@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.core.contract import OPS
 from workbench.core.vocab import KERNELS, SETS  # the counters' kernels: step is their sequence
 from workbench.measure import ncu
 
@@ -159,7 +160,7 @@ def _target(manifest_path: str) -> int:
     torch.cuda.synchronize()
     torch.cuda.empty_cache()  # what ncu saves and restores is what the process holds
     for op, bank, inputs in prepared:
-        act = inputs["x"] if op.kernel == "w13" else inputs["inter"]
+        act = inputs[OPS[op.kernel].reads[0]]
         if m["set"] == "hot":  # the routed experts' bytes into L2, by kernels ncu does not match
             rows = inputs["ids"].long()
             _ = (bank.weights.index_select(0, rows), bank.meta.index_select(0, rows), act + 0)

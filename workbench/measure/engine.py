@@ -1,14 +1,13 @@
-"""The device side of a run (imports torch): builds, banks, workloads, arms, gate, timing.
+"""The device side of a run (imports torch): builds, banks, calls, gate, timing.
 
-Runner (workbench.run.runner) owns the session and the results; Engine does the CUDA work for it:
+A worker of the run's pool (workbench.run.worker_proc) drives it; it writes only through its
+sink, and the runner owns the session and the results. Engine does the CUDA work:
 
 * banks: one bank per layer per layout, allocated per kernel once, b3 before b4, with NVML used
   memory read before and after each batch (the ``memory`` record): workbench.measure.bankstore;
-* workloads: per (kernel, set), each call's inputs (``ops.make_inputs``, seeded per call) and
-  the expert ids of every (graph, call) from the plan's geometry;
-* arms: ``graphs.GraphArm`` of ``calls`` calls per graph, outputs allocated before capture;
-* arms of Python callables (the peers, users' ``kind = "python"`` specs): their launchers,
-  made by ``pyarm.PythonArms`` before each capture and captured like the kernels' calls;
+* calls: workloads, each call's outputs and launchers, an arm's graphs (``graphs.GraphArm``),
+  Python arms' launchers (the peers, users' ``kind = "python"`` specs):
+  workbench.measure.calls;
 * gate: bit-identical outputs for arms of one identity, else each arm within its promised
   tolerance against float64 (NumericsError, exit 5), recorded-only for calibration arms;
 * timing: ``abba.run_abba`` with the monitor's window and the session's journal.
@@ -18,11 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import gc
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,33 +34,19 @@ from workbench.core.errors import (
     fault_line,
     is_sticky_cuda_error,
 )
-from workbench.kernels.pyarm import PythonArms, PythonSpec
+from workbench.kernels.pyarm import PythonSpec
 from workbench.measure.abba import Outcome, run_abba, stop_reason
 from workbench.measure.bankstore import DEVICE, BankStore
+from workbench.measure.calls import Calls
 from workbench.measure.gate import numerics_gate
 from workbench.measure.graphs import Cycle, GraphArm, l2_bytes
 from workbench.measure.plan import (
-    ArmSpec,
     ComparisonSpec,
     Geometry,
-    expert_ids,
     geometry,
     kernels_of,
     placement_padding,
 )
-
-
-def _sequence(fns: list[Callable[[], Any]]) -> Callable[[], None]:
-    def issue() -> None:
-        for f in fns:
-            f()
-
-    return issue
-
-
-def input_seed(seed: int, call: int) -> int:
-    """Seed of call ``call``'s activations (distinct per call, like distinct layers)."""
-    return seed * 100_003 + 50_000 + call
 
 
 @dataclass
@@ -117,9 +100,7 @@ class Engine:
         self.references: dict[tuple[Any, ...], Any] = {}  # float64 outputs the gate compares to
         self.l2 = l2_bytes(torch.cuda.current_device())
         self.store = BankStore(self)
-        self.ops: dict[tuple[Any, int], Any] = {}
-        self.python = PythonArms(note=sink.note)  # arms that are Python callables
-        self.workloads: dict[tuple[str, str, int], dict[str, Any]] = {}
+        self.calls = Calls(self)  # workloads, kernel ops, Python arms: what one call launches
         self.padding: torch.Tensor | None = None  # the current block's placement padding
 
     # ------------------------------------------------------------------ builds, facts
@@ -238,8 +219,7 @@ class Engine:
             if self.sink.cancel.is_set():
                 break
             later = [c for g in groups[i + 1 :] for c in g]
-            self.workloads.clear()
-            self.python.clear()  # Python arms' converted experts: not needed by later kernels
+            self.calls.clear()  # Python arms' converted experts: not needed by later kernels
             self.store.release(self.banks_needed(later) | set(keep))
         return first_group + len(groups)
 
@@ -345,32 +325,9 @@ class Engine:
         """Every peer and kernel op the group's comparisons use, made now: a peer holds device
         memory of its own (converted experts), so later blocks were placed beside it while block
         0 was placed without it (it was made when its comparison first ran)."""
-        shape = self.shape
-        half = dict(dtype=torch.float16, device=DEVICE)
         for s in states:
-            c = s.spec
-            for arm in (c.a, c.b):
-                if arm.python is None:
-                    for k in kernels_of(c.kernel):
-                        self._op(arm, k)
-                    continue
-                # a Python arm (the peers among them) makes its state when its callable first
-                # sees a routing: ask for every call's launcher now and drop it
-                work = self.workload(c.kernel, c.set, s.geom)
-                for g in range(s.geom.graphs):
-                    for l in range(self.cfg.calls):  # noqa: E741
-                        b, _ = s.geom.slot(g, l)
-                        ids, inp = work["ids"][g][l], work["inputs"][l]
-                        experts = work["id_lists"][g][l]
-                        if "w13" in kernels_of(c.kernel):
-                            out = torch.empty(shape.top_k, shape.dims("w13")[1] // 2, **half)
-                            self._launcher(arm, "w13", b, experts, inp["x"], ids, out)
-                        if "w2" in kernels_of(c.kernel):
-                            y = torch.empty(1, shape.dims("w2")[1], **half)
-                            act = inp.get("inter")
-                            if act is None:  # a step's W2 reads W13's output: any of its shape
-                                act = torch.zeros(shape.top_k, shape.dims("w13")[1] // 2, **half)
-                            self._launcher(arm, "w2", b, experts, act, ids, y, inp["rw"])
+            for arm in (s.spec.a, s.spec.b):
+                self.calls.make_ahead(arm, s.spec, s.geom)
 
     def _warmup_block(self, s: _CmpState) -> Outcome:
         """One comparison's warm-up block: captured, replayed once as the gate does, and timed
@@ -409,7 +366,7 @@ class Engine:
 
     def _drop_unsupported(self, plan: list[ComparisonSpec]) -> list[ComparisonSpec]:
         specs = {arm.python for c in plan for arm in (c.a, c.b) if arm.python is not None}
-        missing = {sp for sp in specs if not self.python.supported(sp)}
+        missing = {sp for sp in specs if not self.calls.python.supported(sp)}
         for sp in sorted(missing, key=lambda x: x.name):
             self.sink.note(
                 f"{sp.name} is not supported on this GPU/torch: its comparisons are skipped"
@@ -455,13 +412,15 @@ class Engine:
         }  # fmt: skip
         if c.role == "calibration":
             record["spin"] = c.b.spin - c.a.spin  # injected cycles per CTA beyond A's own spin
+        if c.timing != "events":  # absent: per-replay CUDA events (graphs.TIMINGS)
+            record["timing"] = c.timing
         self.sink.record("comparison", **record)
         self.sink.emit("comparison", record)
         return _CmpState(c, geom, Outcome(c.id, c.a.name, c.b.name), record)
 
     def _place(self, active: list[_CmpState], padding: int) -> None:
         """Place the banks these comparisons read anew, behind ``padding`` bytes (§5.5)."""
-        self.workloads.clear()  # inputs are re-made behind the padding too
+        self.calls.workloads.clear()  # inputs are re-made behind the padding too
         self.padding = None
         gc.collect()
         torch.cuda.synchronize()
@@ -469,7 +428,7 @@ class Engine:
         self.padding = torch.empty(padding, dtype=torch.uint8, device=DEVICE)
         for key in sorted(self.banks_needed([s.spec for s in active])):
             self.store.relocate(key)
-        self.python.relocate()
+        self.calls.python.relocate()
         torch.cuda.synchronize()
 
     def _run_block(self, s: _CmpState, block: int) -> None:
@@ -501,7 +460,7 @@ class Engine:
         """Every arm, the peer's too, is captured anew on every placement: a graph kept from
         an earlier block gave the tinygemm peer different outputs on the H200 (gate records of
         the 61a63cf sessions), and its own memory is a placement like any other."""
-        return self.make_arm(getattr(s.spec, side), s.spec, s.geom, cycle)
+        return self.calls.arm(getattr(s.spec, side), s.spec, s.geom, cycle)
 
     def gate(
         self,
@@ -515,106 +474,7 @@ class Engine:
         (workbench.measure.gate)."""
         return numerics_gate(self, c, arm_a, arm_b, block, geom)
 
-    # ------------------------------------------------------------------ arms
-
-    def _op(self, arm: ArmSpec, kernel: str) -> Any:
-        from workbench.kernels.ops import KernelOp
-
-        v = arm.variant(kernel)
-        key = (v, arm.spin)
-        if key not in self.ops:
-            self.ops[key] = KernelOp(v, self.shape, device=DEVICE, spin_cycles=arm.spin)
-        return self.ops[key]
-
-    def _bank(self, arm: ArmSpec, kernel: str, index: int) -> Any:
-        layout = arm.python.layout if arm.python else arm.variant(kernel).layout
-        return self.store.banks[(kernel, layout)][index]
-
-    def workload(self, kernel: str, set_name: str, geom: Geometry) -> dict[str, Any]:
-        """Inputs per call and expert ids per (graph, call), shared by every arm of the set."""
-        key = (kernel, set_name, geom.graphs)
-        if key in self.workloads:
-            return self.workloads[key]
-        from workbench.kernels.ops import make_inputs
-
-        shape, seed = self.shape, self.cfg.seed
-        inputs = []
-        for l in range(self.cfg.calls):  # noqa: E741
-            s = input_seed(seed, l)
-            d: dict[str, Any] = {}
-            if "w13" in kernels_of(kernel):
-                d["x"] = make_inputs(shape, "w13", s, DEVICE)["x"]
-            if "w2" in kernels_of(kernel):
-                i2 = make_inputs(shape, "w2", s, DEVICE)
-                d["inter"], d["rw"] = i2["inter"], i2["rw"]
-            inputs.append(d)
-        hot = set_name == "hot"
-        id_lists = [
-            [expert_ids(shape, seed, *geom.slot(g, l), hot=hot) for l in range(self.cfg.calls)]  # noqa: E741
-            for g in range(geom.graphs)
-        ]
-        ids = [[torch.tensor(x, dtype=torch.int32, device=DEVICE) for x in row] for row in id_lists]
-        self.workloads[key] = {"inputs": inputs, "ids": ids, "id_lists": id_lists}
-        return self.workloads[key]
-
-    def make_arm(self, arm: ArmSpec, c: ComparisonSpec, geom: Geometry, cycle: Cycle) -> GraphArm:
-        """Capture ``geom.graphs`` graphs of ``calls`` calls of ``arm`` (outputs pre-allocated)."""
-        work = self.workload(c.kernel, c.set, geom)
-        shape, kernel = self.shape, c.kernel
-        n13 = shape.dims("w13")[1] // 2
-        n2 = shape.dims("w2")[1]
-        half = dict(dtype=torch.float16, device=DEVICE)
-        issues, outputs = [], []
-        for g in range(geom.graphs):
-            fns: list[Callable[[], Any]] = []
-            outs: list[tuple[str, torch.Tensor]] = []
-            for l in range(self.cfg.calls):  # noqa: E741
-                b, _ = geom.slot(g, l)
-                ids, inp, experts = work["ids"][g][l], work["inputs"][l], work["id_lists"][g][l]
-                if "w13" in kernels_of(kernel):
-                    inter = torch.empty(shape.top_k, n13, **half)
-                    fns.append(self._launcher(arm, "w13", b, experts, inp["x"], ids, inter))
-                    outs.append((f"call{l}.inter", inter))
-                if "w2" in kernels_of(kernel):
-                    y = torch.empty(1, n2, **half)
-                    # W2 of a step reads its own W13 output, as the kernels chain in a layer
-                    act = inter if kernel == "step" else inp["inter"]
-                    fns.append(self._launcher(arm, "w2", b, experts, act, ids, y, inp["rw"]))
-                    outs.append((f"call{l}.y", y))
-            issues.append(_sequence(fns))
-            outputs.append(outs)
-        return GraphArm(arm.name, issues, outputs, self.cfg.replays, cycle)
-
-    def _launcher(
-        self,
-        arm: ArmSpec,
-        kernel: str,
-        b: int,
-        experts: list[int],
-        act: torch.Tensor,
-        ids: torch.Tensor,
-        out: torch.Tensor,
-        rw: torch.Tensor | None = None,
-    ) -> Callable[[], Any]:
-        """One call of ``arm`` as a callable of no arguments: the built kernel's op on the call's
-        tensors, or the launcher a Python arm's callable returns (the one hook for every arm that
-        is not a CUDA spec: workbench.kernels.pyarm)."""
-        bank = self._bank(arm, kernel, b)
-        if arm.python is not None:
-            inputs = (
-                {"x": act, "ids": ids} if kernel == "w13" else {"inter": act, "ids": ids, "rw": rw}
-            )
-            return self.python.launcher(
-                arm.python, kernel, self.shape, bank, b, experts, inputs, out
-            )
-        op = self._op(arm, kernel)
-        if kernel == "w13":
-            return functools.partial(op, act, bank, ids, out)
-        return functools.partial(op, act, bank, ids, out, rw=rw)
-
     def release(self) -> None:
         self.padding = None
-        self.workloads.clear()
-        self.python.clear()
-        self.ops.clear()
+        self.calls.release()
         self.store.release(set())

@@ -6,7 +6,7 @@ poison); a tune's candidate that reorders the sums stays within its bound agains
 A failed gate raises NumericsError (exit 5); a recorded-only promise is journaled and stops
 nothing. Every gate is a ``gate`` record of the session's journal.
 
-``engine`` is the run's `workbench.measure.engine.Engine` (its runner, workloads and banks),
+``engine`` is the worker's `workbench.measure.engine.Engine` (its sink, workloads and banks),
 typed loosely: that module imports this one.
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from workbench.core.contract import OPS
 from workbench.core.errors import NumericsError
 from workbench.measure.graphs import GraphArm, first_difference, loose_difference, unwritten
 from workbench.measure.plan import ComparisonSpec, Geometry, kernels_of
@@ -91,7 +92,7 @@ def _tolerance_gate(
     promise (the tinygemm peer's) is checked and journaled but stops nothing."""
     from workbench.data.reference import rel_l2
 
-    work = engine.workload(c.kernel, c.set, geom)
+    work = engine.calls.workload(c.kernel, c.set, geom)
     bank_index, _ = geom.slot(0, 0)
     inp, ids = work["inputs"][0], work["ids"][0][0]
     got: dict[str, float] = {}
@@ -99,14 +100,15 @@ def _tolerance_gate(
     gating: dict[str, bool] = {}
     for arm, graph_arm in ((c.a, arm_a), (c.b, arm_b)):
         outs = dict(graph_arm.outputs[0])
-        errs = []
+        errs, made = [], {}
         for k in kernels_of(c.kernel):
-            name = "call0.inter" if k == "w13" else "call0.y"
-            inputs = {"ids": ids, "x": inp.get("x"), "rw": inp.get("rw")}
+            op = OPS[k]  # what the call reads and writes (core/contract.py)
             # W2 of a step reads this arm's own W13 output, as the timed graph does
-            inputs["inter"] = outs["call0.inter"] if c.kernel == "step" else inp.get("inter")
+            inputs = {"ids": ids, **{n: made.get(n, inp.get(n)) for n in op.reads}}
             want = _reference(engine, c, arm, k, bank_index, inputs)
-            errs.append(rel_l2(outs[name].float().cpu().numpy().reshape(want.shape), want))
+            out = outs[f"call0.{op.writes}"]
+            errs.append(rel_l2(out.float().cpu().numpy().reshape(want.shape), want))
+            made[op.writes] = out
         got[arm.name] = float("nan") if unwritten(graph_arm) else max(errs)
         limit[arm.name] = min(arm.tolerance(k) for k in kernels_of(c.kernel))
         gating[arm.name] = arm.gating
@@ -142,7 +144,7 @@ def _reference(engine: Any, c: ComparisonSpec, arm: Any, kernel: str, bank_index
     own W13 output, so it is computed each time."""
     from workbench.measure.check import reference_output
 
-    bank = engine._bank(arm, kernel, bank_index)
+    bank = engine.calls.bank(arm, kernel, bank_index)
     if c.kernel == "step":
         return reference_output(kernel, bank, inputs)
     layout = arm.python.layout if arm.python else arm.variant(kernel).layout

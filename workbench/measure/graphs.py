@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from workbench.core.errors import BadArgument
+
 WARMUP_CALLS = 2  # untimed runs of a graph's calls before capture: loads modules, fills caches
 BLOCK_FIRST_S = 0.5e-3  # GPU spin before a sample's first replay until the enqueue time is known
 BLOCK_MAX_S = 20e-3  # never spin longer than this per sample
@@ -66,8 +68,12 @@ class GraphArm:
         outputs: Sequence[Sequence[tuple[str, torch.Tensor]]],
         replays: int,
         cycle: Cycle,
+        timing: str = "events",
     ) -> None:
+        if timing not in TIMINGS:
+            raise BadArgument(f"timing {timing!r} is not one of {', '.join(TIMINGS)}")
         self.variant = variant
+        self.timing = TIMINGS[timing]
         self.outputs = [list(o) for o in outputs]
         self.cycle = cycle
         GraphArm.last = variant
@@ -89,20 +95,10 @@ class GraphArm:
             torch.cuda._sleep(self.block_cycles)
 
     def measure(self) -> list[float]:
-        """Time ``replays`` replays (graphs in cycle order); ms per replay."""
+        """Time ``replays`` replays (graphs in cycle order) by the arm's timing method; ms per
+        replay."""
         GraphArm.last = self.variant
-        t0 = time.perf_counter()
-        self._block()
-        for start, end in self.events:
-            graph = self.graphs[self.cycle.next()]
-            start.record()
-            graph.replay()
-            end.record()
-        enqueue_s = time.perf_counter() - t0
-        self.events[-1][1].synchronize()  # stream order: every earlier event is complete too
-        # Next time, block for a little longer than this enqueue took (bounded).
-        self.block_cycles = int(min(BLOCK_MAX_S, 1.5 * enqueue_s) * self._cycles_per_s)
-        return [start.elapsed_time(end) for start, end in self.events]
+        return self.timing(self)
 
     def run_once(self, poison: bool = True) -> None:
         """Replay every graph once (outputs first filled with NaN, so unwritten ones show)."""
@@ -119,6 +115,29 @@ class GraphArm:
         for g in self.graphs:
             g.reset()
         self.graphs = []
+
+
+def per_replay_events(arm: GraphArm) -> list[float]:
+    """Each replay between its own pair of CUDA events, the replays enqueued behind a blocking
+    kernel (``GraphArm._block``); ms per replay."""
+    t0 = time.perf_counter()
+    arm._block()
+    for start, end in arm.events:
+        graph = arm.graphs[arm.cycle.next()]
+        start.record()
+        graph.replay()
+        end.record()
+    enqueue_s = time.perf_counter() - t0
+    arm.events[-1][1].synchronize()  # stream order: every earlier event is complete too
+    # Next time, block for a little longer than this enqueue took (bounded).
+    arm.block_cycles = int(min(BLOCK_MAX_S, 1.5 * enqueue_s) * arm._cycles_per_s)
+    return [start.elapsed_time(end) for start, end in arm.events]
+
+
+# The timing methods a comparison may name (ComparisonSpec.timing): a second one (events around
+# a batch of replays, CUPTI's kernel durations) is a function here taking the arm and returning
+# ms per replay, and an entry.
+TIMINGS: dict[str, Callable[[GraphArm], list[float]]] = {"events": per_replay_events}
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

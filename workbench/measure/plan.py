@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.core import defaults
+from workbench.core.arms import REFERENCE_ARMS
 from workbench.core.errors import BadArgument
 from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
 from workbench.data.capacity import expert_footprint
@@ -44,7 +45,6 @@ L2_FACTOR = 5  # rotating working set (per cycle of graphs) at least this many t
 # on A100/H100/H200 the L2 is two partitions whose far half is reached through the crossbar.
 HOT_RESIDENT_FRACTION = 0.5
 MAX_GRAPHS = 16  # bound on alternated graphs: tiny custom shapes would otherwise want hundreds
-REFERENCE_ARMS = ("b4-scalar", "tinygemm", "triton-moe")
 # Largest padding a block allocates before its banks (docs/DESIGN.md §5.5): 64 MiB spans many
 # 2 MiB allocator pages and DRAM interleaving periods; paddings of 1 B - 64 MiB moved the H200's
 # W13-hot reader ratio over 0.954-0.963.
@@ -211,6 +211,9 @@ class ComparisonSpec:
     # Comparisons of one kernel and group share their blocks' placements (docs/DESIGN.md §5.5);
     # a calibration trial is its own group, so trials are independent placements.
     group: str = ""
+    # how a sample's replays are timed: a name of workbench.measure.graphs.TIMINGS (journaled
+    # in the comparison record where it is not the default, per-replay CUDA events)
+    timing: str = field(default="events", kw_only=True)
 
     @property
     def gated(self) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.analysis import Analysis
+from workbench.core.arms import COLORS
 from workbench.core.files import write_whole
 from workbench.analysis.words import gpu_text, protocol_text, shape_text
 from workbench.store.session import Session
@@ -16,7 +17,7 @@ FORMATS = ("png", "svg", "pdf")
 COLOR_A, COLOR_B, COLOR_FLAG = "#1f77b4", "#ff7f0e", "#d62728"
 VERDICT_COLORS = {"FASTER": "#2ca02c", "SLOWER": "#d62728", "SAME": "#7f7f7f"}
 VERDICT_COLORS["AMBIGUOUS"] = "#e6a700"
-VARIANT_COLORS = {"b4-scalar": "#7f7f7f", "b3-scalar": COLOR_A, "b3-coop": COLOR_B}
+VARIANT_COLORS = dict(COLORS)  # the arm table's (core/arms.py)
 PALETTE = ("#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#2ca02c")
 OFF_SCALE = 3.0  # a variant this many times slower than the fastest is noted, not boxed
 # Resolution of PNGs and of the rasterized layers inside SVG/PDF (dense scatters): crisp at

@@ -26,7 +26,7 @@ from typing import Any
 
 from workbench.run.worker_proc import PHASES
 
-# the parent's instants, in order (WorkerRun.run writes them): each span ends at its mark
+# the runner's instants, in order (Runner.mark): each span ends at its mark
 TIMELINE = ("start", "built", "main", "analysed", "confirm", "end")
 SPANS = {
     "built": "build",

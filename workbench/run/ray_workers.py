@@ -1,7 +1,6 @@
 """Worker processes on a Ray cluster (docs/DESIGN.md §5.10): `workbench ab --ray ADDRESS`.
 
-The same parent as on one host (workbench.run.workers.WorkerRun: the plan, the rounds, the
-merged journal), whose workers are Ray tasks of one GPU each (``num_gpus=1``, ``max_calls=1``:
+The back end of the one pool (workbench.run.pool) whose workers are Ray tasks of one GPU each (``num_gpus=1``, ``max_calls=1``:
 a fresh process per task, as Ray gives GPU tasks by default), one lane per GPU of the cluster,
 the lanes at once. Ray sets each task's CUDA_VISIBLE_DEVICES; the task runs the worker's
 measuring part (worker_proc.run_job) and sends every message through a Ray queue, which the
@@ -25,8 +24,8 @@ from typing import Any
 
 from workbench.core.errors import MissingExtra, NoGPUError, WorkbenchError
 from workbench.run.gpus import GPU, check_one_model
+from workbench.run.pool import ProcessPool
 from workbench.run.worker_proc import WorkerJob, call_setup, run_job
-from workbench.run.workers import WorkerRun
 
 ACCELERATOR = "accelerator_type:"  # Ray's resource naming a node's GPU model
 
@@ -114,7 +113,7 @@ class _Task:
             self.ray.cancel(self.ref, force=True)
 
 
-def ray_worker(setup: Any, job: WorkerJob, out: Any, flag: Any) -> None:
+def ray_worker(setup: Any, job: WorkerJob, out: Any, flag: Any, inbox: Any = None) -> None:
     """One worker, in the fresh process Ray gives a task of one GPU (CUDA_VISIBLE_DEVICES set)."""
     import ray
 
@@ -144,20 +143,20 @@ def ray_worker(setup: Any, job: WorkerJob, out: Any, flag: Any) -> None:
     where = {"gpu": visible, "host": socket.gethostname(),
              "ray_node": ray.get_runtime_context().get_node_id()}  # fmt: skip
     try:
-        run_job(job, out, stop, info, t0, early, hello_extra=where)
+        run_job(job, out, stop, info, t0, early, hello_extra=where, inbox=inbox)
     finally:
         done.set()
 
 
-class RayWorkerRun(WorkerRun):
-    """WorkerRun whose workers are Ray tasks on the cluster at ``address``; ``init``: extra
-    ``ray.init`` arguments (tests start a local instance with fake GPUs)."""
+class RayPool(ProcessPool):
+    """The pool whose workers are Ray tasks on the cluster at ``cfg.ray``; ``cfg.ray_init``:
+    extra ``ray.init`` arguments (tests start a local instance with fake GPUs)."""
 
-    def __init__(self, runner: Any, address: str, init: dict[str, Any] | None = None,
-                 setup: Any = None) -> None:  # fmt: skip
-        super().__init__(runner, setup)
-        self.address, self.init = address, dict(init or {})
+    def __init__(self, cfg: Any, setup: Any = None, cancel: threading.Event | None = None) -> None:
+        super().__init__(cfg, setup, cancel)
+        self.address, self.init = cfg.ray, dict(cfg.ray_init or {})
         self._own_ray = False
+        self._inboxes: list[Any] = []  # the split rounds' group queues (actors), shut at end()
 
     def start(self, gpus: list[GPU] | None = None) -> None:
         import ray
@@ -190,15 +189,26 @@ class RayWorkerRun(WorkerRun):
 
     def _start(self, w: Any, g: int) -> None:
         import ray
+        from ray.util.queue import Queue
 
-        w.job = self._job(w)
-        w.proc = _Task(ray, self._task.remote(self.setup, w.job, self.out, self.stop.actor))
+        w.job = self._sendable(self._job(w))
+        w.jobs = Queue(actor_options={"num_cpus": 0}) if w.job.split else None  # its groups
+        if w.jobs is not None:
+            self._inboxes.append(w.jobs)
+        w.proc = _Task(ray, self._task.remote(self.setup, w.job, self.out, self.stop.actor,
+                                              w.jobs))  # fmt: skip
         self.procs.append(w.proc)
         w.spawned = w.started = time.monotonic()
         w.status = "running"
+        if w.job.split:
+            self._hand(w)
 
-    def _end(self) -> None:
-        super()._end()
+    def end(self) -> None:
+        super().end()
+        for q in self._inboxes:
+            with contextlib.suppress(Exception):  # a cluster gone took its queues along
+                q.shutdown()
+        self._inboxes = []
         self._shutdown()
 
     def _shutdown(self) -> None:

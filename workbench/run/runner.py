@@ -1,12 +1,16 @@
-"""Orchestration of a run (docs/DESIGN.md §5-§8): engine, monitor, session, and the order of work.
+"""Orchestration of a run (docs/DESIGN.md §5-§8): the order of work and the session.
 
-The device work is the engine's (workbench.measure.engine); what the results mean (the recommendation,
-the calibration resolution) is the analysis model's (workbench.analysis, §7.7), the same rule
-the report applies to the journal. ``Runner(cfg).run()`` measures the comparisons of a plan (workbench.measure.plan) on the GPU and keeps
-everything in a session folder as it goes. The CLI (`workbench ab`, `workbench calibrate`) and the
-TUI drive the same Runner; they listen through ``progress`` (abba.Progress after every sample)
-and ``events`` (``events(kind, data)``: "builds", "session", "memory", "comparison", "gate",
-"result", "recommendation", "note"). ``cancel`` (threading.Event) stops between samples; the
+``Runner(cfg).run()`` walks the rounds of a command (``Round``: data; `workbench ab`: the plan's
+comparisons, then the recommendation, then its step confirmation). A pool (workbench.run.pool:
+this process, spawned worker processes, or Ray tasks) runs each round's jobs and hands back
+their outcomes; the runner alone writes the session (workbench.run.journal merges the workers'
+records) and analyses it once per round. The device work is the engine's, inside each worker
+(workbench.measure.engine); what the results mean (the recommendation, the calibration
+resolution) is the analysis model's (workbench.analysis, §7.7), the same rule the report
+applies to the journal. The CLI (`workbench ab`, `workbench calibrate`) and the TUI drive the
+same Runner; they listen through ``progress`` (abba.Progress after every sample) and ``events``
+(``events(kind, data)``: "builds", "session", "memory", "comparison", "gate", "result",
+"recommendation", "note", "worker"). ``cancel`` (threading.Event) stops between samples; the
 session is then kept as "interrupted" with what was measured, as on Ctrl-C.
 
 torch is imported inside the methods that need it, so this module loads on a CPU-only machine.
@@ -18,38 +22,29 @@ import dataclasses
 import math
 import secrets
 import threading
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from workbench.analysis.calibration import calibration_summary
-from workbench.analysis.model import ComparisonResult
-from workbench.analysis.recommend import Recommendation, recommendations
+from workbench.analysis.recommend import Recommendation
 from workbench.core import defaults
 from workbench.core.errors import (
-    BadArgument,
-    GPUFault,
     NoGPUError,
+    NumericsError,
     WorkbenchError,
-    fault_line,
     gpu_stack_hint,
     gpu_stack_module,
-    is_sticky_cuda_error,
 )
-from workbench.core.limits import check_min_effect
-from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
-from workbench.data.shapes import Shape
-from workbench.measure.abba import ProtocolConfig
-from workbench.measure.plan import (
-    ComparisonSpec,
-    is_reader_comparison,
-    parse_arm_spec,
-    plan_ab,
-)
+from workbench.core.vocab import KERNELS
+from workbench.measure.plan import ComparisonSpec, parse_arm_spec
+from workbench.run.config import RunConfig, config_from_settings
+from workbench.run.journal import Merge, worker_record
+from workbench.run.pool import Outcome, Pool, ProcessPool
 from workbench.run.progress import ProgressEvent
 from workbench.run.settings import RunSettings
-from workbench.run.sink import Sink
 
 NO_GPU_MESSAGE = (
     "no usable GPU ({why}). Timing needs an NVIDIA GPU with a CUDA build of torch. "
@@ -77,61 +72,6 @@ def require_gpu() -> None:
 
 
 @dataclass
-class RunConfig:
-    """Everything a run needs; ``comparisons`` come from workbench.measure.plan."""
-
-    shape: Shape
-    comparisons: list[ComparisonSpec]
-    sets: tuple[str, ...] = defaults.SETS
-    calls: int = defaults.CALLS
-    replays: int = defaults.REPLAYS
-    seed: int = defaults.SEED
-    m: float = defaults.M
-    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
-    confirm: bool = True  # end a run over w13 and w2 with the step confirmation
-    # worker processes (docs/DESIGN.md §5.10): each runs protocol.blocks blocks of every
-    # comparison; 1 measures in this process (debugging: its intervals ignore process variance)
-    workers: int = 1  # make_config gives defaults.WORKERS
-    # a Ray cluster's address: the workers run there, one per GPU (workbench/run/ray_workers.py);
-    # ray_init: more ray.init arguments (tests: a local instance with fake GPUs)
-    ray: str | None = None
-    ray_init: dict[str, Any] | None = None
-    sessions_dir: str = defaults.SESSIONS_DIR
-    slug: str = "ab"
-    mode: str = "ab"  # or "calibrate"
-    extra: dict[str, Any] = field(default_factory=dict)  # more config for session.json
-    # An open workbench.data.checkpoint.Checkpoint: banks from its experts instead of synthetic ones
-    # (docs/DESIGN.md §3.7); its record goes to the provenance, its path to extra.
-    checkpoint: Any = None
-    # after a complete run, Nsight Compute counters of A and B (workbench/run/counters.py); never
-    # read by a verdict, so not in session_config
-    counters: bool = False
-    # each worker's CUDA context made before its turn, while the worker before it times
-    # (`ab --overlap`, off by default until the GPU's A/A shows no effect; issue 44)
-    overlap: bool = False
-
-    def session_config(self) -> dict[str, Any]:
-        p = dataclasses.asdict(self.protocol)
-        return {
-            "mode": self.mode,
-            "shape": self.shape.to_dict(),
-            "preset": self.shape.name,
-            "comparisons": [c.id for c in self.comparisons],
-            "sets": list(self.sets),
-            "calls": self.calls,
-            "replays": self.replays,
-            "seed": self.seed,
-            "m": self.m,
-            "protocol": p,
-            "confirm": self.confirm,
-            "workers": self.workers,
-            **({"ray": self.ray} if self.ray is not None else {}),
-            **({"overlap": True} if self.overlap else {}),
-            **self.extra,
-        }
-
-
-@dataclass
 class RunResult:
     status: str  # complete | interrupted | failed
     session_path: Path | None
@@ -141,8 +81,56 @@ class RunResult:
     analysis: Any = None
 
 
+def _nothing(r: Runner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of a command's order of work: its name (``pool.ROUND_GROUP``), the comparisons
+    it measures, planned from the analysis of the session so far (None before the first
+    round; none planned: the round is passed over), what a failed gate does there ("stop" the
+    run, or "exclude" its group), and what the runner concludes from it (``done``: the analysis
+    after it and the round's outcomes); ``split``: see the field."""
+
+    name: str
+    plan: Callable[[Runner, Any], list[ComparisonSpec]]
+    numerics: str = "stop"
+    done: Callable[[Runner, Any, tuple[Outcome, ...]], None] = _nothing
+    split: bool = False  # share the groups out, each measured by one worker (a tune's screen)
+
+
+def _plan_main(r: Runner, an: Any) -> list[ComparisonSpec]:
+    return list(r.cfg.comparisons)
+
+
+def _recommend(r: Runner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    """The recommendation from the main round (the analysis model's rule), said."""
+    if not r.go_on():
+        return
+    r.recommendations = an.recommendations
+    for rec in an.recommendations.values():
+        r.emit("recommendation", rec)
+
+
+def _plan_confirm(r: Runner, an: Any) -> list[ComparisonSpec]:
+    return r.confirmation_plan(an.results)
+
+
+# `workbench ab` and `workbench calibrate`: the plan, the recommendation, its step confirmation
+AB_ROUNDS = (Round("main", _plan_main, done=_recommend), Round("confirm", _plan_confirm))
+
+
 class Runner:
-    """Runs one plan on the GPU into one session. Not reusable: make one per run."""
+    """Runs one plan on the GPU into one session. Not reusable: make one per run.
+
+    It owns the order of work (``rounds``: data it walks) and the session: a pool
+    (workbench.run.pool) runs each round's jobs and hands back their outcomes, which the runner
+    alone journals; it analyses the session once per round."""
+
+    rounds: tuple[Round, ...] = AB_ROUNDS
+    worker_setup: Any = None  # ("module:function", kwargs) first in every worker (tests)
+    faults_fail = True  # a worker's GPU fault fails the run (a tune excludes its candidate)
 
     def __init__(
         self,
@@ -156,51 +144,53 @@ class Runner:
         self.progress = progress
         self._events = events
         self.cancel = cancel or threading.Event()
-        # what the engine writes into (workbench.run.sink): the session, the listeners, results
-        self.sink = Sink(record=self._record, emit=self.emit, progress=progress, cancel=self.cancel)
         self.recommendations: dict[str, Recommendation] = {}
         self.memory: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.session = None
-        self.monitor = None
         self.nvml_status: str | None = None  # "available" or why not, as it was while measuring
         self.clock_mhz: float | None = None  # the GPU's rated SM clock (torch), for calibration
-        self.phases: dict[str, float] = {}  # seconds per phase of the process's work (§5.10)
+        self.phases: dict[str, float] = {}  # seconds per phase of this process's work (§5.10)
         self.fault: dict[str, Any] | None = None  # the GPU fault that ended the run, if one did
         self.workers: list[dict[str, Any]] = []  # one record per worker process (§5.10)
-        self.timeline: dict[str, float] = {}  # the parent's instants of a worker run (run/phases)
+        self.outcomes: list[Outcome] = []  # every worker's, as the pool handed them back
+        self.pool: Any = None  # the run's workbench.run.pool.Pool, once it runs
+        self._pool_now: Any = None  # the pool of the round in flight
+        self._merge = Merge(cfg)
+        self._pending: list[Outcome] = []  # ended before the session began: journaled once it has
+        self._said: set[str] = set()
+        self._an: Any = None  # the analysis of the journal as it stands (None: read it anew)
+        self.timeline: dict[str, float] = {}  # the parent's instants of the run (run/phases)
 
     # ------------------------------------------------------------------ plumbing
 
-    @property
-    def results(self) -> list[ComparisonResult]:
-        """The comparisons measured in this process, as the engine handed them over."""
-        return self.sink.results
-
-    def _record(self, type: str, **fields: Any) -> dict[str, Any] | None:
-        if self.session is None:  # before the session exists (a note while building)
-            return None
-        return self.session.record(type, **fields)
-
     def emit(self, kind: str, data: Any) -> None:
-        if kind == "note":
-            self.notes.append(data)
-        elif kind == "memory":
-            self.memory.append(data)
         if self._events is not None:
             self._events(kind, data)
 
+    def _say(self, text: str) -> None:
+        if text not in self._said:
+            self._said.add(text)
+            self.notes.append(text)
+            self.emit("note", text)
+
     def note(self, text: str) -> None:
-        self.sink.note(text)
+        """A note of the run: journaled (once there is a session) and said to the listeners."""
+        self.record("note", text=text)
+        self._say(text)
+
+    def record(self, type: str, **fields: Any) -> dict[str, Any] | None:
+        """One record into the session (None before it exists: a note while building)."""
+        if self.session is None:
+            return None
+        self._an = None
+        return self.session.record(type, **fields)
 
     # ------------------------------------------------------------------ the run
 
     def run(self) -> RunResult:
         """Measure the plan. Raises NoGPUError, BuildError, NumericsError (the session, when one
         exists, is marked failed first); KeyboardInterrupt keeps the session as interrupted."""
-        from workbench.measure.monitor import Monitor
-        from workbench.store.session import SessionWriter
-
         if self.cfg.ray is None:  # with Ray the workers run on the cluster's GPUs, not here
             require_gpu()
         if self.cfg.protocol.placement_seed is None:
@@ -209,102 +199,228 @@ class Runner:
             self.cfg.protocol = dataclasses.replace(
                 self.cfg.protocol, placement_seed=secrets.randbits(62)
             )
-        if self.uses_workers():
-            status = (self.early_workers or self.worker_run()).run()
-            return self.result(status)
-        self.monitor = Monitor()
-        engine = self.make_engine()
-        builds = engine.build()
-        env = engine.environment(builds)
-        self.clock_mhz = engine.clock_mhz
-        prov = engine.provenance(builds)
-        writer = SessionWriter(
-            self.cfg.sessions_dir, self.cfg.slug, self.cfg.session_config(), prov, env
-        )
-        self.session = writer
-        self.emit("session", writer.path)
-        self.monitor.sink = writer.nvml
-        self.monitor.start()
-        # stop() later rewrites the monitor's reason: keep what was true while measuring
-        self.nvml_status = self.monitor.reason or "available"
-        if not self.monitor.available:
-            self.note(self.monitor.reason)
-        status, error = "complete", None
-        fault: GPUFault | None = None
+        self.mark("start")
         try:
-            self.run_plan(engine)
-            if self.cancel.is_set():
-                status = "interrupted"
+            self.measure()
         except KeyboardInterrupt:
             self._finish("interrupted", "interrupted (KeyboardInterrupt)")
             raise
         except BaseException as e:
-            if not is_sticky_cuda_error(e):
-                self._finish("failed", f"{type(e).__name__}: {e}")
-                raise
-            # the context is lost: keep what was measured, touch the GPU no more
-            fault = (
-                e
-                if isinstance(e, GPUFault)
-                else GPUFault(fault_line(None, None, f"{type(e).__name__}: {e}"))
-            )
-            status, error = "failed", str(fault)
-            self.fault = {"cmp": fault.cmp, "arm": fault.arm, "error": str(fault)}
+            self._finish("failed", f"{type(e).__name__}: {e}")
+            raise
         finally:
-            self.monitor.stop()
-            if fault is None:
-                engine.release()
-        self.phases = dict(engine.phases)
+            self.end_workers()
+        if self.session is None:  # no worker ever started measuring
+            raise WorkbenchError("no worker started: " + ("; ".join(self.errors()) or "unknown"))
+        if self.pool is not None and self.pool.numerics is not None:
+            self._finish("failed", f"NumericsError: {self.pool.numerics}")
+            raise NumericsError(self.pool.numerics)
+        self.mark("end")
+        status, error = self.status()
         self._finish(status, error)
         return self.result(status)
 
-    def uses_workers(self) -> bool:
-        """Whether this run measures in worker processes (docs/DESIGN.md §5.10)."""
-        return self.cfg.workers > 1 or self.cfg.ray is not None
+    def measure(self) -> None:
+        """Build every variant once (workers load them from the cache), then walk the rounds."""
+        self.prepare()
+        self._build()
+        self.mark("built")
+        self.walk(self.rounds)
 
-    def worker_run(self, setup: Any = None) -> Any:
-        """The parent of this run's workers: local processes, or Ray tasks with ``cfg.ray``."""
-        if self.cfg.ray is not None:
-            from workbench.run.ray_workers import RayWorkerRun
+    def walk(self, rounds: tuple[Round, ...]) -> None:
+        """Each round planned from the analysis of the session so far, run on the pool,
+        analysed once, concluded; until one is cancelled, faults this process or fails its
+        numerics, or no worker began."""
+        an = self.analysis()
+        for rnd in rounds:
+            if not self.go_on():
+                break
+            cmps = rnd.plan(self, an)
+            if not cmps:
+                continue
+            outcomes = self.run_round(rnd.name, cmps, rnd.numerics, rnd.split)
+            if self.session is None:  # no worker began: run() says so
+                break
+            an = self.analysis()
+            rnd.done(self, an, outcomes)
+            self.timeline.setdefault("analysed", time.time())  # the first round's analysis
 
-            return RayWorkerRun(self, self.cfg.ray, self.cfg.ray_init, setup)
-        from workbench.run.workers import WorkerRun
+    def run_round(
+        self, name: str, cmps: list[ComparisonSpec], numerics: str = "stop", split: bool = False
+    ) -> tuple[Outcome, ...]:
+        """One round on its pool, journaled as each worker ends; returns the outcomes."""
+        self._pool_now = pool = self.pool_for(name)
+        pool.start()
+        workers = pool.describe()  # a session begun by another pool's round: these workers too
+        if (
+            self.session is not None
+            and workers
+            and self.session.environment.get("workers") != workers
+        ):
+            self.session.update(environment={**self.session.environment, "workers": workers})
+        outcomes = pool.run_round(name, cmps, self, numerics, split)
+        if self.session is None:  # no worker described the run: the first hello will do
+            hello = next((o.hello for o in outcomes if o.hello), None)
+            if hello is not None:
+                self._open_session({"provenance": {}, **hello})
+                self.note("the session's provenance is missing: its worker failed first")
+        self._journal_pending()
+        self.outcomes.extend(outcomes)
+        self.mark(name)
+        return outcomes
 
-        return WorkerRun(self, setup)
+    def mark(self, name: str) -> None:
+        """The wall-clock instant of a step of this run (the summary's ``timeline``,
+        workbench.run.phases)."""
+        self.timeline[name] = time.time()
 
-    early_workers: Any = None  # a started workbench.run.workers.WorkerRun (start_workers)
+    def prepare(self) -> None:
+        """The run's pool, started: its first worker processes import while this one builds."""
+        self.start_workers(early=False)
+        self.pool.start()
 
-    def start_workers(self) -> None:
-        """Spawn the run's first worker processes before the caller's GPU check, so that their
-        imports overlap the parent's (docs/DESIGN.md §5.10); end_workers() if run() never comes."""
-        from workbench.run.workers import WorkerRun
+    def pool_for(self, name: str) -> Any:
+        """The pool of round ``name``: the run's (a tune screens on a pool of its own)."""
+        self.start_workers(early=False)
+        return self.pool
 
-        self.early_workers = WorkerRun.early(self) if self.uses_workers() else None
+    def pools(self) -> list[Any]:
+        return [p for p in (self.pool,) if p is not None]
+
+    def go_on(self) -> bool:
+        """Not cancelled, no fault that lost this process's GPU, no numerics failure."""
+        return (
+            not self.cancel.is_set() and self.fault is None and all(p.go_on() for p in self.pools())
+        )
+
+    def _build(self) -> None:
+        from workbench.kernels.build import build_many
+
+        variants = {v for c in self.cfg.comparisons for arm in (c.a, c.b) for v in arm.variants}
+        if variants:
+            results = build_many(sorted(variants, key=lambda v: v.name), load=False)
+            self.emit("builds", [b.summary() for b in results])
+
+    def status(self) -> tuple[str, str | None]:
+        """How the run ended, from its workers' outcomes: (status, error)."""
+        for o in self.outcomes:
+            # the first fault ends the run's status where faults fail it, or in this process
+            if o.fault and self.fault is None and (self.faults_fail or o.inline):
+                self.fault = o.fault if o.inline else {**o.fault, "worker": o.job.index}
+        if self.fault is not None:
+            return "failed", self.fault["error"]
+        if self.errors():
+            return "failed", "; ".join(self.errors())
+        return ("interrupted" if self.cancel.is_set() else "complete"), None
+
+    def errors(self) -> list[str]:
+        """What failed workers said, each naming its worker."""
+        return [o.error if o.error.startswith(f"worker {o.job.index} ")
+                else f"worker {o.job.index}: {o.error}"
+                for o in self.outcomes if o.status == "failed" and o.error]  # fmt: skip
+
+    def start_workers(self, early: bool = True) -> None:
+        """The run's pool. ``early``: from the command, before its GPU check, so that the first
+        worker processes import while the parent does (docs/DESIGN.md §5.10); end_workers() if
+        run() never comes."""
+        if self.pool is not None:
+            return
+        if early:
+            if self.cfg.workers > 1 and self.cfg.ray is None:
+                self.pool = ProcessPool.early(self.cfg, self.worker_setup, self.cancel)
+            return
+        if self.cfg.ray is not None:  # Ray tasks
+            from workbench.run.ray_workers import RayPool
+
+            self.pool = RayPool(self.cfg, self.worker_setup, self.cancel)
+        elif self.cfg.workers > 1:  # spawned processes
+            self.pool = ProcessPool(self.cfg, self.worker_setup, self.cancel)
+        else:  # this process (--single-process)
+            self.pool = Pool(self.cfg, self.worker_setup, self.cancel)
 
     def end_workers(self) -> None:
-        if self.early_workers is not None:
-            self.early_workers.end()
-            self.early_workers = None
+        for p in self.pools():
+            p.end()
 
-    def run_plan(self, engine: Any) -> None:
-        """The order of work: the plan's comparisons, then the recommendation, then the step
-        confirmation of the recommended mix (one process; workbench.run.workers does the same
-        over worker processes)."""
-        plan = list(self.cfg.comparisons)
-        groups = engine.run_plan(plan, keep=confirm_banks(self.cfg, plan))
-        if self.cancel.is_set():
+    # ------------------------------------------------------------------ the pool's listener
+
+    def has_session(self) -> bool:
+        return self.session is not None
+
+    def on_hello(self, job: Any, data: dict[str, Any]) -> None:
+        if self.session is None and "provenance" in data:
+            self._open_session(data)
+            self._journal_pending()
+
+    def on_nvml(self, data: dict[str, Any]) -> None:
+        if self.session is not None:
+            self.session.nvml(data)
+
+    def on_progress(self, p: Any) -> None:
+        if self.progress is not None:
+            self.progress(p)
+
+    def on_event(self, kind: str, data: Any) -> None:
+        """An inline worker's event, as it comes (its builds were said by _build)."""
+        if kind == "note":
+            self._say(data)
+        elif kind != "builds":
+            self.emit(kind, data)
+
+    def on_group(self, job: Any, hello: dict[str, Any] | None, data: Any) -> None:
+        """A group of a worker's share ended (a tune's candidate screened)."""
+
+    def tags(self, o: Outcome) -> dict[str, Any]:
+        """More fields on each of ``o``'s records (a tune: the GPU and host that measured it)."""
+        return {}
+
+    def on_ended(self, o: Outcome) -> None:
+        if self.session is None:
+            self._pending.append(o)
+        else:
+            self._journal(o)
+
+    def _journal_pending(self) -> None:
+        if self.session is not None:
+            pending, self._pending = self._pending, []
+            for o in pending:
+                self._journal(o)
+
+    def _open_session(self, hello: dict[str, Any]) -> None:
+        """The session, once the first worker knows its GPU: its environment and provenance."""
+        from workbench.store.session import SessionWriter
+
+        workers = self._pool_now.describe()
+        env = {**hello["environment"], **({"workers": workers} if workers else {})}
+        self.session = SessionWriter(
+            self.cfg.sessions_dir, self.cfg.slug, self.cfg.session_config(),
+            hello["provenance"], env,
+        )  # fmt: skip
+        self.clock_mhz = hello.get("clock_mhz")
+        self.nvml_status = hello.get("nvml")
+        self.emit("session", self.session.path)
+        if self.nvml_status != "available":
+            self.note(str(self.nvml_status))
+
+    def _journal(self, o: Outcome) -> None:
+        """A worker's outcome into the session (workbench.run.journal), then its worker record."""
+        self._an = None
+        tags = self.tags(o)
+        for t, rec in self._merge.records(o):
+            rec = {**tags, **rec}
+            if t == "note":
+                self._say(rec["text"])
+            if t == "memory" and o.job.index == 0 and o.job.round == "main":
+                self.memory.append({k: v for k, v in rec.items() if k not in ("t", "worker")})
+            self.session.record(t, **rec)
+        if o.inline:  # the run's own process: its phases are the run's
+            for k, v in ((o.exit or {}).get("phases") or {}).items():
+                self.phases[k] = self.phases.get(k, 0.0) + float(v)
             return
-        for rec in self.recommend().values():
-            self.emit("recommendation", rec)
-        confirm = self.confirmation_plan()
-        if confirm and not self.cancel.is_set():
-            engine.run_plan(confirm, first_group=groups)
-
-    def make_engine(self) -> Any:
-        """The device side of the run (`workbench tune` makes a subclass)."""
-        from workbench.measure.engine import Engine
-
-        return Engine(self.cfg, self.sink, self.monitor)
+        rec = worker_record(o)
+        self.workers.append(rec)
+        self.session.record("worker", **rec)
+        self.emit("worker", rec)
 
     def _finish(self, status: str, error: str | None) -> None:
         if self.session is not None and not self.session.finished:
@@ -312,19 +428,12 @@ class Runner:
 
     # ------------------------------------------------------------------ results
 
-    def recommend(self) -> dict[str, Recommendation]:
-        """Per-kernel recommendations from the comparisons measured so far: the analysis model's
-        rule (workbench.analysis.recommend), the same one the report applies to the journal."""
-        self.recommendations = recommendations(self.results)
-        return self.recommendations
-
-    def confirmation_plan(self, results: list[Any] | None = None) -> list[ComparisonSpec]:
+    def confirmation_plan(self, results: list[Any]) -> list[ComparisonSpec]:
         """The step comparisons of the recommended mix against the all-A (scalar) baseline;
-        ``results`` (with ``.cmp``) name the main comparisons' A arms (default: this process's)."""
+        ``results`` (with ``.cmp``) name the main comparisons' A arms."""
         recs = self.recommendations
         if not self.cfg.confirm or set(recs) != set(KERNELS):
             return []
-        results = self.results if results is None else results
         base = parse_arm_spec("step", ",".join(f"{k}={self._main_a(k, results)}" for k in KERNELS))
         mix = parse_arm_spec("step", ",".join(f"{k}={recs[k].arm}" for k in KERNELS), "mix")
         if base.name == mix.name:
@@ -345,13 +454,16 @@ class Runner:
 
     def analysis(self) -> Any:
         """The analysis of this run's journal (workbench.analysis.analyse: what `sessions show`,
-        the report and the TUI read), or None before the session exists."""
+        the report and the TUI read), or None before the session exists; read once per change
+        of the journal."""
         if self.session is None:
             return None
-        from workbench.analysis import analyse
-        from workbench.store.session import load_session
+        if self._an is None:
+            from workbench.analysis import analyse
+            from workbench.store.session import load_session
 
-        return analyse(load_session(self.session.path, nvml=False), self.cfg.m)
+            self._an = analyse(load_session(self.session.path, nvml=False), self.cfg.m)
+        return self._an
 
     def result(self, status: str) -> RunResult:
         """The finished run: its summary and the analysis it comes from (one reading of the
@@ -397,28 +509,12 @@ class Runner:
 
     def phase_totals(self) -> dict[str, float]:
         """Seconds per phase over the run's processes (docs/DESIGN.md §5.10)."""
-        if not self.workers:
-            return dict(self.phases)
-        out: dict[str, float] = {}
+        out = dict(self.phases)
         for w in self.workers:
             for k, v in (w.get("phases") or {}).items():
                 if isinstance(v, (int, float)):
                     out[k] = out.get(k, 0.0) + float(v)
         return out
-
-
-def confirm_banks(cfg: RunConfig, plan: list[ComparisonSpec]) -> set[tuple[str, str]]:
-    """The banks (kernel, layout) the step confirmation will read after ``plan``: the b3 banks of
-    both kernels, kept to the end of the plan (none when there will be no confirmation)."""
-    readers = {c.kernel for c in plan if c.role == "main" and is_reader_comparison(c.a, c.b)}
-    if not cfg.confirm or readers != set(KERNELS):
-        return set()
-    layouts = {
-        c.a.parts[0][1].layout
-        for c in plan
-        if c.role == "main" and c.kernel != "step" and is_reader_comparison(c.a, c.b)
-    }
-    return {(k, lay) for k in KERNELS for lay in layouts}
 
 
 def json_safe(x: Any) -> Any:
@@ -432,88 +528,6 @@ def json_safe(x: Any) -> Any:
     if isinstance(x, Path):
         return str(x)
     return x
-
-
-def _positive_int(value: Any, option: str, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise BadArgument(f"{option} {value!r} must be an integer >= {low}")
-    return value
-
-
-def make_config(
-    shape: Shape,
-    *,
-    kernels: tuple[str, ...] = defaults.KERNELS,
-    sets: tuple[str, ...] = defaults.SETS,
-    a: str = defaults.ARM_A,
-    b: str = defaults.ARM_B,
-    reference: bool = True,
-    confirm: bool = True,
-    calls: int = defaults.CALLS,
-    replays: int = defaults.REPLAYS,
-    seed: int = defaults.SEED,
-    m: float = defaults.M,
-    protocol: ProtocolConfig | None = None,
-    sessions_dir: str = defaults.SESSIONS_DIR,
-    slug: str | None = None,
-    extra: dict[str, Any] | None = None,
-    workers: int | None = None,
-    counters: bool = False,
-    ray: str | None = None,
-    overlap: bool = False,
-) -> RunConfig:
-    """A validated RunConfig for `workbench ab` (torch-free: bad input fails before GPU work).
-    Errors are BadArgument naming the command-line option and its value."""
-    for k in kernels:
-        if k not in KERNEL_CHOICES:
-            raise BadArgument(f"--kernel {k!r} is not one of {', '.join(KERNEL_CHOICES)}")
-    for s in sets:
-        if s not in SETS:
-            raise BadArgument(f"--set {s!r} is not one of {', '.join(SETS)}")
-    if not kernels or not sets:
-        raise BadArgument("--kernel and --set must each name at least one choice")
-    _positive_int(calls, "--calls")
-    _positive_int(replays, "--replays")
-    _positive_int(seed, "--seed", low=0)
-    workers = defaults.WORKERS if workers is None else workers
-    _positive_int(workers, "--workers")
-    if overlap and (workers < 2 or ray is not None):
-        raise BadArgument(
-            f"--overlap needs local worker processes (--workers {workers}"
-            + (", --ray" if ray is not None else "")
-            + "): nothing would overlap"
-        )
-    check_min_effect(m, "--min-effect")
-    protocol = (protocol or ProtocolConfig()).validate()
-    comparisons = plan_ab(tuple(kernels), tuple(sets), a, b, reference=reference)
-    if slug is None:
-        slug = "aa" if all(c.role == "aa" for c in comparisons) else "ab"
-    return RunConfig(
-        shape=shape.validate(), comparisons=comparisons, sets=tuple(sets), calls=calls,
-        replays=replays, seed=seed, m=float(m), protocol=protocol, confirm=confirm,
-        sessions_dir=str(sessions_dir), slug=slug, mode="ab", workers=workers, counters=counters,
-        ray=ray, overlap=bool(overlap),
-        extra={"kernels": list(kernels), "a": a, "b": b, "reference": reference, **(extra or {})},
-    )  # fmt: skip
-
-
-def config_from_settings(
-    settings: RunSettings, sessions_dir: str | Path, extra: dict[str, Any] | None = None
-) -> RunConfig:
-    """The runner's RunConfig derived from ``settings`` (validated: BadArgument names the field);
-    a checkpoint's record goes into the session config, its experts into the banks."""
-    ckpt = settings.validate().open_checkpoint()
-    extra = dict(extra or {})
-    if ckpt is not None:
-        extra["checkpoint"] = ckpt.summary()
-    cfg = make_config(
-        settings.shape(), kernels=tuple(settings.kernels), sets=tuple(settings.sets),
-        a=settings.a, b=settings.b, calls=settings.calls, replays=settings.replays,
-        seed=settings.seed, protocol=settings.protocol(), sessions_dir=str(sessions_dir),
-        extra=extra, counters=settings.counters,
-    )  # fmt: skip
-    cfg.checkpoint = ckpt  # banks from its experts when one is given
-    return cfg
 
 
 def run_session(

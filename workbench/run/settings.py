@@ -1,7 +1,7 @@
 """The settings of a run in one form (docs/ARCHITECTURE.md "Run configuration"): `RunSettings`, what a
 user chooses. The TUI's run form edits it, the TUI's run entry (`runner.run_session`) runs it, and
 the runner's resolved `RunConfig` (shape, comparisons, protocol) is derived from it through
-`runner.make_config`, which the CLI calls with the same values from its options.
+`config.make_config`, which the CLI calls with the same values from its options.
 """
 
 from __future__ import annotations
@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from workbench.core import defaults
+from workbench.core.arms import offered
 from workbench.core.errors import BadArgument
 from workbench.core.vocab import KERNEL_CHOICES, SETS
 from workbench.data.shapes import DEFAULT_PRESET, Shape, resolve_shape
 from workbench.measure.abba import ProtocolConfig
 
-# The arms a user may put on either side of an A/B (ARCHITECTURE "Variants"); tinygemm and
-# triton-moe are peers that are timed but never recommended.
-ARMS = ("b3-scalar", "b3-coop", "b4-scalar", "tinygemm", "triton-moe")
+# The arms a user may put on either side of an A/B, the defaults first (the arm table: the peers
+# are timed but never recommended).
+ARMS = offered((defaults.ARM_A, defaults.ARM_B))
 
 
 def _open_checkpoint(folder: str, tp: int, rank: int) -> Any:
@@ -51,7 +52,7 @@ _OPENED: dict[tuple, Any] = {}
 @dataclass(frozen=True)
 class RunSettings:
     """What a user chooses for a run (the TUI's run form, the TUI's run entry ``run_session``);
-    ``runner.config_from_settings`` derives the runner's resolved ``RunConfig`` from it. Shape
+    ``config.config_from_settings`` derives the runner's resolved ``RunConfig`` from it. Shape
     fields left as None take the preset's value. A new option is a field here (its default from
     workbench.core.defaults), a check in ``validate`` and a keyword of ``make_config`` that
     ``config_from_settings`` passes it to."""

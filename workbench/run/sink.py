@@ -2,9 +2,10 @@
 
 The engine (workbench.measure.engine) holds a ``Sink`` and nothing else of the run: it journals
 records, says notes and events, reports progress, hands back each finished comparison, and
-polls ``cancel``. In one process the Runner's sink writes the session; inside a worker process
-(workbench.run.workers) the sink sends every record to the parent, which owns the order of work
-and the one merged journal. Torch-free.
+polls ``cancel``. Inside a worker (workbench.run.worker_proc, in its own process or inline in
+the run's) the sink sends every record to the runner, which owns the order of work and the one
+merged journal; a tune's screening engine writes the tune's session through its runner.
+Torch-free.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""One worker process of a run (docs/DESIGN.md §5.10): the child's side of workbench.run.workers.
+"""One worker of a run (docs/DESIGN.md §5.10): the child's side of workbench.run.pool.
 
 A worker imports first (that overlaps the worker before it on its GPU), waits for its job, then
 initializes CUDA, makes its banks, places, captures, gates and times its share of blocks of every
 comparison of its round. Every record, reading and outcome goes to ``out`` as a message
 ``(kind, worker, data)``; the last is "exit". ``run_job`` is the measuring part alone, which a
-Ray task (workbench.run.ray_workers) runs too, in the fresh process Ray gives it.
+Ray task (workbench.run.ray_workers) runs too, in the fresh process Ray gives it, and the inline
+pool in the run's own process.
 
 Torch-free at module level: a worker imports torch only after its CUDA_VISIBLE_DEVICES is set.
 """
@@ -16,6 +17,7 @@ import dataclasses
 import os
 import queue
 import signal
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,7 @@ from workbench.core.errors import (
     BuildError,
     GPUFault,
     NumericsError,
+    WorkbenchError,
     fault_line,
     is_sticky_cuda_error,
 )
@@ -36,7 +39,7 @@ PHASES = ("startup", "build", "describe", "banks", "warmup", "capture", "gate", 
 @dataclass(frozen=True)
 class WorkerJob:
     index: int
-    round: str  # "main", "confirm", a tune's "tune" or "reader" (workers.ROUND_GROUP)
+    round: str  # "main", "confirm", a tune's "tune" or "reader" (pool.ROUND_GROUP)
     cfg: Any  # the RunConfig of this worker: its comparisons and its placement seed
     gpu: GPU
     first_group: int = 0
@@ -44,6 +47,19 @@ class WorkerJob:
     # "stop": a numerics failure ends the run (exit 5); "exclude": it leaves that group's
     # comparisons out ("excluded") and the worker goes on (a tune's candidates, a group each)
     numerics: str = "stop"
+    # in the run's own process (the inline pool): the engine's events ("comparison", "gate",
+    # "result", ...) are sent as they come, for listeners that show them live, and an error is
+    # raised again after it is reported, so the run fails with it as it is
+    inline: bool = False
+    # workers that measure each comparison of the round: all of the round's, or 1 where the
+    # round splits its groups over the workers (a tune's screen: each candidate measured once)
+    replicas: int = 1
+    # a worker on another GPU model than this one says so after its hello and measures nothing
+    # (a tune's screen on Ray: its ratios rank within one model)
+    expect_gpu: str | None = None
+    # the round's groups are handed out one at a time (``inbox``): each measured by one worker,
+    # the next one given only once the parent has seen the last one end (Ctrl-C then stops it)
+    split: bool = False
     # what the run set up once and hands over (workbench.run.setup): None for the first worker
     setup: dict[str, Any] | None = None
 
@@ -106,7 +122,7 @@ def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any, overlap: bo
     info["wait_s"] = time.monotonic() - t0 - info["import_s"]  # imported, waiting for its turn
     if job.index < 0:  # a spare the run did not need
         return
-    run_job(job, out, stop, info, t0, early)
+    run_job(job, out, stop, info, t0, early, inbox=jobs)
 
 
 def run_job(
@@ -117,10 +133,12 @@ def run_job(
     t0: float,
     early: BaseException | None = None,
     hello_extra: dict[str, Any] | None = None,
+    inbox: Any = None,
 ) -> None:
     """Measure ``job`` in this process (its imports done, ``info`` their seconds): CUDA, the
     engine, its blocks; every message to ``out``, "exit" last. ``hello_extra``: more facts of
-    where it runs (a Ray worker's host)."""
+    where it runs (a Ray worker's host); ``inbox``: where a split job's groups come from (the
+    comparison ids of one group at a time, None when there are no more)."""
     from workbench.run import setup as run_setup
 
     idx = job.index
@@ -146,6 +164,8 @@ def run_job(
 
         t1 = time.monotonic()
         sink = Sink(record=record, progress=progress, cancel=stop)
+        if job.inline:
+            sink.emit = lambda kind, data: out.put(("event", idx, (kind, data)))
         monitor = Monitor(device_index=job.gpu.nvml)
         monitor.sink = lambda r: out.put(
             ("nvml", idx, {"t": time.time(), **(dataclasses.asdict(r) if dataclasses.is_dataclass(r)
@@ -168,8 +188,15 @@ def run_job(
         info["describe_s"] = time.monotonic() - t3
         monitor.start()
         out.put(("hello", idx, hello))
+        name = (hello["environment"].get("gpu") or {}).get("name")
+        if job.expect_gpu and name != job.expect_gpu:
+            where = f"host {hello.get('host') or socket.gethostname()} GPU {job.gpu.visible}"
+            raise WorkbenchError(
+                f"{where} is a {name}, not the driver's {job.expect_gpu}: not used "
+                "(screening ratios rank within one GPU model)"
+            )
         if job.numerics == "exclude":
-            _each_group(engine, job, out, stop)
+            _each_group(engine, job, out, stop, inbox)
         else:
             engine.run_plan(list(job.cfg.comparisons), first_group=job.first_group)
         out.put(("done", idx, "interrupted" if stop.is_set() else "complete"))
@@ -178,6 +205,9 @@ def run_job(
         out.put(("fault", idx, {"cmp": e.cmp, "arm": e.arm, "error": str(e)}))
     except NumericsError as e:
         out.put(("numerics", idx, str(e)))
+    except KeyboardInterrupt:  # only in the run's own process (a worker ignores SIGINT)
+        out.put(("done", idx, "interrupted"))
+        raise
     except BaseException as e:  # reported to the parent, which names the worker
         if is_sticky_cuda_error(e):
             fault = True
@@ -186,6 +216,8 @@ def run_job(
         else:
             kind = "build" if isinstance(e, BuildError) else "error"
             out.put((kind, idx, f"{type(e).__name__}: {e}"))
+            if job.inline:
+                raise
     finally:
         if monitor is not None:
             monitor.stop()
@@ -207,22 +239,55 @@ def run_job(
                                "overlap": info.get("overlap")}))  # fmt: skip
 
 
-def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any) -> None:
+def _handed(job: WorkerJob, inbox: Any, stop: Any) -> Any:
+    """The groups the parent hands out, one at a time, until it says there are no more."""
+    while True:
+        try:
+            ids = inbox.get(timeout=0.2)
+        except queue.Empty:
+            if stop.is_set():
+                return
+            continue
+        if ids is None:
+            return
+        yield [c for c in job.cfg.comparisons if c.id in set(ids)]
+
+
+def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any, inbox: Any = None) -> None:
     """The job's groups one by one (a tune: one group per candidate): a numerics failure leaves
-    that group's comparisons out, said to the parent as "excluded", and the worker goes on."""
+    that group's comparisons out, said to the parent as "excluded", and the worker goes on.
+    Each group's outcome goes to the parent as it ends ("group": its status, seconds and, per
+    set, the ratio of its comparison as the engine judged it)."""
     from workbench.measure.engine import plan_groups
 
     groups = plan_groups(list(job.cfg.comparisons))
     g = job.first_group
-    for i, part in enumerate(groups):
+    for i, part in enumerate(_handed(job, inbox, stop) if job.split else groups):
         if stop.is_set():
             break
-        later = [c for p in groups[i + 1 :] for c in p]
+        later = [] if job.split else [c for p in groups[i + 1 :] for c in p]
+        before, t0 = len(engine.sink.results), time.monotonic()
+        ids = [c.id for c in part]
         try:
             g = engine.run_plan(part, keep=engine.banks_needed(later), first_group=g)
         except NumericsError as e:  # passed its screening gate, failed on this placement
-            out.put(("excluded", job.index, {"cmps": [c.id for c in part], "error": str(e)}))
+            out.put(("excluded", job.index, {"cmps": ids, "error": str(e)}))
+            out.put(("group", job.index, {"cmps": ids, "status": "excluded", "sets": {},
+                                          "reason": f"numerics: {e}"}))  # fmt: skip
             g += 1
+            continue
+        sets = {}
+        for res in engine.sink.results[before:]:
+            v = res.verdict
+            sets[res.set] = {
+                "cmp": res.id, "ratio": v.median if v.n else None,
+                "ci": [v.ci_low, v.ci_high], "pairs": v.n,
+                "a_us": res.a_us_per_call, "b_us": res.b_us_per_call,
+            }  # fmt: skip
+        complete = len(sets) == len(part) and all(x["pairs"] for x in sets.values())
+        status = "cancelled" if stop.is_set() and not complete else "measured"
+        out.put(("group", job.index, {"cmps": ids, "status": status, "sets": sets,
+                                      "seconds": time.monotonic() - t0}))  # fmt: skip
 
 
 def _parent_alive() -> bool:

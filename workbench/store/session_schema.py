@@ -255,7 +255,7 @@ RECORDS["worker"] = {
     "t": (REQ, _t),
     "worker": (REQ, integer(0, MAX_COUNT)),
     "status": (REQ, one_of("complete", "interrupted", "failed", "fault", "numerics", "running")),
-    "round": (OPT, one_of("main", "confirm", "tune", "reader")),
+    "round": (OPT, one_of("main", "confirm", "tune", "reader", "screen")),
     "uuid": (OPT, nullable(any_text)),
     "name": (OPT, nullable(any_text)),
     "phases": (OPT, nullable(mapping({}))),

@@ -1,13 +1,15 @@
 """A tune run (docs/DESIGN.md §11): screen every candidate, confirm the best few against the
 default with the full block protocol, then time the readers at the best parameters. One
-session holds it all; the runner's session, monitor, Ctrl-C and failure handling are reused.
+session holds it all; the runner's session, Ctrl-C and failure handling are reused.
 
-A tune screens in its own workers (screen.Pool, ray_pool.RayPool) and confirms in fresh worker
-processes (workbench.run.workers, round "tune"; the reader verdict, round "reader"), as
-`workbench ab` measures: the interval of a confirmed candidate runs over workers, and a
-candidate whose kernel faults the GPU ends its worker alone and is EXCLUDED, naming the fault.
-``RunConfig.workers`` 1 (--single-process) measures both here (debugging: the verdicts say
-they ignore process variance).
+A tune walks its rounds as `workbench ab` does (``TuneRunner.rounds``, data): round "screen"
+shares the candidates out over one worker per GPU (on Ray with ``--ray``; in this process on
+one GPU), each candidate's record made as its worker finishes it; round "tune" confirms the
+best ``--top`` against the default on the run's pool (workbench.run.pool: the interval of a
+confirmed candidate runs over workers, and a candidate whose kernel faults the GPU ends its
+worker alone and is EXCLUDED, naming the fault); round "reader" times the readers at the best
+parameters. ``RunConfig.workers`` 1 (--single-process) confirms in this process (debugging: the
+verdicts say they ignore process variance).
 
 Torch-free at module level (the device modules load inside the run).
 """
@@ -16,19 +18,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.analysis.recommend import overall, recommendations
 from workbench.analysis.words import reason
 from workbench.core import defaults
-from workbench.core.errors import BadArgument, NumericsError, WorkbenchError
+from workbench.core.errors import (
+    BadArgument,
+    WorkbenchError,
+)
 from workbench.core.vocab import SETS
 from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
-from workbench.run.runner import RunConfig, Runner
+from workbench.run.config import RunConfig
+from workbench.run.pool import Outcome, fault_ids
+from workbench.run.runner import Round, Runner
 from workbench.tune import cache
-from workbench.tune.screen import Pool, Task, screen_one
 from workbench.tune.space import Candidate, comparisons, reader_comparisons
 
 DEFAULT_SCREEN_PAIRS = 3  # a screen ranks candidates; the confirmation decides
@@ -51,7 +59,7 @@ class TuneConfig:
     workers: int | None = None  # None: one per visible GPU
     resume: bool = True
     setup: tuple[str, dict[str, Any]] | None = None  # tests: installs the simulated device
-    ray: str | None = None  # a Ray cluster's address: screen on its GPUs (tune/ray_pool.py)
+    ray: str | None = None  # a Ray cluster's address: screen on its GPUs (run/ray_workers.py)
     ray_init: dict[str, Any] | None = None  # tests: ray.init arguments of a local instance
 
     def validate(self) -> TuneConfig:
@@ -99,157 +107,274 @@ def make_run_config(
     return cfg
 
 
-class _Tagged:
-    """The session writer, with every record tagged with the GPU it was measured on."""
+def _excluded_why(outcomes: tuple[Outcome, ...], ids: list[str]) -> str | None:
+    """Why a worker round left a candidate out: the GPU fault of one of its comparisons (the
+    worker it ended named), else its numerics failure; None when it was measured."""
+    for o in outcomes:
+        if o.fault and set(fault_ids(o.fault)) & set(ids):
+            return f"worker {o.job.index}: {o.fault['error']}"
+    for o in outcomes:
+        for cmps, error in o.excluded:
+            if set(cmps) & set(ids):
+                return f"numerics: {error}"
+    return None
 
-    def __init__(self, inner: Any, gpu: int, host: str | None = None) -> None:
-        self.inner, self.gpu, self.host = inner, gpu, host
 
-    def record(self, type: str, **fields: Any) -> dict[str, Any]:
-        if "worker" not in fields:  # a worker's records name it; its worker record, the GPU
-            fields.setdefault("gpu", self.gpu)
-        if self.host is not None:  # a Ray sweep: samples of several hosts share one session
-            fields.setdefault("host", self.host)
-        return self.inner.record(type, **fields)
+def score(sets: dict[str, dict[str, Any]]) -> float | None:
+    """Geometric mean over the expert sets of the candidate/default ratio (< 1: faster)."""
+    ratios = [s["ratio"] for s in sets.values() if s.get("ratio")]
+    if not ratios or len(ratios) < len(sets):
+        return None
+    return math.exp(sum(math.log(x) for x in ratios) / len(ratios))
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+
+def _plan_screen(r: TuneRunner, an: Any) -> list[Any]:
+    """Round "screen": every candidate the resume cache does not know, against the default,
+    one group each, the groups shared out over one worker per GPU (docs/DESIGN.md §11.2)."""
+    import time
+
+    import torch
+
+    r.gpu_name = torch.cuda.get_device_properties(torch.cuda.current_device()).name
+    default, rest = r.tcfg.candidates[0], r.tcfg.candidates[1:]
+    keys = {c.name: r._key(c, default) for c in rest}
+    todo = []
+    for c in rest:
+        hit = cache.load(keys[c.name]) if r.tcfg.resume else None
+        if hit is not None:
+            r._screened({**hit, "source": "cache"}, store=False)
+        else:
+            todo.append(c)
+    if len(rest) - len(todo):
+        r.note(f"resumed: {len(rest) - len(todo)} candidate(s) screened before (cache)")
+    r._make_screen_pool(len(todo))
+    r._t0 = time.monotonic()
+    return [x for c in todo for x in comparisons("screen", default, c, r.cfg.sets,
+                                                 f"screen/{c.name}")]  # fmt: skip
+
+
+def _screened_all(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    """The screen's seconds; a screen where every worker failed ends the run."""
+    import time
+
+    r.screen_seconds = time.monotonic() - r._t0
+    left = [c.name for c in r.tcfg.candidates[1:] if c.name not in r.screened]
+    if not left or r.cancel.is_set():
+        return
+    if r.tcfg.ray is not None and not any(x.get("source") == "measured"
+                                          for x in r.screened.values()):  # fmt: skip
+        raise WorkbenchError(
+            f"no Ray screening actor screened anything ({len(left)} candidate(s) not "
+            "screened): see the session's notes"
+        )
+    if sum(o.status in ("failed", "fault") for o in outcomes) >= len(outcomes):
+        raise WorkbenchError(
+            f"every screening worker stopped ({len(left)} candidate(s) not screened): "
+            "see the session's notes"
+        )
+
+
+def _plan_tune(r: TuneRunner, an: Any) -> list[Any]:
+    """Round "tune": the best ``--top`` screened candidates against the default."""
+    if r.tcfg.top == 0:  # --top 0: screen only
+        return []
+    r.emit("phase", "confirm")
+    default = r.tcfg.candidates[0]
+    r.top = [r._candidate(res["candidate"]) for res in r.ranked()[: r.tcfg.top]]
+    r.planned = {c.name: comparisons("tune", default, c, r.cfg.sets, f"tune/{c.name}")
+                 for c in r.top}  # fmt: skip
+    return [c for cs in r.planned.values() for c in cs]
+
+
+def _confirm(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    """Each candidate's verdict from the merged journal, its interval over the workers
+    (docs/DESIGN.md §7.3), or why it was excluded; then the best configuration."""
+    for cand in r.top:
+        ids = [c.id for c in r.planned[cand.name]]
+        why = _excluded_why(outcomes, ids)
+        if why is None and not any(x.id in ids and x.verdict.n for x in an.results):
+            errors = r.errors()
+            why = "no worker measured it" + (f" ({'; '.join(errors)})" if errors else "")
+        if why is not None:
+            r._exclude(cand, why)
+        elif not r.cancel.is_set():
+            r._confirmed(cand, ids, an.results)
+    if r.cancel.is_set() and len(r.confirmed) < len(r.top):
+        return
+    r.best = r._choose(r.tcfg.candidates[0])
+    r.emit("best", r.best)
+
+
+def _plan_reader(r: TuneRunner, an: Any) -> list[Any]:
+    """Round "reader": scalar against cooperative at the best parameters."""
+    if r.best is None:
+        return []
+    best = r._candidate(r.best["candidate"])
+    if not best.arm.startswith("b3-"):
+        r.note(f"reader verdict skipped: {best.arm} has one reader only")
+        return []
+    r.emit("phase", "reader")
+    r.planned = {"reader": reader_comparisons(best, r.cfg.sets)}
+    return r.planned["reader"]
+
+
+def _read(r: TuneRunner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
+    """The one reader rule (docs/DESIGN.md §7.5) on the reader comparisons: scalar against
+    cooperative at the same parameters is a reader pair (plan.is_reader_comparison)."""
+    ids = {c.id for c in r.planned["reader"]}
+    done = [x for x in an.results if x.id in ids and x.verdict.n]
+    kernel = r.tcfg.kernel
+    rec = recommendations(done).get(kernel) if done else None
+    if rec is not None:
+        r.recommendations = {kernel: rec}
+        r.emit("recommendation", rec)
 
 
 class TuneRunner(Runner):
     """Runner whose plan is a tune: see the module docstring."""
 
+    faults_fail = False  # a candidate whose kernel faults a worker is EXCLUDED, naming the fault
+    # screen every candidate, confirm the best against the default, then time the readers at
+    # the best parameters
+    rounds = (Round("screen", _plan_screen, "exclude", _screened_all, split=True),
+              Round("tune", _plan_tune, "exclude", _confirm),
+              Round("reader", _plan_reader, done=_read))  # fmt: skip
+
     def __init__(self, cfg: RunConfig, tcfg: TuneConfig, **kw: Any) -> None:
         super().__init__(cfg, **kw)
         self.tcfg = tcfg.validate()
+        self.worker_setup = tcfg.setup
         self.screened: dict[str, dict[str, Any]] = {}
         self.confirmed: dict[str, dict[str, Any]] = {}
         self.best: dict[str, Any] | None = None
         self.screen_seconds: float | None = None
         self.workers_used = 1
-        self.worker_errors = 0
         self.gpu_name = ""
-        self.hosts: list[dict[str, Any]] = []  # a Ray sweep's actors: host, GPU, name, node
+        self.hosts: list[dict[str, Any]] = []  # a Ray sweep's workers: host, GPU, name, node
+        self.top: list[Candidate] = []  # the candidates of round "tune"
+        self.planned: dict[str, list[Any]] = {}  # candidate (or "reader") -> its comparisons
+        self.screen_pool: Any = None  # the pool round "screen" runs on
+        # records made before the session began (notes, the candidates the resume cache knew)
+        self._unwritten: list[tuple[str, dict[str, Any]]] = []
+        self._t0 = 0.0
 
-    def make_engine(self) -> Any:
-        from workbench.tune.device import TuneEngine
+    def prepare(self) -> None:
+        """Nothing ahead: each round's pool starts when the round is planned (the screen's
+        workers hold the GPUs first)."""
 
-        return TuneEngine(self.cfg, self.sink, self.monitor)
+    # ------------------------------------------------------------------ pools
 
-    def uses_workers(self) -> bool:
-        return False  # the tune's own process screens and opens the session; see confirm()
+    def pool_for(self, name: str) -> Any:
+        return self.screen_pool if name == "screen" else super().pool_for(name)
 
-    def run_plan(self, engine: Any) -> None:
-        self.tune(engine)
+    def pools(self) -> list[Any]:
+        return [p for p in (self.screen_pool, self.pool) if p is not None]
 
-    # ------------------------------------------------------------------ phases
-
-    def tune(self, engine: Any) -> None:
-        import time
-
+    def _make_screen_pool(self, todo: int) -> None:
+        """The screen's pool: one worker per GPU used, on Ray (``tcfg.ray``), in spawned
+        processes (several GPUs), else in this process."""
         import torch
 
-        if self.tcfg.ray is not None:  # (host, GPU index on it) names every sample's GPU
-            import socket
+        from workbench.run.gpus import GPU
+        from workbench.run.pool import Pool, ProcessPool
 
-            from workbench.tune.screen import visible_gpus
-
-            own = visible_gpus(1)[0]
-            self.session = _Tagged(self.session, int(own) if own.isdigit() else 0,
-                                   socket.gethostname())  # fmt: skip
-        else:
-            self.session = _Tagged(self.session, 0)
-        self.gpu_name = torch.cuda.get_device_properties(torch.cuda.current_device()).name
         visible = max(1, torch.cuda.device_count())
         workers = min(self.tcfg.workers or visible, visible)
         if self.tcfg.workers and self.tcfg.workers > visible and self.tcfg.ray is None:
             self.note(
                 f"--workers {self.tcfg.workers}: only {visible} GPU(s) visible, using {visible}"
             )
-        default, rest = self.tcfg.candidates[0], self.tcfg.candidates[1:]
-        keys = {c.name: self._key(c, default) for c in rest}
-        todo = []
-        for i, c in enumerate(rest):
-            hit = cache.load(keys[c.name]) if self.tcfg.resume else None
-            if hit is not None:
-                self._screened({**hit, "source": "cache"}, store=False)
-            else:
-                todo.append(Task(c, default, i))
-        if len(rest) - len(todo):
-            self.note(f"resumed: {len(rest) - len(todo)} candidate(s) screened before (cache)")
-        t0 = time.monotonic()
-        self.workers_used = min(workers, max(1, len(todo)))
-        if todo and self.tcfg.ray is not None:
-            self._screen_on_ray(todo)
-        elif self.workers_used <= 1:
-            engine.use_protocol(self._screen_protocol())
-            for task in todo:
-                if self.cancel.is_set():
-                    break
-                self._screened(screen_one(engine, task, self.cfg.sets, 0))
-        elif todo:
-            Pool(self.cfg, self._screen_protocol(), self.cfg.sets, self.workers_used,
-                 self.tcfg.setup).run(todo, self._message, self.cancel)  # fmt: skip
-            left = [t for t in todo if t.candidate.name not in self.screened]
-            if left and self.worker_errors >= self.workers_used and not self.cancel.is_set():
-                raise WorkbenchError(
-                    f"every screening worker stopped ({len(left)} candidate(s) not screened): "
-                    "see the session's notes"
-                )
-        self.screen_seconds = time.monotonic() - t0
-        if self.cancel.is_set() or self.tcfg.top == 0:  # --top 0: screen only
-            return
-        self.emit("phase", "confirm")
-        engine.use_protocol(self.cfg.protocol)
-        engine.store.release(set())  # screening banks may be anywhere: place anew
-        top = [self._candidate(res["candidate"]) for res in self.ranked()[: self.tcfg.top]]
-        if self.cfg.workers > 1:
-            self._confirm_in_workers(default, top)
-        for j, cand in enumerate(top if self.cfg.workers <= 1 else []):
-            if self.cancel.is_set():
-                return
-            self._confirm(engine, default, cand, len(rest) + j)
-        if self.cancel.is_set() and len(self.confirmed) < len(top):
-            return
-        self.best = self._choose(default)
-        self.emit("best", self.best)
-        if self.cancel.is_set():
-            return
-        best = self._candidate(self.best["candidate"])
-        if not best.arm.startswith("b3-"):
-            self.note(f"reader verdict skipped: {best.arm} has one reader only")
-            return
-        self.emit("phase", "reader")
-        cmps = reader_comparisons(best, self.cfg.sets)
-        if self.cfg.workers > 1:
-            results = self._in_workers("reader", cmps, "stop").analysis().results
+        cfg = dataclasses.replace(self.cfg, protocol=self._screen_protocol(), ray=self.tcfg.ray,
+                                  ray_init=self.tcfg.ray_init, workers=1)  # fmt: skip
+        if self.tcfg.ray is not None:
+            from workbench.run.ray_workers import RayPool
+
+            pool: Pool = RayPool(cfg, self.worker_setup, self.cancel)
+            pool.expect_gpu = self.gpu_name  # screening ratios rank within one GPU model
+            pool.start()
+            n = min(len(pool.gpus), self.tcfg.workers or len(pool.gpus), max(1, todo))
         else:
-            engine._prepare_banks(cmps)
-            engine.run_group(len(rest) + self.tcfg.top, cmps)
-            results = self.results
-        # The one reader rule (docs/DESIGN.md §7.5) on these comparisons: scalar against
-        # cooperative at the same parameters is a reader pair (plan.is_reader_comparison).
-        done = [r for r in results if r.id in {c.id for c in cmps} and r.verdict.n]
-        if done:
-            rec = recommendations(done).get(best.kernel)
-            if rec is not None:
-                self.recommendations = {best.kernel: rec}
-                self.emit("recommendation", rec)
+            n = min(workers, max(1, todo))
+            env = os.environ.get("CUDA_VISIBLE_DEVICES")
+            ids = ([x.strip() for x in env.split(",") if x.strip()] if env else [])[:n]
+            ids = ids or [str(i) for i in range(n)]
+            gpus = [GPU(d, int(d) if d.isdigit() else i) for i, d in enumerate(ids)]
+            cfg = dataclasses.replace(cfg, workers=n)  # one spare per GPU from the start
+            pool = (ProcessPool if n > 1 else Pool)(cfg, self.worker_setup, self.cancel)
+            pool.start(gpus)
+        pool.cfg = dataclasses.replace(cfg, workers=n)  # on Ray: once the cluster is known
+        self.screen_pool, self.workers_used = pool, n
 
-    def _screen_on_ray(self, todo: list[Task]) -> None:
-        from workbench.tune.ray_pool import RayPool
+    def tags(self, o: Outcome) -> dict[str, Any]:
+        """The GPU that measured a screen's or this process's records (its index among the
+        screen's GPUs; on Ray, on its host), and on Ray the host of every record."""
+        hello = o.hello or {}
+        out: dict[str, Any] = {}
+        if o.job.round == "screen" or o.inline:
+            out["gpu"] = self._gpu_of(o.job, hello)
+        if self.tcfg.ray is not None:
+            out["host"] = hello.get("host") or socket.gethostname()
+        return out
 
-        pool = RayPool(self.cfg, self._screen_protocol(), self.cfg.sets, self.tcfg.ray,
-                       self.tcfg.workers, self.tcfg.setup, self.gpu_name,
-                       dict(self.tcfg.ray_init or {}))  # fmt: skip
-        pool.run(todo, self._message, self.cancel)
-        self.hosts, self.workers_used = pool.facts, len(pool.facts)
-        left = [t for t in todo if t.candidate.name not in self.screened]
-        if len(left) == len(todo) and not self.cancel.is_set():
-            raise WorkbenchError(
-                f"no Ray screening actor screened anything ({len(left)} candidate(s) not "
-                "screened): see the session's notes"
-            )
+    def _gpu_of(self, job: Any, hello: dict[str, Any]) -> int:
+        vis = hello.get("gpu")  # a Ray worker: the GPU Ray gave it
+        if vis is None and job.inline and self.tcfg.ray is not None:
+            vis = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0]
+        if isinstance(vis, str) and vis.isdigit():
+            return int(vis)
+        return job.index % max(1, len(self.screen_pool.gpus)) if job.round == "screen" else 0
+
+    def record(self, type: str, **fields: Any) -> dict[str, Any] | None:
+        if self.session is None:  # the screen plans before any worker opens the session
+            self._unwritten.append((type, fields))
+            return None
+        return super().record(type, **fields)
+
+    def _open_session(self, hello: dict[str, Any]) -> None:
+        super()._open_session(hello)
+        for type, fields in self._unwritten:
+            self.record(type, **fields)
+        self._unwritten = []
+
+    # ------------------------------------------------------------------ round "screen"
+
+    def on_hello(self, job: Any, data: dict[str, Any]) -> None:
+        super().on_hello(job, data)
+        if job.round == "screen" and data.get("host"):  # a Ray worker: say where it runs
+            gpu = (data.get("environment") or {}).get("gpu") or {}
+            facts = {"host": data["host"], "gpu": self._gpu_of(job, data),
+                     "cuda_visible_devices": data.get("gpu"), "node": data.get("ray_node"),
+                     "name": gpu.get("name"), "uuid": gpu.get("uuid"),
+                     "nvml": data.get("nvml")}  # fmt: skip
+            self.emit("worker", facts)
+            if facts["name"] == self.gpu_name:
+                self.hosts.append(facts)
+                self.note(f"screening actor on host {facts['host']} GPU {facts['gpu']}: "
+                          f"{facts['name']} (Ray node {str(facts['node'])[:12]})")  # fmt: skip
+
+    def on_group(self, job: Any, hello: dict[str, Any] | None, data: Any) -> None:
+        """A screened candidate as its worker finished it: its record, at once."""
+        if job.round != "screen":
+            return
+        name = data["cmps"][0].split("/")[1]
+        cand = self._candidate(name)
+        res: dict[str, Any] = {
+            "candidate": cand.name, "params": dict(cand.params), "arm": cand.arm,
+            "gpu": self._gpu_of(job, hello or {}),
+            "gate": "rel_l2" if cand.tolerance is not None else "bit-identical",
+            "sets": data["sets"],
+        }  # fmt: skip
+        if (hello or {}).get("host"):
+            res["host"] = hello["host"]
+        if data["status"] == "excluded":
+            res.update(status="excluded", reason=data["reason"])
+        elif data["status"] == "cancelled":
+            res.update(seconds=data["seconds"], status="cancelled",
+                       reason="interrupted while screening")  # fmt: skip
+        else:
+            res.update(seconds=data["seconds"], score=score(data["sets"]), status="screened",
+                       reason=None)  # fmt: skip
+        self._screened(res)
 
     def _screen_protocol(self) -> ProtocolConfig:
         return dataclasses.replace(
@@ -273,27 +398,10 @@ class TuneRunner(Runner):
             self.cfg.shape.to_dict(), props.name, proto,
         )  # fmt: skip
 
-    def _message(self, kind: str, gpu: int, data: Any) -> None:
-        """A worker's record, result or error, in the parent's thread."""
-        if kind == "record":
-            rec = dict(data)
-            rtype = rec.pop("type")
-            self.session.inner.record(rtype, **rec)
-        elif kind == "result":
-            self._screened(data)
-        elif kind == "error":
-            self.worker_errors += 1
-            self.note(f"screening worker on GPU {gpu} stopped: {data}")
-        elif kind == "ready":
-            self.emit("worker", {"gpu": gpu, **data})
-            if "host" in data:  # a Ray actor: say where it runs
-                self.note(f"screening actor on host {data['host']} GPU {data['gpu']}: "
-                          f"{data['name']} (Ray node {data['node'][:12]})")  # fmt: skip
-
     def _screened(self, res: dict[str, Any], store: bool = True) -> None:
         res = {**res, "source": res.get("source", "measured")}
         self.screened[res["candidate"]] = res
-        self.session.record("candidate", **{k: v for k, v in res.items() if k != "t"})
+        self.record("candidate", **{k: v for k, v in res.items() if k != "t"})
         self.emit("candidate", res)
         if store and res["status"] in ("screened", "excluded"):
             cand = self._candidate(res["candidate"])
@@ -311,57 +419,11 @@ class TuneRunner(Runner):
                 return c
         raise WorkbenchError(f"no candidate named {name!r} in this sweep")
 
-    def _confirm_in_workers(self, default: Candidate, top: list[Candidate]) -> None:
-        """Round "tune" of fresh worker processes (workbench.run.workers) over every candidate
-        of ``top``, merged into this session; each candidate's verdict then comes from the
-        merged journal, its interval over the workers (docs/DESIGN.md §7.3)."""
-        cmps = {c.name: comparisons("tune", default, c, self.cfg.sets, f"tune/{c.name}")
-                for c in top}  # fmt: skip
-        run = self._in_workers("tune", [c for cs in cmps.values() for c in cs], "exclude")
-        results = run.analysis().results
-        for cand in top:
-            ids = [c.id for c in cmps[cand.name]]
-            why = _excluded_why(run, ids)
-            if why is None and not any(r.id in ids and r.verdict.n for r in results):
-                why = "no worker measured it" + (
-                    f" ({'; '.join(run.errors)})" if run.errors else ""
-                )
-            if why is not None:
-                self._exclude(cand, why)
-            elif not self.cancel.is_set():
-                self._confirmed(cand, ids, results)
-
-    def _in_workers(self, round_: str, cmps: list[Any], numerics: str) -> Any:
-        """One round of fresh worker processes (workbench.run.workers) into this session;
-        returns its WorkerRun (faults, exclusions, the merged journal's analysis). A numerics
-        failure with ``numerics`` "stop" raises NumericsError, as in this process."""
-        run = self.worker_run(self.tcfg.setup)
-        try:
-            run.start()
-            env = self.session.environment
-            self.session.update(environment={**env, "workers": run.describe()})
-            run.run_round(round_, cmps, numerics=numerics)
-        finally:
-            run.end()
-        if run.numerics is not None:
-            raise NumericsError(run.numerics)
-        return run
-
     def _exclude(self, cand: Candidate, why: str) -> None:
         self.confirmed[cand.name] = {"candidate": cand.name, "params": dict(cand.params),
                                      "verdict": "EXCLUDED", "reason": why, "sets": {}}  # fmt: skip
         self.note(f"{cand.name}: excluded at confirmation: {why}")
         self.emit("confirmed", self.confirmed[cand.name])
-
-    def _confirm(self, engine: Any, default: Candidate, cand: Candidate, group: int) -> None:
-        cmps = comparisons("tune", default, cand, self.cfg.sets, f"tune/{cand.name}")
-        try:
-            engine._prepare_banks(cmps)
-            engine.run_group(group, cmps)
-        except NumericsError as e:  # passed its screening gate, failed on a later placement
-            self._exclude(cand, f"numerics: {e}")
-            return
-        self._confirmed(cand, [c.id for c in cmps], self.results)
 
     def _confirmed(self, cand: Candidate, ids: list[str], results: list[Any]) -> None:
         """A confirmed candidate's record from its comparisons' results (the analysis model's)."""
@@ -410,20 +472,6 @@ class TuneRunner(Runner):
         from workbench.run.runner import json_safe
 
         return json_safe(out)
-
-
-def _excluded_why(run: Any, ids: list[str]) -> str | None:
-    """Why a worker round left a candidate out: the GPU fault of one of its comparisons (the
-    worker it ended named), else its numerics failure; None when it was measured."""
-    from workbench.run.workers import fault_ids
-
-    for f in run.faults:
-        if set(fault_ids(f)) & set(ids):
-            return f"worker {f['worker']}: {f['error']}"
-    for i in ids:
-        if i in run.dropped:
-            return f"numerics: {run.dropped[i]}"
-    return None
 
 
 def run_tune_session(
