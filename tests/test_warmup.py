@@ -110,19 +110,47 @@ def _counted(path: Path, cmp: str) -> float:
                             for v in bl.values())  # fmt: skip
 
 
-@pytest.mark.parametrize("path", _sessions(warmup=True, workers=True)[-9:], ids=lambda p: p.name)
+def _gpu(path: Path) -> str:
+    return load_session(path, nvml=False).gpu_name or ""
+
+
+def _of(model: str) -> list[Path]:
+    return [p for p in _sessions(warmup=True, workers=True) if model in _gpu(p)]
+
+
+def _pair_step(path: Path) -> float | None:
+    """W13 hot's second warm-up pair minus its first (log ratio, mean over workers)."""
+    two = [r for r in _warmup_ratios(path)["w13/hot"] if len(r) >= 2]
+    return statistics.fmean(r[1] - r[0] for r in two) if two else None
+
+
+@pytest.mark.parametrize("path", _of("H200")[-9:], ids=lambda p: p.name)
 def test_what_sized_the_warmup_still_holds(path):
-    """WARMUP_PAIRS = 2: the second warm-up pair of W13 hot reads as the first (no number of
-    its replays moves it), and the rotating comparison, run after it, matches the counted blocks
+    """On the H200 the second warm-up pair of W13 hot reads as the first (no number of its
+    replays moves it), and the rotating comparison, run after it, matches the counted blocks
     from its first warm-up pair."""
     warm = _warmup_ratios(path)
     default = "default" in path.name
-    two = [r for r in warm["w13/hot"] if len(r) >= 2]
-    if two:
-        pair_step = statistics.fmean(r[1] - r[0] for r in two)
+    pair_step = _pair_step(path)
+    if pair_step is not None:
         assert abs(pair_step) < 0.1 * OFFSET, pair_step
     if default:  # the offset the warm-up block absorbs is there in its first pair
         hot0 = statistics.fmean(r[0] for r in warm["w13/hot"]) - _counted(path, "w13/hot")
         assert hot0 > 0.5 * OFFSET, hot0
     rot0 = statistics.fmean(r[0] for r in warm["w13/rotating"]) - _counted(path, "w13/rotating")
     assert abs(rot0) < 0.2 * OFFSET, rot0
+
+
+def test_on_the_h100_the_h200_sizing_does_not_hold():
+    """Why WARMUP_PAIRS is 2, not 1 (core/defaults.py): the one-pair warm-up rested on the H200
+    sessions' second warm-up pair reading as the first (the test above). On an H100 80GB HBM3
+    (sessions of 49475e5, benchmarks/results/h100_warmup_49475e5/README.md) W13 hot's second
+    pair minus its first scatters -0.20 .. +0.08 % (mean -0.10 %), past that bound in three of
+    six sessions, and one pair left the first counted block apart there (9763616). With two
+    pairs no first counted block stands apart (the first test reads these sessions too)."""
+    h100 = _of("H100")
+    assert len(h100) >= 6
+    steps = [s for p in h100 if (s := _pair_step(p)) is not None]
+    assert len(steps) == len(h100)
+    assert sum(abs(s) >= 0.1 * OFFSET for s in steps) >= 3
+    assert statistics.fmean(steps) < 0
