@@ -36,7 +36,7 @@ from workbench.plots._common import (
     FORMATS,
     VERDICT_COLORS,
     file_slug,
-    save,
+    save_all,
 )
 from workbench.plots.floor import floor_keys_missing, parse_floor, read_floor_file
 from workbench.store.plot_files import existing_plots, plot_name
@@ -50,6 +50,9 @@ __all__ = [
 
 Floor = dict[tuple[str, str], float]
 STYLE = {"font.size": 9, "axes.titlesize": 10, "svg.fonttype": "none"}
+# a figure is laid out once, then its layout engine is removed (_common.settle): no rc may
+# bring one back
+STYLE |= {"figure.autolayout": False, "figure.constrained_layout.use": False}
 
 
 def _check_formats(formats: Any) -> tuple[str, ...]:
@@ -76,8 +79,7 @@ def _write(jobs: list[tuple[str, Callable[[], Any]]], out: Path, fs: tuple[str, 
         for stem, draw in jobs:
             fig = draw()
             try:
-                for f in fs:
-                    yield save(fig, out / f"{stem}.{f}", f)
+                yield from save_all(fig, out / stem, fs)
             finally:
                 plt.close(fig)  # pyplot keeps every open figure alive otherwise
 
