@@ -40,11 +40,11 @@ def _draw(fig: Any, render: bool) -> None:
         FigureCanvasAgg(fig).draw()  # becomes the figure's canvas
 
 
-def drawn_texts(fig: Any, dpi: float = DPI) -> list[tuple[Any, Any]]:
+def drawn_texts(fig: Any, dpi: float = DPI, render: bool = False) -> list[tuple[Any, Any]]:
     """Every visible, non-empty text ``fig`` draws at ``dpi`` (tick labels, titles, legends,
     annotations, table cells), each with its extent in pixels: the texts a draw renders, not
     every Text the figure holds (an axis keeps tick labels outside its limits that it does not
-    draw)."""
+    draw). ``render``: measured in a full draw into the Agg canvas (``_draw``)."""
     import functools
 
     from matplotlib.text import Text
@@ -61,9 +61,7 @@ def drawn_texts(fig: Any, dpi: float = DPI) -> list[tuple[Any, Any]]:
     fig.set_dpi(dpi)
     Text.draw = record
     try:
-        # lays out and places every artist as a draw does, but the renderer rasterizes nothing:
-        # the texts' extents are those of the save, at a fraction of a full draw's cost
-        _draw(fig, render=False)
+        _draw(fig, render)
     finally:
         Text.draw = draw
     return out
@@ -78,16 +76,16 @@ def settle(fig: Any, dpi: float = DPI, render: bool = False, pad_px: float = 2.0
     The layout engine places axes, their labels and legends, but not what is placed by hand: a
     table wider than its axes (the summary's verdict table, centred, lost both ends), a label at
     a fixed offset, and text metrics at the save DPI differ slightly from those at the screen
-    DPI. So measure at ``dpi``, widen or heighten the figure by what sticks out, let the layout
-    engine place it again. One more layout at the final size, as a save made it: a legend
-    placed against its axes moves a little when the axes do, so the second layout differs from
-    the first by a pixel here and there. That layout is kept for every format: an SVG or a PDF
-    is placed by the PNG's text metrics (a fraction of a point away from their own).
-    ``render``: that last draw is a full Agg draw, whose pixels ``save`` writes as the PNG."""
+    DPI. So draw at ``dpi`` and measure every text drawn; if some stick out, widen or heighten
+    the figure by that much and draw again (the layout engine places it anew). Most figures
+    fit at once: one layout and one draw. That layout is kept for every format: an SVG or a
+    PDF is placed by the PNG's text metrics (a fraction of a point away from their own).
+    ``render``: the draws are full Agg draws, and the last one's pixels are the PNG (``save``);
+    otherwise they lay out and place every artist but rasterize nothing."""
     if getattr(fig, "_workbench_settled", (None,))[0] == dpi:
         return  # saved in a second format: laid out already, its engine off
-    for _ in range(rounds):
-        boxes = [b for _, b in drawn_texts(fig, dpi)]
+    for i in range(rounds + 1):
+        boxes = [b for _, b in drawn_texts(fig, dpi, render)]
         fb = fig.bbox
         if not boxes:
             break
@@ -95,14 +93,12 @@ def settle(fig: Any, dpi: float = DPI, render: bool = False, pad_px: float = 2.0
         out_x += max(0.0, max(b.x1 for b in boxes) - fb.x1)
         out_y = max(0.0, fb.y0 - min(b.y0 for b in boxes))
         out_y += max(0.0, max(b.y1 for b in boxes) - fb.y1)
-        if out_x <= 0 and out_y <= 0:
+        if (out_x <= 0 and out_y <= 0) or i == rounds:
             break
         w, h = fig.get_size_inches()
         grow_x = (out_x + 2 * pad_px) / dpi if out_x > 0 else 0.0
         grow_y = (out_y + 2 * pad_px) / dpi if out_y > 0 else 0.0
         fig.set_size_inches(w + grow_x, h + grow_y)
-    fig.set_dpi(dpi)
-    _draw(fig, render)
     # None, not "none": "none" leaves a placeholder engine, and savefig lays out any figure
     # that has an engine (STYLE keeps figure.autolayout and constrained_layout.use off)
     fig.set_layout_engine(None)
