@@ -174,3 +174,34 @@ def test_replicates_plot_every_session(tmp_path):
 
 def test_the_benchmarks_session_is_committed():
     assert Path(REAL, "session.json").is_file()  # benchmarks/bench_plots.py times this one
+
+
+def test_plot_analyses_each_session_once(tmp_path, monkeypatch):
+    """`workbench plot A B` analyses each session once, for its own figures and for the
+    replicates figure alike (it analysed each twice: issue 46.7)."""
+    import workbench.analysis
+    import workbench.plots
+    from workbench.cli import main
+
+    paths = [write_session(tmp_path / str(i), seed=i) for i in (3, 4)]
+    seen: list[str] = []
+    real = workbench.analysis.analyse
+
+    def counted(s, *a, **k):
+        seen.append(s.path.name)
+        return real(s, *a, **k)
+
+    drawn: list[str] = []
+
+    def no_drawing(jobs, out, fs):  # the figures' stems, nothing drawn
+        drawn.extend(stem for stem, _ in jobs)
+        return iter(())
+
+    monkeypatch.setattr(workbench.analysis, "analyse", counted)
+    monkeypatch.setattr(workbench.plots, "analyse", counted)
+    monkeypatch.setattr(workbench.plots, "_write", no_drawing)
+    out = tmp_path / "plots"
+    assert main(["plot", *map(str, paths), "--out", str(out), "--format", "svg"]) == 0
+    assert sorted(seen) == sorted(p.name for p in paths)
+    assert f"replicates_{paths[0].name}+1" in drawn
+    assert sum(stem.endswith("_summary") for stem in drawn) == 2
