@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import matplotlib.figure
+import matplotlib.image
 import pytest
 import sim_device
 from fixtures_sessions import REPO
@@ -147,17 +148,25 @@ def test_build_keeps_the_finished_builds(monkeypatch, capsys, tmp_path):
 
 
 def test_plot_lists_only_complete_files(monkeypatch, capsys, tmp_path):
-    real = matplotlib.figure.Figure.savefig
+    real, real_png = matplotlib.figure.Figure.savefig, matplotlib.image.imsave
     n = {"saves": 0}
 
-    def savefig(self, fname, *a, **k):
+    def interrupted(fname) -> None:
         n["saves"] += 1
         if n["saves"] == 5:  # mid-file: half of it on disk, then Ctrl-C
             fname.write_bytes(b"<svg half")
             raise KeyboardInterrupt
+
+    def savefig(self, fname, *a, **k):
+        interrupted(fname)
         return real(self, fname, *a, **k)
 
+    def imsave(fname, *a, **k):  # a PNG: the pixels of the draw that laid the figure out
+        interrupted(fname)
+        return real_png(fname, *a, **k)
+
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    monkeypatch.setattr(matplotlib.image, "imsave", imsave)
     out = tmp_path / "p"
     code = cli.main(["plot", str(SESSION), "--out", str(out), "--format", "png,svg"])
     cap = capsys.readouterr()

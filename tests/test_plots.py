@@ -236,3 +236,61 @@ def test_every_text_of_every_figure_lies_inside_the_canvas(tmp_path, monkeypatch
             finally:
                 plt.close(fig)
     assert not outside, "\n".join(outside)
+
+
+def test_a_figure_is_laid_out_once_for_all_its_formats(tmp_path, monkeypatch):
+    """Issue 46.7: a figure is laid out once (``settle``) and its PNG is the pixels of that
+    draw, not of a second one: a figure that fits its canvas is drawn twice for a PNG and an
+    SVG (it was drawn five times: a measuring draw, and a layout and a render per format). The
+    PNG equals what savefig writes of the same figure, and the SVG saved after it leaves every
+    axes where the PNG has it (one layout for both). The one
+    exception is matplotlib's: a Table measures its columns again in every draw, from its texts
+    as the previous draw placed them, and may alternate between widths a pixel apart; so in
+    the summary the verdict table is left out of the comparison."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    from workbench.analysis import analyse
+    from workbench.plots import STYLE, session_figures
+    from workbench.plots._common import DPI, save_all
+
+    draw, draws = Figure.draw, []
+
+    def counted(self, renderer):
+        draws.append(renderer)
+        draw(self, renderer)
+
+    sess = write_session(tmp_path / "s", seed=21, slug="plots", pairs=6)
+    an = analyse(load_session(sess))
+    kinds = ("summary", "ratios", "distributions", "nvml", "samples_w13-rotating")
+    with plt.rc_context(STYLE):
+        for kind, make in session_figures(an):
+            if kind not in kinds:
+                continue
+            fig = make()
+            try:
+                draws.clear()
+                with monkeypatch.context() as m:
+                    m.setattr(Figure, "draw", counted)
+                    files = list(save_all(fig, tmp_path / kind, ("png", "svg")))
+                assert len(draws) == 2, f"{kind}: drawn {len(draws)} times"
+                assert [f.name for f in files] == [f"{kind}.png", f"{kind}.svg"]
+                assert fig.get_layout_engine() is None, kind  # no second layout in a save
+                placed = [ax.get_position().bounds for ax in fig.axes]
+                again = io.BytesIO()
+                fig.savefig(again, format="png", dpi=DPI)
+                assert [ax.get_position().bounds for ax in fig.axes] == placed, kind
+                again.seek(0)
+                png, redrawn = plt.imread(files[0]), plt.imread(again)
+                assert png.shape == redrawn.shape, kind
+                same = (png == redrawn).all(axis=-1)
+                if kind == "summary":
+                    table = fig.axes[0].tables[0].get_window_extent(fig.canvas.get_renderer())
+                    x0, y0, x1, y1 = table.extents.round().astype(int)
+                    h = png.shape[0]
+                    same[max(h - y1 - 2, 0) : h - y0 + 2, max(x0 - 2, 0) : x1 + 2] = True
+                assert same.all(), f"{kind}: {(~same).sum()} pixels differ from a savefig"
+            finally:
+                plt.close(fig)

@@ -110,18 +110,21 @@ def run(args: argparse.Namespace) -> int:
     out = output_dir(args.out, "--out")
     written = 0
     try:
+        analyses = []  # each session analysed once, for its figures and the replicates alike
         for s in sessions:
             for w in s.warnings:
                 print(f"workbench plot: warning: {s.path.name}: {w}", file=sys.stderr)
+            an = analyse(s)
+            analyses.append(an)
             if floor:
-                missing = floor_keys_missing(analyse(s), floor)
+                missing = floor_keys_missing(an, floor)
                 if missing:
                     print(
                         f"workbench plot: note: {s.path.name} timed no {', '.join(missing)}: "
                         "no floor panel for it",
                         file=sys.stderr,
                     )
-            for path in iter_plots(s, out, formats, floor, source):
+            for path in iter_plots(an, out, formats, floor, source):
                 print(path)
                 written += 1
         if len(sessions) > 1:
@@ -138,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
                     ),
                     file=sys.stderr,
                 )
-            for path in iter_replicates(sessions, out, formats):
+            for path in iter_replicates(analyses, out, formats):
                 print(path)
                 written += 1
     except KeyboardInterrupt:

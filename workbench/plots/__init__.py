@@ -36,7 +36,7 @@ from workbench.plots._common import (
     FORMATS,
     VERDICT_COLORS,
     file_slug,
-    save,
+    save_all,
 )
 from workbench.plots.floor import floor_keys_missing, parse_floor, read_floor_file
 from workbench.store.plot_files import existing_plots, plot_name
@@ -50,6 +50,9 @@ __all__ = [
 
 Floor = dict[tuple[str, str], float]
 STYLE = {"font.size": 9, "axes.titlesize": 10, "svg.fonttype": "none"}
+# a figure is laid out once, then its layout engine is removed (_common.settle): no rc may
+# bring one back
+STYLE |= {"figure.autolayout": False, "figure.constrained_layout.use": False}
 
 
 def _check_formats(formats: Any) -> tuple[str, ...]:
@@ -76,8 +79,7 @@ def _write(jobs: list[tuple[str, Callable[[], Any]]], out: Path, fs: tuple[str, 
         for stem, draw in jobs:
             fig = draw()
             try:
-                for f in fs:
-                    yield save(fig, out / f"{stem}.{f}", f)
+                yield from save_all(fig, out / stem, fs)
             finally:
                 plt.close(fig)  # pyplot keeps every open figure alive otherwise
 
@@ -107,20 +109,31 @@ def session_figures(
     return jobs
 
 
+SessionLike = str | os.PathLike | Session | Analysis
+
+
+def _analysis(x: SessionLike) -> Analysis:
+    """``x`` analysed: a session's path or Session is read and analysed, an Analysis is used
+    as it is (a caller that has one does not pay for a second)."""
+    if isinstance(x, Analysis):
+        return x
+    return analyse(x if isinstance(x, Session) else load_session(x))
+
+
 def iter_plots(
-    session_path: str | os.PathLike | Session,
+    session_path: SessionLike,
     out_dir: str | os.PathLike = "plots",
     formats: tuple[str, ...] | list[str] = ("png", "svg"),
     floor: Floor | None = None,
     floor_source: str = "",
 ) -> Iterator[Path]:
-    """Draw every figure of a session into ``out_dir``, yielding each file once it is complete
-    (so an interrupted caller knows what is on disk). ``floor``: {(kernel, set): µs per call}
-    adds the floor figure where the session timed one of those; ``floor_source`` says where the
-    numbers come from."""
+    """Draw every figure of a session (its folder, its Session, or its Analysis) into
+    ``out_dir``, yielding each file once it is complete (so an interrupted caller knows what
+    is on disk). ``floor``: {(kernel, set): µs per call} adds the floor figure where the
+    session timed one of those; ``floor_source`` says where the numbers come from."""
     fs = _check_formats(formats)
-    s = session_path if isinstance(session_path, Session) else load_session(session_path)
-    an = analyse(s)
+    an = _analysis(session_path)
+    s = an.session
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jobs = session_figures(an, floor, floor_source)
@@ -128,7 +141,7 @@ def iter_plots(
 
 
 def plot_session(
-    session_path: str | os.PathLike | Session,
+    session_path: SessionLike,
     out_dir: str | os.PathLike = "plots",
     formats: tuple[str, ...] | list[str] = ("png", "svg"),
     floor: Floor | None = None,
@@ -150,25 +163,26 @@ def replicates_stem(sessions: list[Session]) -> str:
 
 
 def iter_replicates(
-    sessions: list[str | os.PathLike | Session],
+    sessions: list[SessionLike],
     out_dir: str | os.PathLike = "plots",
     formats: tuple[str, ...] | list[str] = ("png", "svg"),
 ) -> Iterator[Path]:
-    """The replicates figure of two or more sessions (see module docstring); yields its files."""
+    """The replicates figure of two or more sessions (folders, Sessions or Analyses; see the
+    module docstring); yields its files."""
     from workbench.plots.replicates import fig_replicates
 
     fs = _check_formats(formats)
-    ss = [s if isinstance(s, Session) else load_session(s) for s in sessions]
-    if len(ss) < 2:
-        raise BadArgument(f"replicates need two sessions or more, got {len(ss)}")
-    analyses = [analyse(s) for s in ss]
+    if len(sessions) < 2:
+        raise BadArgument(f"replicates need two sessions or more, got {len(sessions)}")
+    analyses = [_analysis(s) for s in sessions]
+    ss = [an.session for an in analyses]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     yield from _write([(replicates_stem(ss), lambda: fig_replicates(analyses))], out, fs)
 
 
 def plot_replicates(
-    sessions: list[str | os.PathLike | Session],
+    sessions: list[SessionLike],
     out_dir: str | os.PathLike = "plots",
     formats: tuple[str, ...] | list[str] = ("png", "svg"),
 ) -> list[Path]:

@@ -4,13 +4,14 @@ a figure to disk whole (a temporary file renamed into place: Ctrl-C never leaves
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from workbench.analysis import Analysis
+from workbench.analysis.words import gpu_text, protocol_text, shape_text
 from workbench.core.arms import COLORS
 from workbench.core.files import write_whole
-from workbench.analysis.words import gpu_text, protocol_text, shape_text
 from workbench.store.session import Session
 
 FORMATS = ("png", "svg", "pdf")
@@ -26,11 +27,24 @@ DPI = 130
 RATIO_ROLES = ("main", "confirm", "aa", "calibration")  # reference arms differ by 10x: no ratio
 
 
-def drawn_texts(fig: Any, dpi: float = DPI) -> list[tuple[Any, Any]]:
+def _draw(fig: Any, render: bool) -> None:
+    """Draw ``fig`` at its DPI: ``render``, a full draw into its Agg canvas (whose pixels are
+    then a PNG's); else a draw that lays out and places every artist but rasterizes nothing."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not render:
+        fig.draw_without_rendering()
+    elif isinstance(fig.canvas, FigureCanvasAgg):
+        fig.canvas.draw()
+    else:
+        FigureCanvasAgg(fig).draw()  # becomes the figure's canvas
+
+
+def drawn_texts(fig: Any, dpi: float = DPI, render: bool = False) -> list[tuple[Any, Any]]:
     """Every visible, non-empty text ``fig`` draws at ``dpi`` (tick labels, titles, legends,
     annotations, table cells), each with its extent in pixels: the texts a draw renders, not
     every Text the figure holds (an axis keeps tick labels outside its limits that it does not
-    draw)."""
+    draw). ``render``: measured in a full draw into the Agg canvas (``_draw``)."""
     import functools
 
     from matplotlib.text import Text
@@ -47,47 +61,75 @@ def drawn_texts(fig: Any, dpi: float = DPI) -> list[tuple[Any, Any]]:
     fig.set_dpi(dpi)
     Text.draw = record
     try:
-        # lays out and places every artist as a draw does, but the renderer rasterizes nothing:
-        # the texts' extents are those of the save, at a fraction of a full draw's cost
-        fig.draw_without_rendering()
+        _draw(fig, render)
     finally:
         Text.draw = draw
     return out
 
 
-def fit_canvas(fig: Any, dpi: float = DPI, pad_px: float = 2.0, rounds: int = 4) -> None:
-    """Grow ``fig`` until every text it draws lies inside the canvas. The layout engine places
-    axes, their labels and legends, but not what is placed by hand: a table wider than its axes
-    (the summary's verdict table, centred, lost both ends), a label at a fixed offset, and text
-    metrics at the save DPI differ slightly from those at the screen DPI. So measure at ``dpi``,
-    widen or heighten the figure by what sticks out, let the layout engine place it again."""
-    if getattr(fig, "_workbench_fitted", None) == dpi:
-        return  # saved in a second format: measured already
-    fig._workbench_fitted = dpi
-    for _ in range(rounds):
-        boxes = [b for _, b in drawn_texts(fig, dpi)]
+def settle(fig: Any, dpi: float = DPI, render: bool = False, pad_px: float = 2.0,
+           rounds: int = 4) -> None:  # fmt: skip
+    """Lay ``fig`` out once for all its formats, grown until every text it draws lies inside
+    the canvas; then turn its layout engine off, so that each save draws it once as it stands
+    (a save with the engine on draws it twice: once to lay it out, once to render it).
+
+    The layout engine places axes, their labels and legends, but not what is placed by hand: a
+    table wider than its axes (the summary's verdict table, centred, lost both ends), a label at
+    a fixed offset, and text metrics at the save DPI differ slightly from those at the screen
+    DPI. So draw at ``dpi`` and measure every text drawn; if some stick out, widen or heighten
+    the figure by that much and draw again (the layout engine places it anew). Most figures
+    fit at once: one layout and one draw. That layout is kept for every format: an SVG or a
+    PDF is placed by the PNG's text metrics (a fraction of a point away from their own).
+    ``render``: the draws are full Agg draws, and the last one's pixels are the PNG (``save``);
+    otherwise they lay out and place every artist but rasterize nothing."""
+    if getattr(fig, "_workbench_settled", (None,))[0] == dpi:
+        return  # saved in a second format: laid out already, its engine off
+    for i in range(rounds + 1):
+        boxes = [b for _, b in drawn_texts(fig, dpi, render)]
         fb = fig.bbox
         if not boxes:
-            return
-        out_x = max(0.0, fb.x0 - min(b.x0 for b in boxes)) + max(
-            0.0, max(b.x1 for b in boxes) - fb.x1
-        )
-        out_y = max(0.0, fb.y0 - min(b.y0 for b in boxes)) + max(
-            0.0, max(b.y1 for b in boxes) - fb.y1
-        )
-        if out_x <= 0 and out_y <= 0:
-            return
+            break
+        out_x = max(0.0, fb.x0 - min(b.x0 for b in boxes))
+        out_x += max(0.0, max(b.x1 for b in boxes) - fb.x1)
+        out_y = max(0.0, fb.y0 - min(b.y0 for b in boxes))
+        out_y += max(0.0, max(b.y1 for b in boxes) - fb.y1)
+        if (out_x <= 0 and out_y <= 0) or i == rounds:
+            break
         w, h = fig.get_size_inches()
         grow_x = (out_x + 2 * pad_px) / dpi if out_x > 0 else 0.0
         grow_y = (out_y + 2 * pad_px) / dpi if out_y > 0 else 0.0
         fig.set_size_inches(w + grow_x, h + grow_y)
+    # None, not "none": "none" leaves a placeholder engine, and savefig lays out any figure
+    # that has an engine (STYLE keeps figure.autolayout and constrained_layout.use off)
+    fig.set_layout_engine(None)
+    fig._workbench_settled = (dpi, render)
 
 
 def save(fig: Any, path: Path, fmt: str) -> Path:
     """Write ``fig`` to ``path`` whole: into a hidden temporary file first, then renamed. The
-    figure first grows until every text lies inside its canvas (``fit_canvas``)."""
-    fit_canvas(fig)
+    figure is first laid out and grown until every text lies inside its canvas (``settle``); a
+    PNG is the pixels of that draw, when it rendered them."""
+    settle(fig, DPI, render=fmt == "png")
+    if fmt == "png" and fig._workbench_settled == (DPI, True):
+        import matplotlib.image
+
+        # what savefig writes (FigureCanvasAgg.print_png), without drawing the figure again
+        buf = fig.canvas.buffer_rgba()
+        return write_whole(
+            path,
+            lambda tmp: matplotlib.image.imsave(
+                tmp, buf, format="png", origin="upper", dpi=DPI, metadata=None
+            ),
+        )
     return write_whole(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=DPI))
+
+
+def save_all(fig: Any, stem: Path, formats: tuple[str, ...]) -> Iterator[Path]:
+    """``fig`` saved as ``<stem>.<fmt>`` in each format, laid out once (by a full draw when one
+    of them is a PNG: that draw's pixels are the PNG); yields each file once it is complete."""
+    settle(fig, DPI, render="png" in formats)
+    for f in formats:
+        yield save(fig, stem.with_name(f"{stem.name}.{f}"), f)
 
 
 def file_slug(cmp_id: str) -> str:
