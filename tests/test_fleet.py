@@ -12,6 +12,7 @@ reads those intervals alarms in most pools of identical boards. Then the committ
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -185,7 +186,7 @@ def test_thirteen_runs_on_four_boards():
 
 
 @pytest.mark.slow
-def test_pool_says_it(nine, capsys):
+def test_pool_and_export_say_it_and_refuse_one_board_for_the_model(nine, capsys, tmp_path):
     names = [str(SESSIONS / n) for n in NINE]
     assert cli.main(["sessions", "pool", *names]) == 0
     out = capsys.readouterr().out
@@ -196,3 +197,16 @@ def test_pool_says_it(nine, capsys):
     line = next(x for x in out.splitlines() if x.startswith("w13/rotating ") and "DIFFER" in x)
     assert "0.9160 [0.9079, 0.9242]" in line and line.split()[-1] == "4/9"
     assert "recommendation for the model NVIDIA_H200, w13: cooperative (b3-coop)" in out
+    out_file = tmp_path / "d.json"
+    assert cli.main(["export", "--model", "--out", str(out_file), *names]) == 0
+    (e,) = json.loads(out_file.read_text())["devices"]["NVIDIA_H200"]["shapes"].values()
+    assert e["scope"] == "model"
+    assert [(b["board"][:12], len(b["sessions"])) for b in e["boards"]] == [
+        ("GPU-dbafddd4", 4), ("GPU-712d216e", 5)
+    ]  # fmt: skip
+    rot = e["layouts"]["b3"]["w13"]["sets"]["rotating"]
+    assert rot["ci"] == list(nine[0].rows[3].interval) and rot["boards_differ"] is True
+    capsys.readouterr()
+    assert cli.main(["export", "--model", *names[:4]]) == 2  # one board's four runs
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "rests on one board (GPU-dbafddd4, 4 session(s))" in err

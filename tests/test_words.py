@@ -179,7 +179,8 @@ def test_pool_says_for_how_many_boards_its_interval_holds(capsys):
 
 def test_a_model_pool_and_its_export_word_the_interval_over_boards(tmp_path, capsys):
     """Sessions of two boards: `sessions pool` says for how many boards of which model its
-    interval holds; one board's pool says it holds for that board alone."""
+    interval holds, and export words the model's verdicts by the interval over boards, and by no
+    method they did not use; one board's pool says it holds for that board alone."""
     from fixtures_sessions import write_session
 
     paths = []
@@ -192,7 +193,12 @@ def test_a_model_pool_and_its_export_word_the_interval_over_boards(tmp_path, cap
     assert cli.main(["sessions", "pool", *map(str, paths)]) == 0
     out = capsys.readouterr().out
     assert "it holds for 2 boards of NVIDIA_H200 (the board the unit): the model's interval" in out
+    doc, _ = decisions.build([load_session(p) for p in paths])
+    (entry,) = doc["devices"]["NVIDIA_H200"]["shapes"].values()
+    assert entry["scope"] == "model" and mislabels(json.dumps(entry), {"boards"}) == []
     assert cli.main(["sessions", "pool", *map(str, paths[1:])]) == 0
     out = capsys.readouterr().out
     assert "it holds for this board, not for the GPU model" in out and "for the model" not in out
-    assert words.holds_for_boards(3, "NVIDIA_H100").startswith("it holds for 3 boards of NVIDIA_H100")
+    assert words.holds_for_boards(3, "NVIDIA_H100").startswith(
+        "it holds for 3 boards of NVIDIA_H100"
+    )

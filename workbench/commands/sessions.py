@@ -68,7 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pool = sub.add_parser(
         "pool",
         parents=[common, stats],
-        help="replicate runs of one configuration: a verdict only where every session agrees",
+        help="replicate runs of one configuration: a verdict only where every session agrees; "
+        "over two or more boards, the GPU model's word (the board the unit)",
     )
     pool.add_argument("sessions", metavar="SESSION", nargs="+")
     pack = sub.add_parser(
