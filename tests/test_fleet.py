@@ -197,6 +197,12 @@ def test_pool_and_export_say_it_and_refuse_one_board_for_the_model(nine, capsys,
     line = next(x for x in out.splitlines() if x.startswith("w13/rotating ") and "DIFFER" in x)
     assert "0.9160 [0.9079, 0.9242]" in line and line.split()[-1] == "4/9"
     assert "recommendation for the model NVIDIA_H200, w13: cooperative (b3-coop)" in out
+    assert cli.main(["sessions", "pool", "--json", *names]) == 0
+    said = json.loads(capsys.readouterr().out)["model"]
+    assert said["model"] == "NVIDIA_H200" and [len(v) for v in said["boards"].values()] == [4, 5]
+    rot = next(c for c in said["comparisons"] if c["id"] == "w13/rotating")
+    assert (rot["boards_differ"], rot["runs_holding_estimate"], rot["df"]) == (True, 4, 1)
+    assert rot["board_sd"]["low"] > 0  # the REML board SD's interval excludes 0 here
     out_file = tmp_path / "d.json"
     assert cli.main(["export", "--model", "--out", str(out_file), *names]) == 0
     (e,) = json.loads(out_file.read_text())["devices"]["NVIDIA_H200"]["shapes"].values()

@@ -11,8 +11,8 @@ each comparison gets, besides the runs' agreement (``analysis.pool``):
   recommendation, the rule of §7.5 on those verdicts (``recommend.recommendations``): what
   `export` writes for the model;
 - whether the boards agree: the one-way F test of the runs' log estimates by board (a board's runs
-  the replicates; it needs a board of two runs), "the boards differ" below ``ALPHA``; beside it,
-  where `sessions pool` fits it, the REML board SD with its profile interval
+  the replicates; it needs a board of two runs), "the boards differ" below ``BOARDS_DIFFER_P``
+  (1 %); beside it, where `sessions pool` fits it, the REML board SD with its profile interval
   (``analysis.components``), the size the test cannot give;
 - how many runs' own intervals hold the model's estimate.
 """
@@ -24,12 +24,11 @@ from typing import Any
 
 from workbench.analysis import words
 from workbench.analysis.components import Component, Fit
-from workbench.analysis.pool import Pool, PooledComparison
+from workbench.analysis.pool import BOARDS_DIFFER_P, Pool, PooledComparison
 from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.core.decision import device_key
 from workbench.core.stats import Verdict, unit_verdict
 
-ALPHA = 0.01  # the F test's level: below it "the boards differ" (pool.board_note's too)
 ROLES = ("main", "confirm")  # the comparisons a recommendation reads or confirms
 
 
@@ -50,7 +49,7 @@ class BoardLevel:
 
     @property
     def differ(self) -> bool | None:
-        return None if self.p is None else self.p < ALPHA
+        return None if self.p is None else self.p < BOARDS_DIFFER_P
 
     def text(self) -> str:
         """The row in a sentence (words.board_level_text)."""

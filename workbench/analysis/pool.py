@@ -40,6 +40,7 @@ from workbench.core.stats import DEFAULT_CONF, t_interval
 from workbench.store.session import Session
 
 VARIES = "VARIES"
+BOARDS_DIFFER_P = 0.01  # the boards' F test below this: "the boards differ" (pool and fleet)
 
 
 @dataclass
@@ -151,7 +152,7 @@ class PooledComparison:
         rows = [(k, math.exp(means[k]), len(idx)) for k, idx in groups.items()]
         return rows, p
 
-    def board_note(self, alpha: float = 0.01) -> str | None:
+    def board_note(self, alpha: float = BOARDS_DIFFER_P) -> str | None:
         """The line `sessions pool` prints where a main or confirm row's boards differ (F test
         p below ``alpha``): one run's interval holds for its board, not for the GPU model."""
         b = self.board_spread()
