@@ -103,6 +103,17 @@ def test_boards_of_one_run_each_are_pooled_but_not_tested():
     b = board_level(_pool(rng, boards=3, runs=1), M, CONF)
     assert b.p is None and b.differ is None and len(b.boards) == 3 and b.runs == 3
     assert "the boards untested (no board has two runs)" in b.text()
+    pc = _pool(rng)
+    pc.medians[0] = math.nan  # a run without pairs: its board drops out, nothing is tested
+    b = board_level(pc, M, CONF)
+    assert b.p is None and b.verdict.ci_low == pytest.approx(
+        math.exp(sps.t.interval(CONF, 1, *_mean_sem(np.log(pc.medians[3:]).reshape(2, 3)))[0])
+    )
+
+
+def _mean_sem(logs_by_board):
+    means = logs_by_board.mean(axis=1)
+    return means.mean(), sps.sem(means)
 
 
 # ------------------------------------------------------------------------ committed sessions

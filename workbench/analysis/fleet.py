@@ -19,6 +19,7 @@ each comparison gets, besides the runs' agreement (``analysis.pool``):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -100,10 +101,10 @@ def board_level(row: PooledComparison, m: float, conf: float, fit: Fit | None = 
         (k, estimates.get(k, (v.median, len(idx)))[0], len(idx))
         for k, idx in row.board_groups().items()
     )
+    p = None if spread is None or not math.isfinite(spread[1]) else spread[1]  # NaN: no pairs
     held = sum(lo <= v.median <= hi for lo, hi in row.cis)
     sd = None if fit is None else next((c for c in fit.components if c.level == "board"), None)
-    return BoardLevel(row.id, row.role, v, boards, None if spread is None else spread[1], held,
-                      len(row.medians), sd)  # fmt: skip
+    return BoardLevel(row.id, row.role, v, boards, p, held, len(row.medians), sd)
 
 
 def models(pool: Pool) -> list[str]:
