@@ -138,7 +138,7 @@ def test_sessions_of_two_gpus_merge_into_one_pooled_entry():
                                                                              SAME_TREE[2:]]  # fmt: skip
     pool = pool_sessions(ss)
     model = fleet(pool)
-    rows, levels = {r.id: r for r in pool.rows}, {b.id: b for b in model.rows}
+    rows, levels = {r.id: r for r in pool.rows}, {r.id: r for r in model.results}
     for rec in model.recommendations:  # the rule on the intervals over boards decides
         got = e["layouts"]["b3"][rec.kernel]
         assert got["pooled"] == 3 and (got["arm"], got["evidence"]) == (rec.arm, rec.evidence)
@@ -149,7 +149,7 @@ def test_sessions_of_two_gpus_merge_into_one_pooled_entry():
         assert (hot["verdict"], hot["runs_verdict"]) == (b.verdict.verdict, row.verdict)
         assert hot["session_verdicts"] == row.words  # pool's words
         assert hot["blocks"] == [6, 6, 6] and hot["method"] == "boards"
-        assert hot["covered"] == row.covered == b.held
+        assert hot["covered"] == row.covered == model.checks[b.id].held
         # two boards, the board the unit: the interval is over the boards' estimates, and a
         # run is judged against the others of its board (two and one: none has three)
         assert len(row.board_groups()) == 2 and hot["ci"] == list(row.interval)

@@ -50,19 +50,19 @@ def _claims(verdicts) -> float:
 def test_the_models_verdict_claims_no_effect_that_is_not_there_and_finds_one_that_is():
     rng = np.random.default_rng(48)
     pools = [_pool(rng) for _ in range(POOLS)]
-    model = [board_level(pc, M, CONF).verdict for pc in pools]
+    model = [board_level(pc, M, CONF)[0] for pc in pools]
     assert _claims(model) <= 0.06  # at most 5 % (2.5 % a side), within sampling error
     # the planted wrong interval: the runs as the unit, their boards ignored
     planted = [unit_verdict(np.log(pc.medians), M, CONF, method="boards") for pc in pools]
     assert _claims(planted) > 0.2
-    real = [board_level(_pool(rng, true_log=math.log(0.99)), M, CONF).verdict for _ in range(500)]
+    real = [board_level(_pool(rng, true_log=math.log(0.99)), M, CONF)[0] for _ in range(500)]
     assert np.mean([v.verdict == "FASTER" for v in real]) > 0.95
 
 
 def test_the_interval_is_scipys_t_interval_over_the_boards_and_the_pools():
     rng = np.random.default_rng(7)
     pc = _pool(rng, boards=4, runs=2)
-    v = board_level(pc, M, CONF).verdict
+    v = board_level(pc, M, CONF)[0]
     means = np.log(pc.medians).reshape(4, 2).mean(axis=1)
     lo, hi = sps.t.interval(CONF, 3, loc=means.mean(), scale=sps.sem(means))
     assert (v.ci_low, v.ci_high) == pytest.approx((math.exp(lo), math.exp(hi)), rel=1e-9)
@@ -86,27 +86,27 @@ def _chi2_on_claimed_intervals(pc: PooledComparison) -> float:
 def test_the_boards_test_keeps_its_level_whatever_the_runs_intervals_say():
     rng = np.random.default_rng(4805)
     same = [_pool(rng, board_sd=0.0, ci_scale=0.3) for _ in range(POOLS)]  # too narrow CIs
-    alarms = np.mean([board_level(pc, M, CONF).differ for pc in same])
+    alarms = np.mean([board_level(pc, M, CONF)[1].differ for pc in same])
     assert alarms <= 0.02  # the F test's 1 %: it reads the runs' scatter, not their intervals
     assert np.mean([_chi2_on_claimed_intervals(pc) < 0.01 for pc in same]) > 0.3  # the plant
     honest = [_pool(rng, board_sd=0.0) for _ in range(POOLS)]
-    assert np.mean([board_level(pc, M, CONF).differ for pc in honest]) <= 0.02
-    differ = [board_level(_pool(rng), M, CONF) for _ in range(500)]
+    assert np.mean([board_level(pc, M, CONF)[1].differ for pc in honest]) <= 0.02
+    differ = [board_level(_pool(rng), M, CONF)[1] for _ in range(500)]
     assert np.mean([b.differ for b in differ]) > 0.75  # the H200's boards: told apart in most
     pc = _pool(rng)  # the F test is scipy's one-way ANOVA
     groups = [np.log(pc.medians)[i] for i in pc.board_groups().values()]
-    assert board_level(pc, M, CONF).p == pytest.approx(sps.f_oneway(*groups).pvalue, rel=1e-6)
+    assert board_level(pc, M, CONF)[1].p == pytest.approx(sps.f_oneway(*groups).pvalue, rel=1e-6)
 
 
 def test_boards_of_one_run_each_are_pooled_but_not_tested():
     rng = np.random.default_rng(3)
-    b = board_level(_pool(rng, boards=3, runs=1), M, CONF)
+    v, b = board_level(_pool(rng, boards=3, runs=1), M, CONF)
     assert b.p is None and b.differ is None and len(b.boards) == 3 and b.runs == 3
-    assert "the boards untested (no board has two runs)" in b.text()
+    assert "the boards untested (no board has two runs)" in b.text(v)
     pc = _pool(rng)
     pc.medians[0] = math.nan  # a run without pairs: its board drops out, nothing is tested
-    b = board_level(pc, M, CONF)
-    assert b.p is None and b.verdict.ci_low == pytest.approx(
+    v, b = board_level(pc, M, CONF)
+    assert b.p is None and v.ci_low == pytest.approx(
         math.exp(sps.t.interval(CONF, 1, *_mean_sem(np.log(pc.medians[3:]).reshape(2, 3)))[0])
     )
 
@@ -159,15 +159,15 @@ def test_the_nine_runs_of_519ef2b_speak_for_the_h200_over_two_boards(nine):
     assert [(k[:12], len(v)) for k, v in model.boards.items()] == [
         ("GPU-dbafddd4", 4), ("GPU-712d216e", 5)
     ]  # fmt: skip
-    rows = {r.id: r for r in model.rows}
+    rows, checks = {r.id: r for r in model.results}, model.checks
     for cid, (est, lo, hi, said, differ, held) in NINE_ROWS.items():
         v = rows[cid].verdict
         assert (round(v.median, 4), round(v.ci_low, 4), round(v.ci_high, 4)) == (est, lo, hi), cid
-        assert (v.words, rows[cid].differ, rows[cid].held) == (said, differ, held), cid
-    assert rows["w13/rotating"].p < 1e-5  # the issue's F test p = 1.9e-6
+        assert (v.words, checks[cid].differ, checks[cid].held) == (said, differ, held), cid
+    assert checks["w13/rotating"].p < 1e-5  # the issue's F test p = 1.9e-6
     # issue 48: on w13/rotating no run's interval holds the other board's estimate
     board = dict(zip(NINE, pool.rows[0].boards, strict=True))
-    other = {k: e for k, e, _ in rows["w13/rotating"].boards}
+    other = {k: e for k, e, _ in checks["w13/rotating"].boards}
     cis = next(r for r in pool.rows if r.id == "w13/rotating").cis
     for name, (lo, hi) in zip(NINE, cis, strict=True):
         (not_mine,) = [e for k, e in other.items() if k != board[name]]
@@ -180,11 +180,11 @@ def test_the_nine_runs_of_519ef2b_speak_for_the_h200_over_two_boards(nine):
 def test_thirteen_runs_on_four_boards():
     model = fleet(pool_sessions(_committed(THIRTEEN)))
     assert [len(v) for v in model.boards.values()] == [3, 1, 4, 5]
-    rows = {r.id: r for r in model.rows}
+    c = model.checks
     got = {
-        cid: (round(r.verdict.median, 4), round(r.verdict.ci_low, 4), round(r.verdict.ci_high, 4),
-              r.verdict.words, r.differ, r.held)
-        for cid, r in rows.items() if cid in NINE_ROWS
+        r.id: (round(r.verdict.median, 4), round(r.verdict.ci_low, 4), round(r.verdict.ci_high, 4),
+               r.verdict.words, c[r.id].differ, c[r.id].held)
+        for r in model.results if r.id in NINE_ROWS
     }  # fmt: skip
     assert got == {
         "w13/hot": (0.9905, 0.9852, 0.996, "FASTER~m", True, 6),

@@ -25,6 +25,7 @@ from typing import Any
 
 from workbench.analysis import words
 from workbench.analysis.components import Component, Fit
+from workbench.analysis.model import ComparisonResult
 from workbench.analysis.pool import BOARDS_DIFFER_P, Pool, PooledComparison
 from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.core.decision import device_key
@@ -34,14 +35,12 @@ ROLES = ("main", "confirm")  # the comparisons a recommendation reads or confirm
 
 
 @dataclass(frozen=True)
-class BoardLevel:
-    """One comparison for the GPU model: the verdict on the interval over boards, the boards'
-    estimates, the F test's p (None: no board has two runs), the REML board SD where fitted, and
-    how many of the runs' intervals hold the model's estimate."""
+class BoardCheck:
+    """Beside a comparison's verdict over boards (its ``ComparisonResult``, the one record of a
+    comparison): the boards' estimates, the F test's p (None: no board has two runs), the REML
+    board SD where fitted, and how many of the runs' intervals hold the model's estimate."""
 
     id: str
-    role: str
-    verdict: Verdict  # method "boards"
     boards: tuple[tuple[str, float, int], ...]  # (board, estimate, runs), first-seen order
     p: float | None
     held: int
@@ -52,14 +51,13 @@ class BoardLevel:
     def differ(self) -> bool | None:
         return None if self.p is None else self.p < BOARDS_DIFFER_P
 
-    def text(self) -> str:
-        """The row in a sentence (words.board_level_text)."""
+    def text(self, v: Verdict) -> str:
+        """The comparison over boards in a sentence (words.board_level_text), ``v`` its verdict."""
         return words.board_level_text(
-            self.verdict, len(self.boards), self.runs, self.held, self.p, self.differ
+            v, len(self.boards), self.runs, self.held, self.p, self.differ
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        v = self.verdict
+    def to_dict(self, v: Verdict) -> dict[str, Any]:
         sd = self.board_sd
         return {
             "id": self.id, "verdict": v.verdict, "words": v.words, "estimate": v.median,
@@ -67,33 +65,41 @@ class BoardLevel:
             "boards": [{"board": b, "estimate": e, "runs": n} for b, e, n in self.boards],
             "boards_differ": self.differ, "f_test_p": self.p,
             "board_sd": None if sd is None else {"sd": sd.sd, "low": sd.low, "high": sd.high},
-            "runs_holding_estimate": self.held, "runs": self.runs, "text": self.text(),
+            "runs_holding_estimate": self.held, "runs": self.runs, "text": self.text(v),
         }  # fmt: skip
 
 
 @dataclass
 class Fleet:
-    """A pool's word for its GPU model: ``boards`` {board: its sessions' names}, the rows of the
-    main and confirm comparisons and the recommendation from them."""
+    """A pool's word for its GPU model: ``boards`` {board: its sessions' names}; ``results``, the
+    main and confirm comparisons each with its verdict over boards (method "boards"), their
+    ``checks`` by id, and the recommendation from them."""
 
     model: str
     boards: dict[str, list[str]]
-    rows: list[BoardLevel]
+    results: list[ComparisonResult]
+    checks: dict[str, BoardCheck]
     recommendations: list[Recommendation]
 
     def holds_for(self) -> str:
         return words.holds_for_boards(len(self.boards), self.model)
 
+    def text(self, r: ComparisonResult) -> str:
+        return self.checks[r.id].text(r.verdict)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.model, "boards": self.boards, "holds_for": self.holds_for(),
-            "comparisons": [r.to_dict() for r in self.rows],
+            "comparisons": [self.checks[r.id].to_dict(r.verdict) for r in self.results],
             "recommendations": [r.to_dict() for r in self.recommendations],
         }  # fmt: skip
 
 
-def board_level(row: PooledComparison, m: float, conf: float, fit: Fit | None = None) -> BoardLevel:
-    """``row`` over its boards (two or more: ``row.board_groups()``) at minimum effect ``m``."""
+def board_level(
+    row: PooledComparison, m: float, conf: float, fit: Fit | None = None
+) -> tuple[Verdict, BoardCheck]:
+    """``row`` over its boards (two or more: ``row.board_groups()``) at minimum effect ``m``:
+    its verdict on the interval over boards, and the check beside it."""
     v = unit_verdict(row.board_logs(), m, conf, method="boards", pairs=sum(row.pairs))
     spread = row.board_spread()
     estimates = {k: (e, n) for k, e, n in spread[0]} if spread else {}
@@ -104,7 +110,7 @@ def board_level(row: PooledComparison, m: float, conf: float, fit: Fit | None = 
     p = None if spread is None or not math.isfinite(spread[1]) else spread[1]  # NaN: no pairs
     held = sum(lo <= v.median <= hi for lo, hi in row.cis)
     sd = None if fit is None else next((c for c in fit.components if c.level == "board"), None)
-    return BoardLevel(row.id, row.role, v, boards, p, held, len(row.medians), sd)
+    return v, BoardCheck(row.id, boards, p, held, len(row.medians), sd)
 
 
 def models(pool: Pool) -> list[str]:
@@ -122,16 +128,17 @@ def fleet(pool: Pool, fits: dict[str, Fit | None] | None = None) -> Fleet | None
     known = len(models(pool)) == 1 and "?" not in models(pool) and "?" not in groups
     if len(groups) < 2 or not known:
         return None
-    rows, judged = [], []
+    results, checks = [], {}
     for r in pool.rows:
         if r.role not in ROLES:
             continue
         first = pool.first[r.id]
-        bl = board_level(r, first.verdict.m, first.verdict.conf, (fits or {}).get(r.id))
-        rows.append(bl)
-        judged.append(replace(first, verdict=bl.verdict))
-    reasons = {bl.id: bl.text() for bl in rows}
+        v, checks[r.id] = board_level(
+            r, first.verdict.m, first.verdict.conf, (fits or {}).get(r.id)
+        )
+        results.append(replace(first, verdict=v))
+    reasons = {r.id: checks[r.id].text(r.verdict) for r in results}
     names = [s.name for s in pool.sessions]
     boards = {k: [names[i] for i in idx] for k, idx in groups.items()}
-    recs = list(recommendations(judged, reasons).values())
-    return Fleet(models(pool)[0], boards, rows, recs)
+    recs = list(recommendations(results, reasons).values())
+    return Fleet(models(pool)[0], boards, results, checks, recs)

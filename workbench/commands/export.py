@@ -71,8 +71,6 @@ def run(args: argparse.Namespace) -> int:
     distinct_sessions(args.sessions, paths, "its decisions would count twice")
     sessions = [load_session(p) for p in paths]
     doc, notes = decisions.build(sessions, args.m, model=args.model)
-    for n in notes:
-        print(f"workbench export: {n}", file=sys.stderr)
     if args.format == "json":
         text = json.dumps(doc, indent=1, sort_keys=False) + "\n"
         if out is None:
@@ -80,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             write_whole(out, lambda tmp: tmp.write_text(text), "--out")
             print(f"workbench export: wrote {out}", file=sys.stderr)
-        _warn_stale(sessions)
+        _said(notes, sessions)
         return 0
     for name, part in decisions.split(doc).items():
         text = json.dumps(part, indent=1) + "\n"
@@ -92,8 +90,16 @@ def run(args: argparse.Namespace) -> int:
         "not a vLLM config folder: vLLM's loader would fail on these files",
         file=sys.stderr,
     )
-    _warn_stale(sessions)
+    _said(notes, sessions)
     return 0
+
+
+def _said(notes: list[str], sessions: list) -> None:
+    """What the document's build noted (sessions skipped, one board's entries), then the stale
+    sessions: once it is written, so that a failed write stays one line."""
+    for n in notes:
+        print(f"workbench export: {n}", file=sys.stderr)
+    _warn_stale(sessions)
 
 
 def _warn_stale(sessions: list) -> None:

@@ -436,13 +436,14 @@ def _print_model(model: Any) -> None:
     pct = lambda x: num(x * 100, ".3f")  # noqa: E731
     rows = [["comparison", "over boards [95 % CI]", "verdict", "boards", "board SD % [95 %]",
              "runs' CIs holding it"]]  # fmt: skip
-    for r in model.rows:
-        v, sd = r.verdict, r.board_sd
+    for r in model.results:
+        v, c = r.verdict, model.checks[r.id]
+        sd = c.board_sd
         rows.append([
             r.id, f"{num(v.median, none='-')} [{num(v.ci_low, none='-')}, {num(v.ci_high, none='-')}]",
-            v.words, boards_agree(r.p, r.differ),
+            v.words, boards_agree(c.p, c.differ),
             "-" if sd is None else f"{pct(sd.sd)} [{pct(sd.low)}, {pct(sd.high)}]",
-            f"{r.held}/{r.runs}",
+            f"{c.held}/{c.runs}",
         ])  # fmt: skip
     print(_table(rows))
     for rec in model.recommendations:

@@ -91,7 +91,7 @@ def _pooled(
         raise BadArgument(
             f"{kernel}: sessions {names} share no reader comparison to pool: export them apart"
         )
-    levels = {} if model is None else {b.id: b for b in model.rows}
+    levels = {} if model is None else {r.id: r for r in model.results}
     sets = {}
     for row in pool.rows:
         if row.id in ids:
@@ -105,14 +105,14 @@ def _pooled(
                 ],
                 "covered": row.covered, "coverage": _coverage(row),
             }  # fmt: skip
-            b = levels.get(row.id)
-            if b is not None:  # the model's verdict on the interval over boards decides
-                v = b.verdict
+            r = levels.get(row.id)
+            if r is not None:  # the model's verdict on the interval over boards decides
+                v, c = r.verdict, model.checks[row.id]
                 sets[row.set].update({
                     "verdict": v.verdict, "words": v.words, "runs_verdict": row.verdict,
                     "ratio": v.median, "ci": [v.ci_low, v.ci_high], "method": v.method,
-                    "interval": f"{b.text()}; {model.holds_for()}", "reason": words.reason(v),
-                    "boards_differ": b.differ, "f_test_p": b.p, "covered": b.held,
+                    "interval": f"{model.text(r)}; {model.holds_for()}", "reason": words.reason(v),
+                    "boards_differ": c.differ, "f_test_p": c.p, "covered": c.held,
                 })  # fmt: skip
     scope = "board" if model is None else "model"
     return rec, {"pooled": len(analyses), "scope": scope, "warnings": pool.warnings, "sets": sets}
