@@ -227,3 +227,27 @@ def test_pool_and_export_say_it_and_refuse_one_board_for_the_model(nine, capsys,
     assert cli.main(["export", "--model", *names[:4]]) == 2  # one board's four runs
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "rests on one board (GPU-dbafddd4, 4 session(s))" in err
+
+
+def test_no_word_for_a_model_from_one_board_or_from_two_models(tmp_path, capsys):
+    from fixtures_sessions import write_session
+
+    def run(seed, uuid, name="NVIDIA H200"):
+        p = write_session(tmp_path / f"s{seed}", seed=seed, slug=f"fx{seed}", pairs=8, nvml=False)
+        meta = json.loads((p / "session.json").read_text())
+        meta["environment"]["gpu"].update(uuid=uuid, name=name)
+        (p / "session.json").write_text(json.dumps(meta))
+        return p
+
+    one = [run(1, "GPU-a"), run(2, "GPU-a")]
+    assert fleet(pool_sessions([load_session(p) for p in one])) is None
+    mixed = [run(3, "GPU-b", "NVIDIA H100 80GB HBM3"), run(4, "GPU-c")]
+    assert fleet(pool_sessions([load_session(p) for p in mixed])) is None
+    assert cli.main(["sessions", "pool", *map(str, mixed)]) == 0
+    assert (
+        "no word for a GPU model: the sessions ran on NVIDIA_H100_80GB_HBM3, NVIDIA_H200"
+        in capsys.readouterr().out
+    )
+    two = [run(5, "GPU-d"), run(6, "GPU-e", "NVIDIA H200 NVL")]  # one model as an engine keys it
+    model = fleet(pool_sessions([load_session(p) for p in two]))
+    assert model.model == "NVIDIA_H200" and list(model.boards) == ["GPU-d", "GPU-e"]
