@@ -19,6 +19,7 @@ from fixtures_sessions import write_session
 
 from workbench import cli
 from workbench.analysis import analyse, pool_sessions
+from workbench.analysis.fleet import fleet
 from workbench.core import decision
 from workbench.core.errors import BadArgument
 from workbench.report import decisions
@@ -97,7 +98,12 @@ def test_shape_keys_and_file_names():
 def test_one_session_gives_the_analysis_models_choice_and_numbers():
     (s,) = real("20261130T195329Z_default-r1")
     doc, notes = decisions.build([s])
-    assert not notes
+    # one board's decision, written as that board's, said on stderr (--model refuses it)
+    assert notes == [
+        f"NVIDIA_H200 {QWEN} rests on one board (GPU-815b9d32, 1 session(s)): a decision for "
+        "the GPU model needs sessions of two or more boards, pooled with the board as the unit: "
+        "written as that board's (scope 'board')"
+    ]
     e = doc["devices"]["NVIDIA_H200"]["shapes"][QWEN]
     a = analyse(s)
     for kernel in ("w13", "w2"):
@@ -124,33 +130,40 @@ def test_one_session_gives_the_analysis_models_choice_and_numbers():
 def test_sessions_of_two_gpus_merge_into_one_pooled_entry():
     ss = real(*SAME_TREE)
     assert len({s.environment["gpu"]["uuid"] for s in ss}) == 2  # two H200s
-    doc, _ = decisions.build(ss)
-    assert list(doc["devices"]) == ["NVIDIA_H200"]
+    doc, notes = decisions.build(ss, model=True)  # two boards: the model's decision
+    assert list(doc["devices"]) == ["NVIDIA_H200"] and notes == []
     (e,) = doc["devices"]["NVIDIA_H200"]["shapes"].values()
     assert [x["id"] for x in e["sessions"]] == SAME_TREE
+    assert e["scope"] == "model" and [b["sessions"] for b in e["boards"]] == [SAME_TREE[:2],
+                                                                             SAME_TREE[2:]]  # fmt: skip
     pool = pool_sessions(ss)
-    rows = {r.id: r for r in pool.rows}
-    for rec in pool.recommendations:
+    model = fleet(pool)
+    rows, levels = {r.id: r for r in pool.rows}, {r.id: r for r in model.results}
+    for rec in model.recommendations:  # the rule on the intervals over boards decides
         got = e["layouts"]["b3"][rec.kernel]
         assert got["pooled"] == 3 and (got["arm"], got["evidence"]) == (rec.arm, rec.evidence)
+        assert got["scope"] == "model"
         hot = got["sets"]["hot"]
-        assert hot["ratio"] == rows[f"{rec.kernel}/hot"].estimate
-        assert hot["session_verdicts"] == rows[f"{rec.kernel}/hot"].words  # pool's words
-        assert hot["blocks"] == [6, 6, 6]
-        row = rows[f"{rec.kernel}/hot"]
-        assert hot["covered"] == row.covered
+        row, b = rows[f"{rec.kernel}/hot"], levels[f"{rec.kernel}/hot"]
+        assert hot["ratio"] == row.estimate == b.verdict.median
+        assert (hot["verdict"], hot["runs_verdict"]) == (b.verdict.verdict, row.verdict)
+        assert hot["session_verdicts"] == row.words  # pool's words
+        assert hot["blocks"] == [6, 6, 6] and hot["method"] == "boards"
+        assert hot["covered"] == row.covered == model.checks[b.id].held
         # two boards, the board the unit: the interval is over the boards' estimates, and a
         # run is judged against the others of its board (two and one: none has three)
         assert len(row.board_groups()) == 2 and hot["ci"] == list(row.interval)
         assert row.coverage() is None and hot["coverage"] is None
-    # a wider minimum effect reaches the pooled verdicts: 0.9606 is no longer 5 % faster
+        assert "over 2 boards (3 runs)" in hot["interval"] and "(1 df)" in hot["interval"]
+    # a wider minimum effect: each run's interval lies inside the 5 % band (SAME), but the
+    # interval over two boards (t with 1 df) does not: the model's verdict is not resolved
     wide, _ = decisions.build(ss, m=0.05)
     w13 = wide["devices"]["NVIDIA_H200"]["shapes"][QWEN]["layouts"]["b3"]["w13"]
-    assert (
-        w13["sets"]["hot"]["verdict"] == "SAME" and w13["sets"]["rotating"]["verdict"] == "FASTER"
-    )
+    hot, rot = w13["sets"]["hot"], w13["sets"]["rotating"]
+    assert (hot["verdict"], hot["words"], hot["runs_verdict"]) == ("AMBIGUOUS", "FASTER~m", "SAME")
+    assert rot["verdict"] == "FASTER" and w13["decision"] == "cooperative"
     # each session's words: SAME, its interval below 1 inside the m band
-    assert w13["sets"]["hot"]["session_verdicts"] == ["FASTER<m"] * 3
+    assert hot["session_verdicts"] == ["FASTER<m"] * 3
 
 
 def test_synthetic_sessions_merge_per_device_and_split_by_device(tmp_path):
@@ -166,6 +179,42 @@ def test_synthetic_sessions_merge_per_device_and_split_by_device(tmp_path):
     assert h200["layouts"]["b3"]["w2"]["sets"]["hot"]["verdict"] == "SLOWER"
     h100 = doc["devices"]["NVIDIA_H100_80GB_HBM3"]["shapes"][QWEN]
     assert h100["layouts"]["b3"]["w13"]["pooled"] == 1
+
+
+def test_an_entry_says_whose_decision_it_is_and_model_refuses_one_boards(tmp_path):
+    """Two boards: the model's (scope "model", the boards named, the engine's message says so).
+    Two runs of one board: written as that board's with a note, and refused by --model in one
+    line naming the board; runs without a recorded board are no model's either."""
+    two = [load_session(synthetic(tmp_path, s, uuid=u)) for s, u in ((1, "GPU-a"), (2, "GPU-b"))]
+    doc, notes = decisions.build(two, model=True)
+    e = doc["devices"]["NVIDIA_H200"]["shapes"][QWEN]
+    assert notes == [] and e["scope"] == "model"
+    assert e["boards"] == [{"board": "GPU-a", "sessions": [two[0].name]},
+                           {"board": "GPU-b", "sessions": [two[1].name]}]  # fmt: skip
+    assert decision.resolve(doc, "NVIDIA H200", QWEN).message.endswith(
+        f"(evidence: {two[0].name}, {two[1].name}; the model's, over 2 boards)"
+    )
+    one = [load_session(synthetic(tmp_path, s, uuid="GPU-c")) for s in (3, 4)]
+    doc, notes = decisions.build(one)
+    e = doc["devices"]["NVIDIA_H200"]["shapes"][QWEN]
+    assert e["scope"] == "board" and e["layouts"]["b3"]["w13"]["scope"] == "board"
+    assert notes == [
+        f"NVIDIA_H200 {QWEN} rests on one board (GPU-c, 2 session(s)): a decision for the GPU "
+        "model needs sessions of two or more boards, pooled with the board as the unit: written "
+        "as that board's (scope 'board')"
+    ]
+    assert f"(evidence: {one[0].name}, {one[1].name}; GPU-c's, not the model's)" in (
+        decision.resolve(doc, "NVIDIA H200", QWEN).message
+    )
+    with pytest.raises(BadArgument, match=r"^--model: NVIDIA_H200 E=512.* rests on one board "
+                       r"\(GPU-c, 2 session\(s\)\).*export without --model$"):  # fmt: skip
+        decisions.build(one, model=True)
+    for s in one:  # no board recorded
+        meta = json.loads((s.path / "session.json").read_text())
+        meta["environment"]["gpu"]["uuid"] = None
+        (s.path / "session.json").write_text(json.dumps(meta))
+    with pytest.raises(BadArgument, match=r"its 2 session\(s\) record no board \(GPU UUID\)"):
+        decisions.build([load_session(s.path) for s in one], model=True)
 
 
 def test_sessions_of_different_sources_are_refused(tmp_path):
@@ -226,6 +275,7 @@ def test_cli_json_and_vllm_formats_hold_the_same_decisions(tmp_path, capsys):
             "different kernel sources",
         ),
         (["no-such-session"], "SESSION 'no-such-session'"),
+        (["20261130T195329Z_default-r1", "--model"], "rests on one board (GPU-815b9d32, 1 "),
     ],
 )
 def test_bad_exports_exit_2_with_one_line(capsys, argv, names):

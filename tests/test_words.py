@@ -33,6 +33,7 @@ SAYS = {
     "workers": ("over worker processes", "CI over workers"),
     "blocks": ("t-interval over blocks", "CI over blocks"),
     "pairs": ("CI of the median", "median pair ratio", "has no blocks", "exact coverage"),
+    "boards": ("t-interval over boards", "CI over boards"),  # a pool's, the GPU model's
 }
 
 
@@ -82,8 +83,10 @@ def _methods(an) -> set[str]:
 
 
 def test_the_committed_kinds_use_every_method():
+    """Every method a session's verdict can have; "boards" is a pool's (analysis.fleet), whose
+    words test_a_model_pool_and_its_export_word_the_interval_over_boards checks."""
     seen = {r.verdict.method for p in KINDS for r in _analysed(p)[1].results}
-    assert seen == set(SAYS) == set(words.ESTIMATE)
+    assert seen | {"boards"} == set(SAYS) == set(words.ESTIMATE) == set(words.ORDER)
 
 
 @pytest.mark.parametrize("path", KINDS, ids=lambda p: p.name)
@@ -171,4 +174,31 @@ def test_pool_says_for_how_many_boards_its_interval_holds(capsys):
     assert (
         "1 board (GPU-dbafddd4): the pooled interval is over sessions; it holds for this board"
         in out
+    )
+
+
+def test_a_model_pool_and_its_export_word_the_interval_over_boards(tmp_path, capsys):
+    """Sessions of two boards: `sessions pool` says for how many boards of which model its
+    interval holds, and export words the model's verdicts by the interval over boards, and by no
+    method they did not use; one board's pool says it holds for that board alone."""
+    from fixtures_sessions import write_session
+
+    paths = []
+    for seed, uuid in ((1, "GPU-a"), (2, "GPU-b"), (3, "GPU-b")):
+        p = write_session(tmp_path / f"s{seed}", seed=seed, slug=f"fx{seed}", pairs=8, nvml=False)
+        meta = json.loads((p / "session.json").read_text())
+        meta["environment"]["gpu"]["uuid"] = uuid
+        (p / "session.json").write_text(json.dumps(meta))
+        paths.append(p)
+    assert cli.main(["sessions", "pool", *map(str, paths)]) == 0
+    out = capsys.readouterr().out
+    assert "it holds for 2 boards of NVIDIA_H200 (the board the unit): the model's interval" in out
+    doc, _ = decisions.build([load_session(p) for p in paths])
+    (entry,) = doc["devices"]["NVIDIA_H200"]["shapes"].values()
+    assert entry["scope"] == "model" and mislabels(json.dumps(entry), {"boards"}) == []
+    assert cli.main(["sessions", "pool", *map(str, paths[1:])]) == 0
+    out = capsys.readouterr().out
+    assert "it holds for this board, not for the GPU model" in out and "for the model" not in out
+    assert words.holds_for_boards(3, "NVIDIA_H100").startswith(
+        "it holds for 3 boards of NVIDIA_H100"
     )

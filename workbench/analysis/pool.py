@@ -40,6 +40,7 @@ from workbench.core.stats import DEFAULT_CONF, t_interval
 from workbench.store.session import Session
 
 VARIES = "VARIES"
+BOARDS_DIFFER_P = 0.01  # the boards' F test below this: "the boards differ" (pool and fleet)
 
 
 @dataclass
@@ -105,14 +106,17 @@ class PooledComparison:
             groups.setdefault(k, []).append(i)
         return groups
 
+    def board_logs(self) -> list[float]:
+        """Each board's mean log estimate over its sessions, in ``board_groups`` order."""
+        logs = np.log(self.medians)
+        return [float(np.mean(logs[idx])) for idx in self.board_groups().values()]
+
     def _units(self) -> list[float]:
         """The log estimates the pool averages: one per session, or per board's mean of them
         where the sessions come from several boards."""
-        logs = np.log(self.medians)
-        groups = self.board_groups()
-        if len(groups) < 2:
-            return [float(x) for x in logs]
-        return [float(np.mean(logs[idx])) for idx in groups.values()]
+        if len(self.board_groups()) < 2:
+            return [float(x) for x in np.log(self.medians)]
+        return self.board_logs()
 
     @property
     def estimate(self) -> float:
@@ -148,7 +152,7 @@ class PooledComparison:
         rows = [(k, math.exp(means[k]), len(idx)) for k, idx in groups.items()]
         return rows, p
 
-    def board_note(self, alpha: float = 0.01) -> str | None:
+    def board_note(self, alpha: float = BOARDS_DIFFER_P) -> str | None:
         """The line `sessions pool` prints where a main or confirm row's boards differ (F test
         p below ``alpha``): one run's interval holds for its board, not for the GPU model."""
         b = self.board_spread()
@@ -293,6 +297,8 @@ class Pool:
     recommendations: list[Recommendation]
     warnings: list[str] = field(default_factory=list)
     method: str = __doc__.split("\n\n")[2].replace("\n", " ")
+    # the first session's results by id: the records a pooled verdict stands in for
+    first: dict[str, ComparisonResult] = field(default_factory=dict, repr=False)
 
 
 ARM_KEYS = ("kernel", "set", "a", "b")
@@ -373,7 +379,7 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
                 [_units(r.verdict) for r in results],
             )  # fmt: skip
         )
-    return Pool(sessions, rows, _recommend(rows, per[0]), warnings)
+    return Pool(sessions, rows, _recommend(rows, per[0]), warnings, first=per[0])
 
 
 def _grouped_warnings(

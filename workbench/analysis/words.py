@@ -45,10 +45,11 @@ ESTIMATE = {
     "workers": "geometric mean of the worker processes' block means",
     "blocks": "geometric mean of the block medians",
     "pairs": "median pair ratio",
+    "boards": "geometric mean of the boards' estimates (each its runs' geometric mean)",
 }
-OVER = {"workers": "worker processes", "blocks": "blocks", "pairs": "pairs"}
-UNIT = {"workers": "worker", "blocks": "block", "pairs": "pair"}
-ORDER = ("workers", "blocks", "pairs")
+OVER = {"workers": "worker processes", "blocks": "blocks", "pairs": "pairs", "boards": "boards"}
+UNIT = {"workers": "worker", "blocks": "block", "pairs": "pair", "boards": "board"}
+ORDER = ("workers", "blocks", "pairs", "boards")  # "boards": a pool's, the GPU model's
 
 
 def _pct(conf: float) -> str:
@@ -80,8 +81,45 @@ def holds_for(boards: int) -> str:
     return f"its intervals hold for these {boards} boards, which its workers sampled"
 
 
+def holds_for_boards(boards: int, model: str | None = None) -> str:
+    """For how many boards a pool's interval holds (`sessions pool`, `export`): over one board's
+    runs, for that board; over several boards (the board the unit), for the GPU model as far as
+    they sample it."""
+    if boards <= 1:
+        return (
+            "it holds for this board, not for the GPU model (boards of one model differ: "
+            "docs/DESIGN.md §7.6)"
+        )
+    return (
+        f"it holds for {boards} boards of {model or 'one GPU model'} (the board the unit): "
+        "the model's interval, as far as these boards sample it"
+    )
+
+
+def boards_agree(p: float | None, differ: bool | None) -> str:
+    """Whether a pool's boards agree, from the F test of its runs by board (analysis.fleet)."""
+    if p is None or differ is None:
+        return "untested (no board has two runs)"
+    return f"{'DIFFER' if differ else 'agree'} (F test p = {p:.2g})"
+
+
+def board_level_text(
+    v: Verdict, boards: int, runs: int, held: int, p: float | None, differ: bool | None
+) -> str:
+    """One comparison for the GPU model in a sentence: the verdict on the interval over
+    ``boards`` (``v``, method "boards"), whether the boards agree, and how many of the ``runs``'
+    own intervals hold the model's estimate (the recommendation's evidence, `export`'s)."""
+    return (
+        f"over {boards} boards ({runs} runs): {v.median:.4f} "
+        f"[{v.ci_low:.4f}, {v.ci_high:.4f}], {interval_kind('boards', v.conf)} ({boards - 1} df); "
+        f"the boards {boards_agree(p, differ)}; {held} of {runs} runs' intervals hold the estimate"
+    )
+
+
 def reach(method: str, blocks: int = 0, boards: int = 1) -> str:
     """What an interval of ``method`` covers, and for how many boards it holds."""
+    if method == "boards":
+        return holds_for_boards(boards)
     if method == "workers":
         n = max(boards, 1)
         return (
@@ -211,6 +249,11 @@ def _facts(v: Verdict) -> str:
             + ("" if v.k_workers is None else f"{v.k_workers} of {v.workers} workers, ")
             + f"{v.k_blocks} of {v.blocks} blocks and {v.k_faster} of {v.n} pairs favour B, "
             f"Wilcoxon p (pairs) = {p}"
+        )
+    elif v.method == "boards":
+        text = (
+            f"ratio B/A {v.median:.4f} ({change}, {ESTIMATE['boards']}), {pct} CI over boards "
+            f"{ci}, between-board SD {sd}, {v.k_faster} board(s) favour B"
         )
     elif v.method == "blocks":
         text = (

@@ -1,9 +1,10 @@
-"""`workbench export SESSION... [--format json|vllm] [--out PATH]`: the decision file an
-inference engine reads (docs/EXPORT.md).
+"""`workbench export SESSION... [--format json|vllm] [--out PATH] [--model]`: the decision file
+an inference engine reads (docs/EXPORT.md).
 
 Per device (named as vLLM keys it) and MoE shape: the reader chosen per kernel and layout, the
 verdicts, ratios, intervals and block counts behind the choice, the sessions and their source
-hashes. Sessions of several GPUs of one model merge into one entry (pooled). ``--format json``
+hashes. Sessions of several GPUs of one model merge into one entry (pooled; over two or more
+boards the model's decision, the board the unit; ``--model`` refuses any other). ``--format json``
 writes one file (stdout by default); ``--format vllm`` writes one
 ``E=...,N=...,device_name=....json`` per device and (E, N) into a folder: named as vLLM names its
 tuned MoE configs, but read by workbench/core/decision.py (vLLM's own loader would fail on them).
@@ -39,6 +40,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--root", default="sessions", help="where session names are looked up")
     p.add_argument("--m", type=float, default=None, help="minimum effect (default: each session's)")
+    p.add_argument(
+        "--model",
+        action="store_true",
+        help="every entry must be its GPU model's decision (sessions of two or more boards, "
+        "the board the unit); one board's is refused (exit 2) instead of written as that board's",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,9 +70,7 @@ def run(args: argparse.Namespace) -> int:
     paths = [resolve(a, args.root) for a in args.sessions]
     distinct_sessions(args.sessions, paths, "its decisions would count twice")
     sessions = [load_session(p) for p in paths]
-    doc, notes = decisions.build(sessions, args.m)
-    for n in notes:
-        print(f"workbench export: {n}", file=sys.stderr)
+    doc, notes = decisions.build(sessions, args.m, model=args.model)
     if args.format == "json":
         text = json.dumps(doc, indent=1, sort_keys=False) + "\n"
         if out is None:
@@ -73,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             write_whole(out, lambda tmp: tmp.write_text(text), "--out")
             print(f"workbench export: wrote {out}", file=sys.stderr)
-        _warn_stale(sessions)
+        _said(notes, sessions)
         return 0
     for name, part in decisions.split(doc).items():
         text = json.dumps(part, indent=1) + "\n"
@@ -85,8 +90,16 @@ def run(args: argparse.Namespace) -> int:
         "not a vLLM config folder: vLLM's loader would fail on these files",
         file=sys.stderr,
     )
-    _warn_stale(sessions)
+    _said(notes, sessions)
     return 0
+
+
+def _said(notes: list[str], sessions: list) -> None:
+    """What the document's build noted (sessions skipped, one board's entries), then the stale
+    sessions: once it is written, so that a failed write stays one line."""
+    for n in notes:
+        print(f"workbench export: {n}", file=sys.stderr)
+    _warn_stale(sessions)
 
 
 def _warn_stale(sessions: list) -> None:

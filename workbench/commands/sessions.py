@@ -68,7 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     pool = sub.add_parser(
         "pool",
         parents=[common, stats],
-        help="replicate runs of one configuration: a verdict only where every session agrees",
+        help="replicate runs of one configuration: a verdict only where every session agrees; "
+        "over two or more boards, the GPU model's word (the board the unit)",
     )
     pool.add_argument("sessions", metavar="SESSION", nargs="+")
     pack = sub.add_parser(
@@ -324,7 +325,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _pool(args: argparse.Namespace) -> int:
     from workbench.analysis import pool_sessions
-    from workbench.analysis.words import holds_for
+    from workbench.analysis.fleet import fleet, models
+    from workbench.analysis.words import holds_for_boards
     from workbench.core.errors import SessionError
     from workbench.store.session import load_session
 
@@ -352,6 +354,7 @@ def _pool(args: argparse.Namespace) -> int:
         print(f"!! WARNING: {w}", file=sys.stderr)
     # where the noise is, per level, for the comparisons a recommendation reads (REML)
     fits = {r.id: r.components() for r in p.rows if r.role == "main"}
+    model = fleet(p, fits)  # the GPU model's word, where the sessions ran on several boards
     if args.json:
         _dump(
             {
@@ -364,6 +367,7 @@ def _pool(args: argparse.Namespace) -> int:
                     for cid, f in fits.items()
                 },  # fmt: skip
                 "recommendations": [r.to_dict() for r in p.recommendations],
+                "model": None if model is None else model.to_dict(),
                 "warnings": p.warnings,
                 "method": p.method,
             }
@@ -379,7 +383,7 @@ def _pool(args: argparse.Namespace) -> int:
             print(f"{len(boards)} boards ({each}): estimates and intervals are over boards")
         elif boards and "?" not in boards:  # one board: what the pooled interval holds for
             print(f"1 board ({next(iter(boards))[:12]}): the pooled interval is over sessions; "
-                  f"{holds_for(1).replace('its intervals hold', 'it holds')}")  # fmt: skip
+                  f"{holds_for_boards(1)}")  # fmt: skip
         rows = [["comparison", "session estimates B/A", "range", "pooled [95 % CI]",
                  "CIs with pooled", "session verdicts", "rests on block", "pooled"]]  # fmt: skip
         rows += [
@@ -413,8 +417,41 @@ def _pool(args: argparse.Namespace) -> int:
             print(f"recommendation {rec.kernel}: {rec.decision} ({rec.arm})")
             for e in rec.evidence:
                 print(f"    {e}")
+        if model is not None:
+            _print_model(model)
+        elif len(boards) > 1:
+            print(f"no word for a GPU model: the sessions ran on {', '.join(models(p))}")
         print(f"method: {p.method}")
     return 0
+
+
+def _print_model(model: Any) -> None:
+    """`sessions pool`'s word for the GPU model (workbench.analysis.fleet): per comparison the
+    interval over boards, its verdict, whether the boards agree, the REML board SD and how many
+    runs' intervals hold the model's estimate; then the recommendation `export` writes."""
+    from workbench.analysis.words import boards_agree
+
+    each = "; ".join(f"{k[:12]}: {len(v)} runs" for k, v in model.boards.items())
+    print(f"for the model {model.model}: {len(model.boards)} boards ({each}); {model.holds_for()}")
+    pct = lambda x: num(x * 100, ".3f")  # noqa: E731
+    rows = [["comparison", "over boards [95 % CI]", "verdict", "boards", "board SD % [95 %]",
+             "runs' CIs holding it"]]  # fmt: skip
+    for r in model.results:
+        v, c = r.verdict, model.checks[r.id]
+        sd = c.board_sd
+        rows.append([
+            r.id, f"{num(v.median, none='-')} [{num(v.ci_low, none='-')}, {num(v.ci_high, none='-')}]",
+            v.words, boards_agree(c.p, c.differ),
+            "-" if sd is None else f"{pct(sd.sd)} [{pct(sd.low)}, {pct(sd.high)}]",
+            f"{c.held}/{c.runs}",
+        ])  # fmt: skip
+    print(_table(rows))
+    for rec in model.recommendations:
+        print(
+            f"recommendation for the model {model.model}, {rec.kernel}: {rec.decision} ({rec.arm})"
+        )
+        for e in rec.evidence:
+            print(f"    {e}")
 
 
 def _print_components(fits: dict[str, Any]) -> None:

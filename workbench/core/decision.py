@@ -251,7 +251,8 @@ def resolve(
         sessions = ", ".join(x.get("id", "?") for x in (entry or {}).get("sessions", []))
         readers = ", ".join(f"{k} {a}" for k, a in arms.items())
         return Resolution(COMPACT, arms, "evidence" if mode == "auto" else "explicit-on",
-                          f"{where}: compact layout, {readers} (evidence: {sessions})", entry)  # fmt: skip
+                          f"{where}: compact layout, {readers} (evidence: {sessions}"
+                          f"{_scope(entry)})", entry)  # fmt: skip
     if mode == "on":
         raise DecisionError(
             f"{where}: the compact layout was requested but cannot be served: {why}"
@@ -259,6 +260,18 @@ def resolve(
     return Resolution(
         SAFE, safe, "fallback", f"{where}: 4-byte layout (safe default): {why}", entry
     )
+
+
+def _scope(entry: Mapping[str, Any] | None) -> str:
+    """ "; the model's, over 2 boards" or "; GPU-712d216e's, not the model's": whose decision
+    an entry is (`export`'s scope; files written before entries had one say nothing)."""
+    boards = [b.get("board", "?") for b in (entry or {}).get("boards") or []]
+    scope = (entry or {}).get("scope")
+    if scope == "model":
+        return f"; the model's, over {len(boards)} boards"
+    if scope == "board":
+        return f"; {', '.join(b[:12] for b in boards) or 'one board'}'s, not the model's"
+    return ""
 
 
 def _evidence(

@@ -87,8 +87,9 @@ class Verdict:
     processes' mean block log-ratios: docs/DESIGN.md §7.3, the default), "blocks" (a t-interval
     over the blocks' median log-ratios of one process, which ignores process variance), or "pairs" (the distribution-free interval over
     pairs of one placement: a legacy session, or a run of one block; it does not cover
-    placement, so it is narrower than run-to-run reality). ``median`` is the point estimate
-    of that method: the geometric mean of the block medians, or the median pair ratio.
+    placement, so it is narrower than run-to-run reality), or "boards" (a pool's t-interval
+    over boards, ``unit_verdict``: the GPU model's). ``median`` is the point estimate of that
+    method: the geometric mean of the block medians (of the boards'), or the median pair ratio.
     """
 
     verdict: str
@@ -331,6 +332,38 @@ def compare(
             if bc is not None and detectable
             else None
         ),
+    )  # fmt: skip
+
+
+def unit_verdict(
+    logs: Sequence[float],
+    m: float = DEFAULT_M,
+    conf: float = DEFAULT_CONF,
+    *,
+    method: str = "boards",
+    pairs: int = 0,
+) -> Verdict:
+    """The rule (§7.4) on the t-interval over units of a pool, one mean log-ratio B/A per unit
+    in ``logs`` (the boards of `sessions pool`: workbench.analysis.fleet), ``pairs`` the complete
+    pairs behind them. The estimate is the geometric mean, ``k_faster`` the units favouring B and
+    ``more_pairs`` the units that would likely settle an AMBIGUOUS verdict. Fewer than two
+    finite units: AMBIGUOUS ("no-pairs")."""
+    m = _check_m(m)
+    y = np.asarray(logs, dtype=np.float64)
+    y = y[np.isfinite(y)]
+    if y.size < 2:
+        est = math.exp(float(y[0])) if y.size else math.nan
+        return Verdict("AMBIGUOUS", pairs, est, -math.inf, math.inf, conf, None, 0, m, conf,
+                       "no-pairs", None, method=method)  # fmt: skip
+    mean, half = t_interval(y, conf)
+    med, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    verdict, code = _decide(med, low, high, m)
+    more = _more(y.size, med, med - low, high - med, m, 2) if verdict == "AMBIGUOUS" else None
+    hw = (high - low) / (2 * med)
+    return Verdict(
+        verdict, pairs, med, low, high, conf, None, int(np.sum(y < 0.0)), m, conf, code, more,
+        method=method, between_sd=float(np.std(y, ddof=1)), half_width=hw,
+        resolution=max(m, hw),
     )  # fmt: skip
 
 

@@ -2,11 +2,13 @@
 model, per device and MoE shape, with the evidence behind it, for ``workbench.core.decision``.
 
 Nothing is decided here: one session's choice is ``analysis.analyse(session).recommendations``,
-several sessions' (replicates, or several GPUs of one model) is ``analysis.pool_sessions``, and
-the numbers per expert set are those same objects' verdicts. What this module adds is the
-grouping (device name as vLLM keys it, shape key) and the refusals: sessions of one entry must
-have measured the same kernel sources and the same pair of arms, or the merged choice would
-describe no single build.
+several sessions' of one board is ``analysis.pool_sessions``, of two or more boards the GPU
+model's (``analysis.fleet``: the board the unit), and the numbers per expert set are those same
+objects' verdicts. What this module adds is the grouping (device name as vLLM keys it, shape
+key), each entry's ``scope`` (``model`` or ``board``) and the boards it sampled, and the
+refusals: sessions of one entry must have measured the same kernel sources and the same pair of
+arms, or the merged choice would describe no single build; and ``model=True`` (`export
+--model`) refuses an entry that is not the model's.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import Any
 
 from workbench import __version__
 from workbench.analysis import words
+from workbench.analysis.fleet import Fleet, fleet
 from workbench.analysis.model import Analysis, analyse
-from workbench.analysis.pool import check_poolable, pool_sessions
+from workbench.analysis.pool import Pool, check_poolable, pool_sessions, session_board
 from workbench.analysis.recommend import READER_KERNELS, Recommendation, reader_results
 from workbench.core import decision
 from workbench.core.errors import BadArgument
@@ -75,17 +78,20 @@ def _one(a: Analysis, kernel: str) -> tuple[Recommendation, dict[str, Any]]:
 
 
 def _pooled(
-    analyses: list[Analysis], kernel: str, m: float | None
+    analyses: list[Analysis], kernel: str, pooled: tuple[Pool, Fleet | None]
 ) -> tuple[Recommendation, dict[str, Any]]:
-    """The pooled recommendation of several sessions (analysis.pool) and its rows per set."""
-    pool = pool_sessions([a.session for a in analyses], m)
-    rec = next((r for r in pool.recommendations if r.kernel == kernel), None)
+    """The pooled recommendation of several sessions and its rows per set: the GPU model's
+    (analysis.fleet) where they ran on two or more boards, else the runs' (analysis.pool)."""
+    pool, model = pooled
+    recs = pool.recommendations if model is None else model.recommendations
+    rec = next((r for r in recs if r.kernel == kernel), None)
     ids = {r.id for r in reader_results(analyses[0].results, kernel)}
     if rec is None:
         names = ", ".join(a.session.name for a in analyses)
         raise BadArgument(
             f"{kernel}: sessions {names} share no reader comparison to pool: export them apart"
         )
+    levels = {} if model is None else {r.id: r for r in model.results}
     sets = {}
     for row in pool.rows:
         if row.id in ids:
@@ -99,7 +105,17 @@ def _pooled(
                 ],
                 "covered": row.covered, "coverage": _coverage(row),
             }  # fmt: skip
-    return rec, {"pooled": len(analyses), "warnings": pool.warnings, "sets": sets}
+            r = levels.get(row.id)
+            if r is not None:  # the model's verdict on the interval over boards decides
+                v, c = r.verdict, model.checks[row.id]
+                sets[row.set].update({
+                    "verdict": v.verdict, "words": v.words, "runs_verdict": row.verdict,
+                    "ratio": v.median, "ci": [v.ci_low, v.ci_high], "method": v.method,
+                    "interval": f"{model.text(r)}; {model.holds_for()}", "reason": words.reason(v),
+                    "boards_differ": c.differ, "f_test_p": c.p, "covered": c.held,
+                })  # fmt: skip
+    scope = "board" if model is None else "model"
+    return rec, {"pooled": len(analyses), "scope": scope, "warnings": pool.warnings, "sets": sets}
 
 
 def _coverage(row: Any) -> dict[str, Any] | None:
@@ -108,21 +124,35 @@ def _coverage(row: Any) -> dict[str, Any] | None:
     return None if c is None else {"agreeing": c[0], "sessions": c[1], "p": c[2]}
 
 
+def _boards(analyses: list[Analysis]) -> list[dict[str, Any]]:
+    """The boards an entry sampled ({board, sessions}, first-seen order), as `sessions pool`
+    keys them (analysis.pool.session_board: a session of several GPUs is one key, "a+b")."""
+    out: dict[str, list[str]] = {}
+    for a in analyses:
+        out.setdefault(session_board(a.session), []).append(a.session.name)
+    return [{"board": k, "sessions": v} for k, v in out.items()]
+
+
 def _entry(analyses: list[Analysis], m: float | None) -> dict[str, Any]:
     first = analyses[0].session
     files = first.provenance.get("files") or {}
     # one source tree and one pair of arms per comparison: the refusals `sessions pool` makes
     check_poolable([a.session for a in analyses], [a.results for a in analyses])
     compact: dict[str, Any] = {}
+    pools: dict[tuple[str, ...], tuple[Pool, Fleet | None]] = {}  # one pool per session set
     for kernel in READER_KERNELS:
         have = [a for a in analyses if kernel in a.recommendations]
         if not have:
             continue
         if len(have) == 1:
             rec, sets = _one(have[0], kernel)
-            ev: dict[str, Any] = {"pooled": 1, "warnings": [], "sets": sets}
+            ev: dict[str, Any] = {"pooled": 1, "scope": "board", "warnings": [], "sets": sets}
         else:
-            rec, ev = _pooled(have, kernel, m)
+            key = tuple(a.session.name for a in have)
+            if key not in pools:
+                pool = pool_sessions([a.session for a in have], m)
+                pools[key] = (pool, fleet(pool))
+            rec, ev = _pooled(have, kernel, pools[key])
         compact[kernel] = {
             "arm": rec.arm, "reader": _reader(rec.arm), "decision": rec.decision,
             "rule": rec.rule, "evidence": rec.evidence,
@@ -130,8 +160,11 @@ def _entry(analyses: list[Analysis], m: float | None) -> dict[str, Any]:
         }  # fmt: skip
     safe = {k: {"arm": decision.SAFE_ARM, "reader": "scalar", "decision": "only reader"}
             for k in READER_KERNELS}  # fmt: skip
+    scopes = {k["scope"] for k in compact.values()}
     return {
         "shape": dataclasses.asdict(_shape_key(first)),
+        "scope": "model" if scopes == {"model"} else "board",
+        "boards": _boards(analyses),
         "layouts": {decision.COMPACT: compact, decision.SAFE: safe},
         "layout_rule": LAYOUT_RULE,
         "sessions": [_session_record(a.session) for a in analyses],
@@ -148,9 +181,34 @@ def _builds(analyses: list[Analysis]) -> dict[str, dict[str, str]]:
     return {a.session.name: dict(a.session.provenance.get("builds") or {}) for a in analyses}
 
 
-def build(sessions: Iterable[Session], m: float | None = None) -> tuple[dict[str, Any], list[str]]:
+def not_the_models(dev: str, key: str, entry: dict[str, Any]) -> str | None:
+    """Why an entry is no GPU model's decision (None where it is): what `export` notes, and what
+    `export --model` refuses with (docs/EXPORT.md)."""
+    if entry["scope"] == "model":
+        return None
+    boards = entry["boards"]
+    runs = sum(len(b["sessions"]) for b in boards)
+    where = f"{dev} {key}"
+    if len(boards) == 1 and boards[0]["board"] == "?":
+        what = f"its {runs} session(s) record no board (GPU UUID)"
+    elif len(boards) == 1 and "+" not in boards[0]["board"]:
+        what = f"rests on one board ({boards[0]['board'][:12]}, {runs} session(s))"
+    else:  # a session of several GPUs is one unit of the pool: no interval over boards
+        each = ", ".join(b["board"] for b in boards)
+        what = f"has no interval over boards ({each}: {runs} session(s), one unit each)"
+    return (
+        f"{where} {what}: a decision for the GPU model needs sessions of two or more boards, "
+        "pooled with the board as the unit"
+    )
+
+
+def build(
+    sessions: Iterable[Session], m: float | None = None, model: bool = False
+) -> tuple[dict[str, Any], list[str]]:
     """(decision document, notes): one entry per (device, shape) of ``sessions``; sessions
-    without a reader recommendation are skipped with a note."""
+    without a reader recommendation are skipped with a note, and an entry that is one board's
+    decision, not its model's, gets a note; ``model=True`` refuses it instead (BadArgument,
+    exit 2: `export --model`)."""
     groups: dict[tuple[str, str], list[Analysis]] = {}
     names: dict[str, set[str]] = {}
     notes = []
@@ -172,7 +230,15 @@ def build(sessions: Iterable[Session], m: float | None = None) -> tuple[dict[str
     devices: dict[str, Any] = {}
     for (dev, key), analyses in sorted(groups.items()):
         slot = devices.setdefault(dev, {"names": sorted(names[dev]), "shapes": {}})
-        slot["shapes"][key] = _entry(analyses, m)
+        entry = _entry(analyses, m)
+        why = not_the_models(dev, key, entry)
+        if why is not None and model:
+            raise BadArgument(
+                f"--model: {why}; add another board's runs, or export without --model"
+            )
+        if why is not None:
+            notes.append(f"{why}: written as that board's (scope 'board')")
+        slot["shapes"][key] = entry
     doc = {
         "schema": decision.SCHEMA,
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
