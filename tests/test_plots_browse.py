@@ -63,7 +63,7 @@ def test_ratio_legend_of_a_session_without_blocks(tmp_path):
     assert all(r.verdict.method == "pairs" for r in an.results)
     texts = _legend_texts(fig_ratios(an))
     assert "median pair ratio" in texts
-    assert "95 % CI of the median (distribution-free)" in texts
+    assert "95 % CI of the median over pairs (distribution-free)" in texts
 
 
 def test_nvml_comparison_labels_do_not_overlap(an):

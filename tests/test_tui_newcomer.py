@@ -116,7 +116,7 @@ def test_chart_labels_of_two_references_stay_distinct():
     "method, marker, interval",
     [
         ("blocks", "geometric mean of the block medians", "95 % t-interval over blocks"),
-        ("pairs", "median pair ratio", "95 % CI of the median (distribution-free)"),
+        ("pairs", "median pair ratio", "95 % CI of the median over pairs (distribution-free)"),
     ],
 )
 def test_chart_legend_names_the_estimate_drawn(method, marker, interval):
