@@ -6,8 +6,8 @@ of the same sources gave w13/hot ratios of 1.031, 1.070 and 0.998 while each CI 
 So a claim for a pull request should hold in every replicate session.
 
 Rule (conservative, torch-free): per comparison id present in every session, the pooled verdict is
-a session's (FASTER, SLOWER or SAME; since the interval rule, its one word) only when every session
-reached that same one; otherwise VARIES, which counts as AMBIGUOUS for the recommendation. The reported range is the min and max of the session
+FASTER, SLOWER or SAME only when every session reached that same verdict; otherwise VARIES, which
+counts as AMBIGUOUS for the recommendation. The reported range is the min and max of the session
 medians. Read "all agree" as a sign test on the session medians: with no true effect, all n
 medians fall on one side of 1 by chance with probability 2^(1-n) (3 sessions: 25 %, 6: 3 %), so
 a pooled verdict from few sessions is a consistency check, and six or more make it a claim.
@@ -353,7 +353,8 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
             continue
         results = [p[cid] for p in per]
         # each session's one word (Verdict.label: its verdict, in a session before the
-        # interval rule); the pool's only where every session reads the same, decided one
+        # interval rule, so such a pool reads as it did; since, its words): the pool's only
+        # where every session reads the same one, AMBIGUOUS apart
         verdicts = [r.verdict.label for r in results]
         same = verdicts[0] if len(set(verdicts)) == 1 and verdicts[0] != "AMBIGUOUS" else VARIES
         rows.append(

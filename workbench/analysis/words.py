@@ -256,7 +256,7 @@ def reason(v: Verdict) -> str:
 
 LOOK_STOPS = {
     None: "another look",
-    "decided": "every label decided",
+    "decided": "it stops",
     "looks": "the looks are spent",
     "budget": "another look would end past --budget",
 }
