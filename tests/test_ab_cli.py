@@ -362,8 +362,11 @@ def test_keyboard_interrupt_keeps_the_session(device, monkeypatch, capsys, tmp_p
 
 
 def test_calibrate_end_to_end(device, capsys, tmp_path):
+    # the fitted model's W13 hot blocks (0.19 %, tests/noise_model.py): four blocks keep the
+    # 2 % rung's interval clear of 1 + m (three, with t at 2 dof, sometimes did not)
+    sim_device.reseed(364)
     code, s, err = run_json(
-        capsys, ["calibrate", *SMALL, *FAST, "--spins", "0,4,80,400",
+        capsys, ["calibrate", *SMALL, *FAST, "--spins", "0,4,80,400", "--blocks", "4",
                  "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
     )  # fmt: skip
     assert code == 0, err
