@@ -42,12 +42,19 @@ PEER_US = 12.0
 FUSED_PEER_US = 3.0  # the triton-moe peer: a fused launch, slower than the kernels
 PYTHON_US = 8.0  # every call of a user's Python arm (its torch ops run on the CPU, untimed)
 SM_MHZ = 1980.0
-NOISE = 0.003  # multiplicative, per call
-# Memory placement (docs/DESIGN.md §5.5): each placement of a bank gives each reader its own
-# speed factor, drawn once and fixed until the bank moves, as the H200 showed (the same
-# padding gave the same ratio again, even in another process). 0.3 % is the spread of the W13
-# hot ratio over six placements there (0.9537..0.9626).
-PLACEMENT_SD = 0.003
+# The noise model (tests/noise_model.py): the SDs of a comparison's log ratio B/A per level as
+# REML fits them to the H200's default runs ("fitted"), or a named variant ("process", "board").
+# Each level is drawn where it lives: the board and the process per (kernel, set, variant) (so
+# they cancel in an A/A, whose arms are one variant), the block per captured arm (a block
+# captures both arms anew on its placement), the pair per timed sample (each sample is one
+# `torch.cuda._sleep` and its replays); each arm draws SD/sqrt(2), so the ratio's is the
+# model's. The run level is 0 in every fit and not drawn.
+MODEL: str | dict = "fitted"  # a name of noise_model.MODELS, or a test's own {comparison: Noise}
+NOISE = 0.0002  # multiplicative, per call: the replays of one sample differ, far below the model
+# Memory placement per bank (docs/DESIGN.md §5.5): each placement of a bank gives each reader its
+# own speed factor, drawn once and fixed until the bank moves. Off: the model's block level is
+# the placement; a test may set it (the same draw for both arms of one reader).
+PLACEMENT_SD = 0.0
 # First-block mechanisms (docs/investigations/2026-11-30-block-zero.md): each gives the scalar reader a speed factor tied
 # to one way block 0 of a group differed from later blocks, so a test can show that the block
 # protocol's switch for it makes every counted block the same kind of draw. Off unless a test
@@ -62,13 +69,12 @@ PLACEMENT_SD = 0.003
 #                 one timed before its group's rotating comparison ran, and only it was faster;
 #                 groups without a rotating comparison showed no offset).
 FIRST_BLOCK: dict[str, float] = {}
-# Variance above the placement (docs/DESIGN.md §7.3): each process draws a speed factor per
-# reader at install (a fresh CUDA context, on the H200 an SD of 0.06-0.09 % on a reader ratio)
-# and each board one more, fixed by the board's name ($CUDA_VISIBLE_DEVICES in a worker). Off
-# unless a test sets them (install_in_worker's process_sd and board_sd).
-PROCESS_SD = 0.0
-BOARD_SD = 0.0
-PROCESS_EFFECT: dict[str, float] = {}  # reader -> this process's factor (board's included)
+# The model's board and process draws of this process, per (kernel, set, variant): the board's
+# seeded by its name ($CUDA_VISIBLE_DEVICES in a worker, GPU-sim-<name>), the process's from
+# PROCESS_RNG (new_process() makes the next worker's, as a fresh process would)
+FIXED: dict[tuple[str, str, str], float] = {}
+PROCESS_RNG = np.random.default_rng()
+SAMPLE = {"n": 0}  # timed samples so far (each begins with one torch.cuda._sleep)
 # A sticky fault (docs/DESIGN.md §9): a variant named here raises CUDA's illegal-address error at
 # its first call, and from then on every call into the simulated CUDA fails the same way, as a
 # lost context does.
@@ -106,14 +112,61 @@ class FakeGraph:
         self.factor = (
             float(np.exp(CAPTURE_SD * PLACEMENT_RNG.standard_normal())) if CAPTURE_SD else 1.0
         )
+        self.noise: ArmNoise | None = None  # the model's draws of its arm (Calls.arm)
 
     def replay(self) -> None:
         t0 = Clock.t
         self.issue()
-        Clock.t = t0 + (Clock.t - t0) * self.factor
+        factor = self.factor * (1.0 if self.noise is None else self.noise.factor())
+        Clock.t = t0 + (Clock.t - t0) * factor
 
     def reset(self) -> None:
         self.issue = None
+
+
+@dataclass
+class ArmNoise:
+    """The model's draws for one captured arm of one comparison: its board and process factor
+    (FIXED), its block's, and its current sample's (drawn at the sample's first replay)."""
+
+    fixed: float
+    block: float
+    pair_sd: float
+    sample: int = -1
+    sample_factor: float = 1.0
+
+    def factor(self) -> float:
+        if self.sample != SAMPLE["n"]:
+            self.sample = SAMPLE["n"]
+            z = FakeKernelOp.rng.standard_normal()
+            self.sample_factor = float(np.exp(self.pair_sd * z)) if self.pair_sd else 1.0
+        return self.fixed * self.block * self.sample_factor
+
+
+def _fixed(level: str, sd: float, key: tuple[str, str, str]) -> float:
+    """The board's or this process's factor of one (kernel, set, variant) (SD ``sd``)."""
+    import zlib
+
+    if sd == 0.0:
+        return 1.0
+    if level == "board":
+        board = os.environ.get("CUDA_VISIBLE_DEVICES", "0")
+        rng = np.random.default_rng(zlib.crc32("/".join((board, *key)).encode()))
+        return float(np.exp(sd * rng.standard_normal()))
+    return float(np.exp(sd * PROCESS_RNG.standard_normal()))
+
+
+def arm_noise(variant: str, kernel: str, set_: str) -> ArmNoise:
+    """The draws of an arm of ``variant`` captured now for a ``kernel``/``set_`` comparison."""
+    from noise_model import MODELS, noise_of
+
+    n = noise_of(MODELS[MODEL] if isinstance(MODEL, str) else MODEL, kernel, set_)
+    half = 1 / np.sqrt(2)  # each arm draws SD/sqrt(2): the ratio B/A has the model's SD
+    key = (kernel, set_, variant)
+    if key not in FIXED:
+        FIXED[key] = _fixed("board", n.board * half, key) * _fixed("worker", n.worker * half, key)
+    block = float(np.exp(n.block * half * PLACEMENT_RNG.standard_normal())) if n.block else 1.0
+    return ArmNoise(FIXED[key], block, n.pair)  # a sample's SD: that of the pair ratio
 
 
 def fake_capture(issue, warmup: int = 2):
@@ -235,6 +288,17 @@ def reseed(seed: int) -> None:
     ROUTINGS.clear()
     FakeKernelOp.rng = np.random.default_rng([seed, 0])
     PLACEMENT_RNG = np.random.default_rng([seed, 1])
+    new_process(np.random.default_rng([seed, 2]))
+
+
+def new_process(rng: np.random.Generator | None = None) -> None:
+    """The model's draws of a fresh process (a board keeps its own): each (kernel, set, variant)
+    draws its process factor anew, from ``rng`` (else a fresh stream, as a new process would)."""
+    global PROCESS_RNG
+    FIXED.clear()
+    PROCESS_RNG = (
+        rng if rng is not None else np.random.default_rng(np.random.SeedSequence().entropy)
+    )
 
 
 _MEMO: dict = {}  # the simulated kernels compute each distinct call once (speed only)
@@ -299,7 +363,6 @@ class FakeKernelOp:
             out.mul_(1 + self.perturbed[self.variant.name])
         FakeKernelOp.calls += 1
         place = bank.effect.get(self.variant.reader, 1.0)
-        place *= PROCESS_EFFECT.get(self.variant.reader, 1.0)
         self.made_calls += 1
         if "cold-op" in FIRST_BLOCK and self.variant.reader == "scalar":
             place *= FIRST_BLOCK["cold-op"] if self.made_calls <= COLD_CALLS else 1.0
@@ -307,7 +370,7 @@ class FakeKernelOp:
         seen.add(key[2])
         if "before-rotating" in FIRST_BLOCK and self.variant.reader == "scalar" and len(seen) == 1:
             place *= FIRST_BLOCK["before-rotating"]
-        Clock.t += self.cost_ms * place * (1 + NOISE * self.rng.standard_normal())
+        Clock.t += self.cost_ms * place * (1 + NOISE * self.rng.standard_normal() if NOISE else 1)
 
 
 def interrupt_late(
@@ -468,7 +531,7 @@ def install(monkeypatch):
         "device_count": lambda: 1,
         "get_device_properties": lambda *a: props,
         "Event": FakeEvent,
-        "_sleep": lambda cycles: None,
+        "_sleep": _sleep,
     }.items():
         monkeypatch.setattr(cuda, name, value)
     monkeypatch.setattr(engine, "DEVICE", "cpu")
@@ -476,11 +539,13 @@ def install(monkeypatch):
     monkeypatch.setattr(calls, "DEVICE", "cpu")
     monkeypatch.setattr(engine, "l2_bytes", lambda d=0: props.L2_cache_size)
     monkeypatch.setattr(graphs, "capture", fake_capture)
+    monkeypatch.setattr(calls.Calls, "arm", _noisy_arm(calls.Calls.arm))
     FakeKernelOp.broken = set()
     FakeKernelOp.perturbed = {}
     FAULTY.clear()
     FAULTED["on"] = False
-    _draw_process_effect()
+    new_process()
+    SAMPLE["n"] = 0
     PARAM_FACTOR.clear()
     _MEMO.clear()
     FakeKernelOp.rng = np.random.default_rng(np.random.SeedSequence().entropy)
@@ -501,35 +566,37 @@ def install(monkeypatch):
     return built
 
 
-def _draw_process_effect() -> None:
-    """This process's factor per reader: its own draw times its board's (a board's draw is
-    seeded by its name, so every process on one board shares it)."""
-    import os
-    import zlib
+def _sleep(cycles) -> None:
+    """torch.cuda._sleep: the blocking kernel before each timed sample, so a new sample begins."""
+    SAMPLE["n"] += 1
 
-    board = os.environ.get("CUDA_VISIBLE_DEVICES", "0")
-    rb = np.random.default_rng(zlib.crc32(board.encode()))
-    rp = np.random.default_rng(np.random.SeedSequence().entropy)
-    PROCESS_EFFECT.clear()
-    for r in READERS:
-        z_board, z_proc = rb.standard_normal(), rp.standard_normal()
-        PROCESS_EFFECT[r] = float(np.exp(BOARD_SD * z_board + PROCESS_SD * z_proc))
+
+def _noisy_arm(real):
+    """Calls.arm that gives each captured arm the model's draws (ArmNoise)."""
+
+    def arm(self, spec, c, geom, cycle):
+        graph_arm = real(self, spec, c, geom, cycle)
+        noise = arm_noise(spec.name, c.kernel, c.set)
+        for g in graph_arm.graphs:
+            g.noise = noise
+        return graph_arm
+
+    return arm
 
 
 def install_in_worker(
     param_factor: dict | None = None,
     broken: tuple = (),
     perturbed: dict | None = None,
-    process_sd: float = 0.0,
-    board_sd: float = 0.0,
+    model: str = "fitted",
     faulty: tuple = (),
 ) -> None:
     """The simulated GPU inside a spawned worker (kept for the process's life), with the parent
-    test's parameter costs, broken and faulting variants, and variance per process and board."""
+    test's parameter costs, broken and faulting variants, and noise model (noise_model.MODELS)."""
     import pytest
 
-    global PROCESS_SD, BOARD_SD
-    PROCESS_SD, BOARD_SD = process_sd, board_sd
+    global MODEL
+    MODEL = model
     install(pytest.MonkeyPatch())
     FAULTY.update(faulty)
     PARAM_FACTOR.clear()

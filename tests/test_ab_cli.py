@@ -253,18 +253,20 @@ def test_fused_peer_outside_its_tolerance_exits_5_and_times_nothing(device, caps
 def test_aa_run(device, capsys, tmp_path):
     code, s, _ = run_json(
         capsys, ["ab", *SMALL, *FAST, "--a", "b3-coop", "--b", "b3-coop", "--no-reference",
-                 "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
+                 "--set", "rotating", "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
     )  # fmt: skip
     assert code == 0
     cmps = s["comparisons"]
-    assert [c["role"] for c in cmps] == ["aa"] * 4
+    assert [c["role"] for c in cmps] == ["aa"] * 2
     for c in cmps:
-        # the simulated device's A/A estimates scatter by about 0.05 % (24 comparisons of six
-        # runs: all within 0.08 % of 1, every interval inside [0.996, 1.004]): the estimate
-        # must lie within 0.3 % (six SD) and the interval inside the m band, so SAME
+        # the simulated device's fitted model (tests/noise_model.py): a rotating set's block SD
+        # about 0.1 %, its pair SD under 0.1 %, so three blocks' estimate scatters by about
+        # 0.07 % and its interval (t, 2 dof) reaches about 0.3 %: the estimate must lie within
+        # 0.3 % and the interval inside the m band, so SAME (the hot sets' blocks, 0.2-0.6 %,
+        # need more blocks than this run's three for that)
         assert c["verdict"]["verdict"] == "SAME", c["verdict"]
         assert abs(c["verdict"]["median"] - 1) < 0.003
-        assert c["verdict"]["half_width"] < 0.005
+        assert c["verdict"]["half_width"] < 0.008
     assert s["recommendations"] == {}  # A/A recommends nothing and confirms nothing
     assert "_aa" in s["session"]
 
@@ -360,8 +362,11 @@ def test_keyboard_interrupt_keeps_the_session(device, monkeypatch, capsys, tmp_p
 
 
 def test_calibrate_end_to_end(device, capsys, tmp_path):
+    # the fitted model's W13 hot blocks (0.19 %, tests/noise_model.py): four blocks keep the
+    # 2 % rung's interval clear of 1 + m (three, with t at 2 dof, sometimes did not)
+    sim_device.reseed(364)
     code, s, err = run_json(
-        capsys, ["calibrate", *SMALL, *FAST, "--spins", "0,4,80,400",
+        capsys, ["calibrate", *SMALL, *FAST, "--spins", "0,4,80,400", "--blocks", "4",
                  "--sessions-dir", str(tmp_path), "--no-plots", "--json"],
     )  # fmt: skip
     assert code == 0, err

@@ -47,7 +47,7 @@ def test_ab_workers_run_as_ray_tasks_one_per_gpu_into_one_session(
     # the workers run on the cluster's GPUs: this host needs none (issue 46: it said "no usable
     # GPU" and stopped)
     monkeypatch.setattr(runner, "require_gpu", no_local_gpu)
-    in_workers(monkeypatch, process_sd=0.001, board_sd=0.002)
+    in_workers(monkeypatch, model="board")
     code, s, err = run_ab(capsys, tmp_path, "--workers", "4", "--no-reference", "--kernel",
                           "w13", "--set", "hot", "--ray", "auto")  # fmt: skip
     assert code == 0, err

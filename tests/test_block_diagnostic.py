@@ -175,13 +175,19 @@ def test_diagnostic_names_the_first_block_and_what_it_changes():
 
 def test_a_verdict_at_a_boundary_says_no_block_stands_out():
     """W2 hot at e414c6c (sessions/20261202T003535Z_default-r1): block ratios 1.0062..1.0137 beside
-    m = 1 %. The verdict's word moves with one block less although no block stands apart, and
-    the summary says why; where block 0 does stand apart the note is not given."""
+    m = 1 %. Under the rule it was recorded with (the estimate rule) the verdict's word moves
+    with one block less although no block stands apart, and the summary says why; under the
+    interval rule of sessions since (docs/DESIGN.md §7.4) the same interval across 1 + m reads
+    SLOWER~m with or without any one block. Where block 0 does stand apart the note is not
+    given."""
     rng = np.random.default_rng(8)
     centers = [1.0062, 1.0098, 1.0094, 1.0137, 1.0076, 1.0134]
-    d = diagnose(_samples(rng, centers, pair_sd=0.0015), m=0.01)
+    samples = _samples(rng, centers, pair_sd=0.0015)
+    d = diagnose(samples, m=0.01, rule=stats.LEGACY_RULE)
     assert d.rests_on and not d.flagged
     assert "no block stands out or drifts: the interval lies at a verdict boundary" in d.summary()
+    now = diagnose(samples, m=0.01)
+    assert now.rests_on == [] and set(now.without_words.values()) == {now.words} == {"SLOWER~m"}
     first = diagnose(
         _samples(rng, [1.0076, 0.9872, 0.9876, 0.9875, 0.9898, 0.9877], 0.0004), m=0.01
     )

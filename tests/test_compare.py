@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from workbench.analysis import compare_sessions, comparison_results, recommendations
-from workbench.core.stats import compare, pair_ratios
+from workbench.analysis.model import session_rule
+from workbench.core.stats import LEGACY_RULE, compare, pair_ratios
 from workbench.store.session import SessionWriter, load_session
 
 SRC = {"csrc/w13.cu": "a" * 64, "csrc/w2.cu": "b" * 64}
@@ -95,8 +96,10 @@ def test_analyse_recomputes_from_the_journal(tmp_path):
     assert s.summary == lie  # a stored summary claiming the opposite must not matter
     res = comparison_results(s)
     assert [r.id for r in res] == ["w13/hot", "w13/rotating", "w2/hot", "w2/rotating"]
+    # a session whose config names no rule was recorded before the interval rule: its own
+    assert session_rule(s) == LEGACY_RULE
     for r in res:
-        direct = compare(pair_ratios(s.samples_for(r.id)), m=0.01)
+        direct = compare(pair_ratios(s.samples_for(r.id)), m=0.01, rule=LEGACY_RULE)
         assert r.verdict == direct
         a = [x["ms"] for x in s.samples_for(r.id) if x["arm"] == "A"]
         assert r.a_ms == pytest.approx(np.median(a))

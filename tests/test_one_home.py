@@ -311,8 +311,37 @@ def session_writers(ts: dict[str, ast.Module]) -> list[str]:
     return out
 
 
+SETTLE_HOME = "workbench/core/sequential.py"
+# who asks the settling rule (core/sequential.py): the stopping rule's home for the next look,
+# the analysis and the run's config for the level of a look's interval
+SETTLE_CALLERS = {
+    "next_look": {"workbench/measure/abba.py"},
+    "look_conf": {"workbench/analysis/model.py", "workbench/run/config.py"},
+}
+
+
+def settle_rule_copies(ts: dict[str, ast.Module]) -> list[str]:
+    """Settling a label over looks is core/sequential.py's: nothing else lists the decided
+    labels or asks its rule but the modules SETTLE_CALLERS names."""
+    out = []
+    decided = {"FASTER", "FASTER<m", "SLOWER<m", "SLOWER"}
+    for path, tree in ts.items():
+        if path == SETTLE_HOME:
+            continue
+        for name, homes in SETTLE_CALLERS.items():
+            if path not in homes:
+                out += [f"{path}:{ln} calls {n}" for ln, n in _calls(tree, {name})]
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Tuple | ast.List | ast.Set):
+                vals = {e.value for e in n.elts if isinstance(e, ast.Constant)}
+                if vals == decided:
+                    out.append(f"{path}:{n.lineno} lists the decided labels")
+    return out
+
+
 CHECKERS = [
     stopping_rule_copies,
+    settle_rule_copies,
     verdict_combiners,
     gate_copies,
     run_config_forms,
@@ -346,6 +375,17 @@ PLANTED = {
             "x.py:2 reads .budget_s",
             "x.py:2 reads .budget_s",
             "x.py:4 reads .min_blocks",
+        ],
+    ),  # fmt: skip
+    # a runner that settles with a rule of its own
+    settle_rule_copies: (
+        "DONE = ('FASTER', 'FASTER<m', 'SLOWER<m', 'SLOWER')\n"
+        "look = sequential.next_look(labels, 1, 4, 6, 9.0, None)\n"
+        "conf = look_conf(4, 0.95)\n",
+        [
+            "x.py:2 calls next_look",
+            "x.py:3 calls look_conf",
+            "x.py:1 lists the decided labels",
         ],
     ),  # fmt: skip
     # the tuner's old _overall

@@ -12,9 +12,12 @@ import pytest
 from scipy import stats as sps
 
 from workbench.analysis.words import reason
+from workbench.core import stats
 from workbench.core.errors import BadArgument
 from workbench.core.stats import (
+    LEGACY_RULE,
     MAX_MORE_PAIRS,
+    RULE,
     PairRatio,
     Verdict,
     ci_half_width,
@@ -230,11 +233,52 @@ def test_m_threshold_separates_faster_from_same_and_ambiguous():
     r = 0.992 * np.exp(rng.normal(0, 0.004, 16))
     v = compare(r, m=0.01)
     assert v.ci_high < 1 and v.median > 0.99 and v.ci_low < 0.99
-    assert v.verdict == "AMBIGUOUS" and "median is within m" in reason(v)
+    assert v.verdict == "AMBIGUOUS" and v.words == "FASTER~m"
+    assert "the CI straddles 0.9900 (1 - m)" in reason(v)
+    old = compare(r, m=0.01, rule=LEGACY_RULE)  # a session recorded before the interval rule
+    assert old.verdict == "AMBIGUOUS" and "median is within m" in reason(old)
     with pytest.raises(BadArgument, match="m "):
         compare(r, m=-0.1)
     with pytest.raises(BadArgument, match="ratios"):
         compare([1.0, -2.0, 1.0])
+
+
+def _expected_word(lo: float, hi: float, m: float) -> str:
+    """docs/DESIGN.md §7.4's table, from where [lo, hi] lies against 1 - m, 1 and 1 + m."""
+    a, b = 1 - m, 1 + m
+    if hi < a:
+        return "FASTER"
+    if lo > b:
+        return "SLOWER"
+    if a <= lo and hi <= b:
+        return "SAME" if lo <= 1 <= hi else ("FASTER<m" if hi < 1 else "SLOWER<m")
+    if hi < 1:
+        return "FASTER~m"
+    if lo > 1:
+        return "SLOWER~m"
+    return "AMBIGUOUS"
+
+
+@pytest.mark.parametrize("rule", [RULE, LEGACY_RULE])
+def test_each_interval_reads_one_word(rule):
+    """Under the interval rule an interval's word is where it lies, whatever its estimate; the
+    estimate rule (sessions before it) is the planted mutant: the same interval across 1 + m or
+    1 - m reads SLOWER or SLOWER~m by where its estimate falls, and the check catches it."""
+    rng = np.random.default_rng(453)
+    m = 0.01
+    wrong = 0
+    for _ in range(4000):
+        lo, hi = np.sort(rng.uniform(0.975, 1.025, 2))
+        med = rng.uniform(lo, hi)
+        verdict, code = stats._decide(med, lo, hi, m, rule)
+        assert code in stats.CODES
+        words = stats.verdict_words(verdict, lo, hi)
+        wrong += words != _expected_word(lo, hi, m)
+        assert stats.decision_of(words) == verdict  # the verdict is what its word reads as
+    if rule == RULE:
+        assert wrong == 0
+    else:
+        assert wrong > 100, wrong
 
 
 def test_more_pairs_estimate_is_useful():

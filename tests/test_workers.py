@@ -45,7 +45,7 @@ def run_ab(capsys, tmp_path, *argv):
 def test_workers_merge_into_one_session_with_an_interval_over_workers(
     device, monkeypatch, capsys, tmp_path
 ):
-    in_workers(monkeypatch, process_sd=0.002)
+    in_workers(monkeypatch, model="process")
     code, s, err = run_ab(capsys, tmp_path, "--workers", "3", "--no-reference")
     assert code == 0, err
     sess = load_session(s["session"])
@@ -149,7 +149,7 @@ def two_boards(monkeypatch, names=("Simulated H200", "Simulated H200")):
 
 def test_workers_run_one_per_gpu_and_record_each_board(device, monkeypatch, capsys, tmp_path):
     two_boards(monkeypatch)
-    in_workers(monkeypatch, process_sd=0.001, board_sd=0.002)
+    in_workers(monkeypatch, model="board")
     code, s, err = run_ab(capsys, tmp_path, "--workers", "4", "--no-reference",
                           "--kernel", "w13")  # fmt: skip
     assert code == 0, err

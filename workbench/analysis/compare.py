@@ -53,7 +53,7 @@ class Shift:
 
     @property
     def verdict_changed(self) -> bool:
-        return self.a.verdict.verdict != self.b.verdict.verdict
+        return self.a.verdict.label != self.b.verdict.label
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -17,7 +17,7 @@ from typing import Any
 
 from workbench.analysis.calibration import calibration_summary, spin_of
 from workbench.analysis.recommend import Recommendation, not_counted, recommendations
-from workbench.core import stats
+from workbench.core import sequential, stats
 from workbench.core.block_diagnostic import BlockDiagnostic, diagnose, rests_text
 from workbench.store.session import Session
 
@@ -152,6 +152,22 @@ def session_m(session: Session, m: float | None = None) -> float:
     return float(m if m is not None else session.config.get("m", stats.DEFAULT_M))
 
 
+def session_rule(session: Session) -> str:
+    """The rule a session's intervals become verdicts by (stats.RULES): its config's "labels",
+    written by every run since that rule; a session before it keeps the estimate rule."""
+    return str(session.config.get("labels", stats.LEGACY_RULE))
+
+
+def comparison_conf(session: Session, cmp: dict[str, Any], conf: float) -> float:
+    """The level of ``cmp``'s interval: ``conf``, or in a run that settled its labels over looks
+    (`ab --settle`, config "settle") the level of each look's interval for the comparisons of
+    its looked round (workbench.core.sequential)."""
+    settle = session.config.get("settle")
+    if isinstance(settle, dict) and cmp.get("role") in ("main", "reference", "aa"):
+        return sequential.look_conf(int(settle["looks"]), conf)
+    return conf
+
+
 def comparison_results(
     session: Session,
     m: float | None = None,
@@ -163,6 +179,7 @@ def comparison_results(
     re-declared id counts once, with its last declaration. ``detectable=False``: the verdicts
     carry no detectable effect (``stats.compare``), for readers that show none (pool)."""
     m = session_m(session, m)
+    rule = session_rule(session)
     out, seen = [], set()
     for first in session.comparisons:
         if first["id"] in seen:
@@ -171,7 +188,8 @@ def comparison_results(
         c = session.comparison(first["id"])
         samples = session.samples_for(c["id"])
         gates = session.gates_for(c["id"])
-        out.append(comparison_result(c, samples, gates, m, conf, detectable=detectable))
+        level = comparison_conf(session, c, conf)
+        out.append(comparison_result(c, samples, gates, m, level, detectable=detectable, rule=rule))
     return out
 
 
@@ -183,12 +201,14 @@ def comparison_result(
     conf: float = stats.DEFAULT_CONF,
     *,
     detectable: bool = True,
+    rule: str = stats.RULE,
 ) -> ComparisonResult:
     """One comparison from its records: the ``comparison`` record, its ``sample`` records and
     its ``gate`` records, as journaled. The one builder of a ``ComparisonResult``: a session's
-    analysis and a run's finished comparisons (workbench.run.sink) both call it."""
+    analysis and a run's finished comparisons (workbench.run.sink) both call it; ``rule``:
+    stats.RULES (a run's: the current one)."""
     pr = stats.pair_ratios(samples)
-    verdict = stats.compare(pr, m=m, conf=conf, detectable=detectable)
+    verdict = stats.compare(pr, m=m, conf=conf, detectable=detectable, rule=rule)
     clocks = [s["sm_mhz_max"] for s in samples if s.get("sm_mhz_max")]
     return ComparisonResult(
         cmp=cmp,

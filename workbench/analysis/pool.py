@@ -36,7 +36,7 @@ from workbench.analysis.model import ComparisonResult, comparison_results
 from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.core.distributions import binom_tail, f_sf, t_quantile
 from workbench.core.errors import BadArgument
-from workbench.core.stats import DEFAULT_CONF, t_interval
+from workbench.core.stats import DEFAULT_CONF, decision_of, t_interval
 from workbench.store.session import Session
 
 VARIES = "VARIES"
@@ -51,7 +51,7 @@ class PooledComparison:
     role: str
     medians: list[float]  # one per session, in session order
     verdicts: list[str]
-    verdict: str  # FASTER / SLOWER / SAME when every session agrees, else VARIES
+    verdict: str  # the sessions' label (Verdict.label) when every session's is it, else VARIES
     cis: list[tuple[float, float]] = field(default_factory=list)  # each session's interval
     pairs: list[int] = field(default_factory=list)  # each session's complete pairs
     words: list[str] = field(default_factory=list)  # each session's verdict words
@@ -358,7 +358,10 @@ def pool_sessions(sessions: list[Session], m: float | None = None) -> Pool:
         if not all(cid in p for p in per):
             continue
         results = [p[cid] for p in per]
-        verdicts = [r.verdict.verdict for r in results]
+        # each session's one word (Verdict.label: its verdict, in a session before the
+        # interval rule, so such a pool reads as it did; since, its words): the pool's only
+        # where every session reads the same one, AMBIGUOUS apart
+        verdicts = [r.verdict.label for r in results]
         same = verdicts[0] if len(set(verdicts)) == 1 and verdicts[0] != "AMBIGUOUS" else VARIES
         rows.append(
             PooledComparison(
@@ -420,7 +423,7 @@ def _recommend(
     pooled, reasons = [], {}
     for r in rows:
         v0 = first[r.id].verdict
-        label = "AMBIGUOUS" if r.verdict == VARIES else r.verdict
+        label = "AMBIGUOUS" if r.verdict == VARIES else decision_of(r.verdict)
         known = [x for x in r.medians if math.isfinite(x)]  # NaN: a session without pairs
         span = f"{min(known):.4f}..{max(known):.4f}" if known else "n/a"
         # the sessions' verdict words, as the table and export's session_verdicts give them

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from workbench.analysis.words import legend, reason
 from workbench.core.errors import BadArgument
-from workbench.core.stats import DEFAULT_CONF, DEFAULT_M, Verdict
+from workbench.core.stats import DEFAULT_CONF, DEFAULT_M, LEGACY_RULE, RULE, Verdict
 from workbench.core.vocab import KERNELS
 from workbench.measure.plan import is_reader_comparison, parse_arm_spec
 
@@ -57,10 +57,31 @@ class Recommendation:
 
 
 def rule_text(
-    m: float = DEFAULT_M, conf: float = DEFAULT_CONF, methods: Iterable[str] = ("workers",)
+    m: float = DEFAULT_M,
+    conf: float = DEFAULT_CONF,
+    methods: Iterable[str] = ("workers",),
+    rule: str = RULE,
 ) -> str:
-    """The reader rule in words, its interval named by the ``methods`` the verdicts used."""
+    """The reader rule in words, its interval named by the ``methods`` the verdicts used, the
+    words by the ``rule`` that made them (stats.RULES: a session before the interval rule keeps
+    the text it was read with)."""
     estimate, interval = legend(methods, conf)
+    if rule == RULE:
+        return (
+            "Take the cooperative reader (B) if it is faster in at least one expert set (FASTER "
+            "or FASTER~m: the CI lies below 1 and reaches past 1 - m) and slower in none; keep the "
+            "scalar reader (A) if it is slower in any set (SLOWER or SLOWER~m) or SAME in every "
+            "set (SAME, FASTER<m or SLOWER<m: the CI inside 1 ± m); otherwise inconclusive "
+            "(scalar stays; measure more workers, or `ab --settle`). Per set, on the ratio B/A "
+            f"with m = {m * 100:g} %, each interval reads one word, by where it lies against "
+            f"{1 - m:.4f}, 1 and {1 + m:.4f} and nothing else (docs/DESIGN.md §7.4): FASTER = the "
+            f"{conf * 100:.4g} % CI lies entirely below {1 - m:.4f}; SLOWER = entirely above "
+            f"{1 + m:.4f}; FASTER<m / SLOWER<m = inside the band and below / above 1; SAME = "
+            "inside the band and containing 1; FASTER~m / SLOWER~m = on one side of 1 and across "
+            "1 - m / 1 + m; AMBIGUOUS = containing 1 and reaching past the band. The CI is the "
+            f"{interval} (estimate: the {estimate}). Only comparisons whose arms differ in the "
+            "reader alone (A scalar, B cooperative, one layout) count."
+        )
     return (
         "Take the cooperative reader (B) if it is faster in at least one expert set (FASTER or "
         "FASTER~m: the CI lies below 1 and reaches past 1 - m) and slower in none; keep the "
@@ -187,17 +208,21 @@ def combine(
     """
     if not verdicts:
         raise BadArgument(f"verdicts for kernel {kernel!r} are empty: nothing to recommend from")
-    vs = {name: v.verdict for name, v in verdicts.items()}
+    vs = {name: v.label for name, v in verdicts.items()}  # one word per set (Verdict.label)
     ms = sorted({v.m for v in verdicts.values()})
     confs = sorted({v.conf for v in verdicts.values()})
-    rule = rule_text(ms[0], confs[0], {v.method for v in verdicts.values()})
+    rules = {v.rule for v in verdicts.values()}
+    made = RULE if rules == {RULE} else LEGACY_RULE
+    rule = rule_text(ms[0], confs[0], {v.method for v in verdicts.values()}, made)
     if len(ms) > 1 or len(confs) > 1:
         rule += f" (the sets used different thresholds: m in {ms}, conf in {confs})"
     given = reasons or {}
     evidence = [f"{k}: {v.words} ({given.get(k) or reason(v)})" for k, v in verdicts.items()]
     words = {name: v.words for name, v in verdicts.items()}
     # the unresolved sets with their words (AMBIGUOUS, FASTER~m or SLOWER~m)
-    open_sets = ", ".join(f"{k} {words[k]}" for k, x in vs.items() if x == "AMBIGUOUS")
+    open_sets = ", ".join(
+        f"{k} {words[k]}" for k, v in verdicts.items() if v.verdict == "AMBIGUOUS"
+    )
     named = lambda group: ", ".join(  # noqa: E731
         f"{k} ({w})" for k, w in words.items() if w in group
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 from workbench.core.arms import BASELINE, LABELS, PEER_ARMS
 from workbench.core.fmt import p_value
-from workbench.core.stats import DEFAULT_CONF, MAX_MORE_PAIRS, Verdict, min_pairs
+from workbench.core.stats import DEFAULT_CONF, MAX_MORE_PAIRS, RULE, Verdict, min_pairs
 from workbench.store.session import Session
 
 # The printed words of a verdict (Verdict.words) and what each says, for legends and rule texts.
@@ -217,6 +217,14 @@ def _why(v: Verdict) -> str:
     est = "median" if v.method == "pairs" else "estimate"
     side = "faster" if v.ci_high < 1.0 else "slower" if v.ci_low > 1.0 else None
     band = f"[{lo_m:.4f}, {hi_m:.4f}]"
+    if v.rule == RULE and v.code in ("faster", "slower", "one-side"):  # the interval alone
+        return {
+            "faster": f"B is faster by m or more: the CI lies entirely below {lo_m:.4f} (1 - m)",
+            "slower": f"B is slower by m or more: the CI lies entirely above {hi_m:.4f} (1 + m)",
+            "one-side": f"B is {side} (the CI excludes 1) but the CI straddles "
+            f"{lo_m if side == 'faster' else hi_m:.4f} (1 {'-' if side == 'faster' else '+'} m): "
+            f"whether the effect reaches m = {m * 100:g} % is not resolved",
+        }[v.code]
     return {
         "faster": f"B is faster: the CI lies entirely below 1 and the {est} is <= {lo_m:.4f} "
         "(1 - m)",
@@ -285,6 +293,43 @@ def reason(v: Verdict) -> str:
     why = _why(v)
     more = more_text(v)
     return f"{why}{'; ' + more if more else ''}; {_facts(v)}"
+
+
+# ------------------------------------------------------------------------------ settling looks
+
+LOOK_STOPS = {
+    None: "another look",
+    "decided": "it stops",
+    "looks": "the looks are spent",
+    "budget": "another look would end past --budget",
+}
+
+
+def look_text(look: Any, looks: int) -> str:
+    """A settling run's look in a line (workbench.core.sequential.Look): its workers, the labels
+    still undecided, and what comes next."""
+    from workbench.core.sequential import decided
+
+    open_ = [f"{k} {w}" for k, w in look.labels.items() if not decided(w)]
+    state = f"undecided {', '.join(open_)}" if open_ else "all decided"
+    return (
+        f"settle: look {look.look} of {looks} ({look.workers} workers): {state}; "
+        f"{LOOK_STOPS[look.stop]}"
+    )
+
+
+def undecided_text(cmp_id: str, v: Verdict, look: Any) -> str:
+    """What a settling run says of a label it stopped undecided: the threshold its interval
+    still straddles, where the effect sits."""
+    from workbench.core.sequential import straddled
+
+    where = " and ".join(straddled(v.ci_low, v.ci_high, v.m)) or "a threshold"
+    return (
+        f"{cmp_id}: after {look.look} look(s), {look.workers} workers, its "
+        f"{_pct(v.conf)} interval [{v.ci_low:.4f}, {v.ci_high:.4f}] still straddles {where}: "
+        f"the effect sits on {where} at this resolution, so its label {v.words} is where the "
+        "run stopped, not a settled one (docs/DESIGN.md §7.4)"
+    )
 
 
 # ------------------------------------------------------------------------------ sessions and arms

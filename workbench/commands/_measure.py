@@ -63,7 +63,11 @@ def add_protocol_arguments(
         "--target", type=float, default=None, help=f"adaptive CI half-width ({d.target})"
     )
     g.add_argument(
-        "--budget", type=float, default=None, metavar="SECONDS", help="time budget per comparison"
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="time budget per comparison (and, with ab --settle, for the main round's looks)",
     )
     g.add_argument(
         "--max-blocks",

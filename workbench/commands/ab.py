@@ -77,6 +77,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "it may still be timing (off by default: kept only if an A/A shows no effect, "
         "docs/DESIGN.md §5.10)",
     )
+    g.add_argument(
+        "--settle",
+        type=int,
+        nargs="?",
+        const=defaults.SETTLE_LOOKS,
+        default=0,
+        metavar="LOOKS",
+        help="while a main comparison's label is undecided (its interval straddles 1 - m, 1 or "
+        "1 + m), add as many workers again, up to LOOKS looks (default "
+        f"{defaults.SETTLE_LOOKS}) and within --budget; every look's interval is widened so that "
+        "all of them hold together at 95 %% (docs/DESIGN.md §7.4)",
+    )
     add_protocol_arguments(p, defaults.REPLAYS)
     add_checkpoint_arguments(p)
 
@@ -111,6 +123,7 @@ def config_from_args(args: argparse.Namespace):
         counters=args.counters,
         ray=ray_from_args(args),
         overlap=args.overlap,
+        settle=args.settle,
         extra=None if ckpt is None else {"checkpoint": ckpt.summary()},
     )
     cfg.checkpoint = ckpt  # banks from its experts (docs/DESIGN.md §3.8)

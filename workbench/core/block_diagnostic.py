@@ -228,13 +228,14 @@ def diagnose(
     conf: float = stats.DEFAULT_CONF,
     alpha: float = ALPHA,
     verdict: stats.Verdict | None = None,
+    rule: str = stats.RULE,
 ) -> BlockDiagnostic | None:
     """The block diagnostic of one comparison's pair ratios; None with fewer than MIN_BLOCKS
     blocks (a legacy session, or a run too short to say which block is unusual).
 
     ``verdict``: ``stats.compare(ratios, m, conf)`` where the caller has it already (it is not
-    computed again); the verdicts without each block come from ``stats.decide``, the same rule
-    without the Verdict's other fields."""
+    computed again, and its rule is the one used); the verdicts without each block come from
+    ``stats.decide``, the same rule without the Verdict's other fields."""
     by = _by_block(ratios)
     if len(by) < MIN_BLOCKS:
         return None
@@ -243,10 +244,11 @@ def diagnose(
     out = outlier_test(y)
     dr = drift_test(y)
     het_p, spread = heterogeneity(by)
-    v = stats.compare(ratios, m, conf) if verdict is None else verdict
+    v = stats.compare(ratios, m, conf, rule=rule) if verdict is None else verdict
     without, without_words = {}, {}
     for b in ids:
-        without[b], without_words[b] = stats.decide([r for r in ratios if r.block != b], m, conf)
+        rest = [r for r in ratios if r.block != b]
+        without[b], without_words[b] = stats.decide(rest, m, conf, v.rule)
     return BlockDiagnostic(
         blocks=ids,
         block_ratios=[math.exp(v) for v in y],

@@ -53,6 +53,9 @@ WARMUP_BLOCKS = 1
 # +1.1/-0.8 %; benchmarks/results/h100_minute_9763616/README.md), so the warm-up went back to the
 # size every committed worker session was measured with (tests/test_warmup.py).
 WARMUP_PAIRS = 2
+# `ab --settle` without a number: up to 4 looks of WORKERS workers each (24 on the defaults,
+# four main rounds at most); each look's interval at 1 - 0.05 / 4 = 98.75 % (core/sequential.py)
+SETTLE_LOOKS = 4
 TARGET = 0.005  # adaptive mode stops when the CI half-width is at most 0.5 % of the estimate
 RETRIES = 2  # re-measures of a flagged sample
 

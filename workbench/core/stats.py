@@ -17,16 +17,18 @@ NumPy and SciPy only: this module imports neither torch nor textual.
   coverage is at least ``conf``; it assumes i.i.d. pair ratios, which holds within one placement
   only, so it is narrower than run-to-run reality (``method`` "pairs"). Below
   ``min_pairs(conf)`` pairs (6 at 95 %) no such interval exists and the verdict is AMBIGUOUS.
-* Verdicts with minimum effect m (default 1 %): FASTER when the CI lies entirely below 1 and the
-  estimate is at most 1-m; SLOWER the mirror image; SAME when the whole CI lies inside
+* Verdicts with minimum effect m (default 1 %), by the interval rule (``RULE``): FASTER when the
+  CI lies entirely below 1-m; SLOWER the mirror image; SAME when the whole CI lies inside
   [1-m, 1+m]; AMBIGUOUS otherwise, with an estimate of how many more blocks (or pairs) would
-  likely settle it.
-* Verdict words (``Verdict.words``, what every renderer prints): the four verdicts above decide
-  (the recommendation reads them, sessions record them), but a CI that excludes 1 is a resolved
-  direction, never "cannot tell": SAME with the CI on one side of 1 reads FASTER<m / SLOWER<m
-  ("B is faster / slower, by less than m"), AMBIGUOUS with the CI on one side of 1 reads
-  FASTER~m / SLOWER~m ("B is faster / slower; whether by m or more is not resolved"). AMBIGUOUS
-  is left for a CI that contains 1 and reaches past 1 - m or 1 + m.
+  likely settle it. Sessions recorded before it keep the estimate rule (``LEGACY_RULE``):
+  FASTER when the CI lies below 1 and the estimate is at most 1-m, SLOWER the mirror image.
+* Verdict words (``Verdict.words``, what every renderer prints; ``label_of``): a CI that
+  excludes 1 is a resolved direction, never "cannot tell": SAME with the CI on one side of 1
+  reads FASTER<m / SLOWER<m ("B is faster / slower, by less than m"), AMBIGUOUS with the CI on
+  one side of 1 reads FASTER~m / SLOWER~m ("B is faster / slower; whether by m or more is not
+  resolved"). AMBIGUOUS is left for a CI that contains 1 and reaches past 1 - m or 1 + m. Under
+  the interval rule each interval reads one word, by where it lies alone (docs/DESIGN.md §7.4),
+  and the verdict is what that word reads as (``decision_of``).
 """
 
 from __future__ import annotations
@@ -65,11 +67,19 @@ DEFAULT_CONF = defaults.CONF
 DEFAULT_TARGET = defaults.TARGET  # adaptive stop: CI half-width at most 0.5 % of the estimate
 MAX_MORE_PAIRS = 1000  # beyond this the estimate means "not with this protocol", not a number
 VERDICTS = ("FASTER", "SLOWER", "SAME", "AMBIGUOUS")
+# How an interval becomes a verdict (docs/DESIGN.md §7.4). "interval" (the rule of every session
+# recorded since, its config's "labels"): where the interval lies against 1 - m, 1 and 1 + m,
+# nothing else, so each interval reads one word. "estimate" (sessions recorded before, which
+# keep their words): FASTER and SLOWER also asked the estimate to clear m, so an interval across
+# 1 + m read SLOWER or SLOWER~m by the side its estimate fell.
+RULE = "interval"
+LEGACY_RULE = "estimate"
+RULES = (RULE, LEGACY_RULE)
 # Why a verdict is what it is: the branch of the rule that decided (docs/DESIGN.md §7.4). A
 # Verdict holds numbers and one of these; workbench.analysis.words turns them into sentences.
 CODES = (
-    "faster",  # the CI lies below 1 and the estimate is at most 1 - m
-    "slower",  # the CI lies above 1 and the estimate is at least 1 + m
+    "faster",  # the CI lies below 1 - m ("estimate": below 1, the estimate at most 1 - m)
+    "slower",  # the CI lies above 1 + m ("estimate": above 1, the estimate at least 1 + m)
     "inside",  # the whole CI lies inside [1 - m, 1 + m]
     "one-side",  # the CI excludes 1 but is not inside the band, the estimate within m
     "contains-1",  # the CI contains 1 and is not inside the band
@@ -117,6 +127,7 @@ class Verdict:
     resolution: float | None = None  # smallest effect this run could call: max(m, half_width)
     # smallest effect whose interval would exclude 1 in 95 % of runs like this one (block spread)
     detectable: float | None = None
+    rule: str = LEGACY_RULE  # RULES: how the interval became the verdict (a stored one: as then)
 
     @property
     def words(self) -> str:
@@ -126,12 +137,22 @@ class Verdict:
         stored verdict of any age reads the same way."""
         return verdict_words(self.verdict, self.ci_low, self.ci_high)
 
+    @property
+    def label(self) -> str:
+        """The one word this verdict is read by, wherever one is printed or compared (a pool's
+        agreement, a recommendation's sets): its words under the interval rule; under the
+        estimate rule (sessions before it), its verdict, as those sessions were read."""
+        return self.words if self.rule == RULE else self.verdict
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict: non-finite floats become None (from_dict restores them)."""
+        """JSON-safe dict: non-finite floats become None (from_dict restores them). The rule
+        only where it is not the estimate rule: a session before it reads as it did."""
         d = asdict(self)
         for k, v in d.items():
             if isinstance(v, float) and not math.isfinite(v):
                 d[k] = None
+        if d["rule"] == LEGACY_RULE:
+            del d["rule"]
         return d
 
     @classmethod
@@ -147,6 +168,8 @@ class Verdict:
         kw.setdefault("code", _code_of(kw["verdict"], kw.get("ci_low"), kw.get("ci_high")))
         if kw["verdict"] not in VERDICTS:
             raise BadArgument(f"verdict {kw['verdict']!r} is not one of {VERDICTS}")
+        if kw.get("rule", LEGACY_RULE) not in RULES:
+            raise BadArgument(f"verdict rule {kw['rule']!r} is not one of {RULES}")
         kw["median"] = math.nan if kw["median"] is None else kw["median"]
         kw["ci_low"] = -math.inf if kw["ci_low"] is None else kw["ci_low"]
         kw["ci_high"] = math.inf if kw["ci_high"] is None else kw["ci_high"]
@@ -161,6 +184,21 @@ def verdict_words(verdict: str, ci_low: float | None, ci_high: float | None) -> 
     if side is None:
         return verdict
     return side + ("<m" if verdict == "SAME" else "~m")
+
+
+def label_of(center: float, low: float, high: float, m: float, rule: str = RULE) -> str:
+    """The one word (``Verdict.words``) of an interval [low, high] around ``center`` under
+    ``rule``: what ``compare`` words a verdict with this interval (the interval rule reads
+    ``center`` not at all)."""
+    return verdict_words(_decide(center, low, high, m, rule)[0], low, high)
+
+
+def decision_of(label: str) -> str:
+    """The verdict (VERDICTS) a label reads as: FASTER<m and SLOWER<m are SAME, the words of
+    an unresolved interval (FASTER~m, SLOWER~m) AMBIGUOUS."""
+    if label in VERDICTS:
+        return label
+    return "SAME" if label.endswith("<m") else "AMBIGUOUS"
 
 
 def _code_of(verdict: str, ci_low: float | None, ci_high: float | None) -> str:
@@ -182,18 +220,24 @@ def _wilcoxon_p(logs: np.ndarray, conf: float) -> float | None:
     return wilcoxon_p(logs)  # scipy.stats.wilcoxon's number, without importing scipy.stats
 
 
-def _more(n: int, med: float, lo_side: float, hi_side: float, m: float, floor: int) -> int | None:
+def _more(
+    n: int, med: float, lo_side: float, hi_side: float, m: float, floor: int, rule: str = RULE
+) -> int | None:
     """Extra units (pairs or blocks) that would likely turn AMBIGUOUS into a verdict.
 
     Assumes the estimate stays where it is and each side of the CI shrinks like 1/√n. The side
-    that matters: the upper one when the estimate is at most 1-m (aiming at FASTER), the lower
-    one when at least 1+m (SLOWER), both when inside the band (SAME). None when the estimate
-    sits on a boundary or the number exceeds MAX_MORE_PAIRS.
+    that matters: the upper one when the estimate is at most 1-m (aiming at FASTER: the CI below
+    1 - m, or below 1 under the estimate rule), the lower one when at least 1+m (SLOWER), both
+    when inside the band (SAME). None when the estimate sits on a boundary or the number
+    exceeds MAX_MORE_PAIRS.
     """
+    edge = m if rule == RULE else 0.0  # the threshold FASTER's or SLOWER's CI must clear
     if med <= 1 - m:
-        factor = (hi_side / (1 - med)) ** 2
+        gap = (1 - edge) - med
+        factor = (hi_side / gap) ** 2 if gap > 0 else math.inf
     elif med >= 1 + m:
-        factor = (lo_side / (med - 1)) ** 2
+        gap = med - (1 + edge)
+        factor = (lo_side / gap) ** 2 if gap > 0 else math.inf
     else:
         gap_lo, gap_hi = med - (1 - m), (1 + m) - med
         if gap_lo <= 0 or gap_hi <= 0:
@@ -205,7 +249,7 @@ def _more(n: int, med: float, lo_side: float, hi_side: float, m: float, floor: i
     return None if more > MAX_MORE_PAIRS else more
 
 
-def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None:
+def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float, rule: str) -> int | None:
     """_more for the pair interval; below min_pairs the sides come from the MAD (asymptotic CI
     of a median)."""
     n, med = c.n, c.median
@@ -218,7 +262,7 @@ def _more_pairs(x: np.ndarray, c: MedianCI, m: float, conf: float) -> int | None
         lo_side = hi_side = z * _Z_SE_MEDIAN * sigma / math.sqrt(n)
     else:
         lo_side, hi_side = med - c.low, c.high - med
-    return _more(n, med, lo_side, hi_side, m, nmin)
+    return _more(n, med, lo_side, hi_side, m, nmin, rule)
 
 
 def _check_m(m: Any) -> float:
@@ -233,12 +277,17 @@ def _check_m(m: Any) -> float:
     return m
 
 
-def _decide(med: float, low: float, high: float, m: float) -> tuple[str, str]:
-    """(verdict, code) of the rule (§7.4) on an estimate and its interval."""
+def _decide(med: float, low: float, high: float, m: float, rule: str = RULE) -> tuple[str, str]:
+    """(verdict, code) of ``rule`` (§7.4) on an estimate and its interval."""
     lo_m, hi_m = 1.0 - m, 1.0 + m
-    if high < 1.0 and med <= lo_m:
+    if rule == RULE:
+        if high < lo_m:
+            return "FASTER", "faster"
+        if low > hi_m:
+            return "SLOWER", "slower"
+    elif high < 1.0 and med <= lo_m:
         return "FASTER", "faster"
-    if low > 1.0 and med >= hi_m:
+    elif low > 1.0 and med >= hi_m:
         return "SLOWER", "slower"
     if low >= lo_m and high <= hi_m:
         return "SAME", "inside"
@@ -246,7 +295,10 @@ def _decide(med: float, low: float, high: float, m: float) -> tuple[str, str]:
 
 
 def decide(
-    ratios: Sequence[float] | Sequence[PairRatio], m: float = DEFAULT_M, conf: float = DEFAULT_CONF
+    ratios: Sequence[float] | Sequence[PairRatio],
+    m: float = DEFAULT_M,
+    conf: float = DEFAULT_CONF,
+    rule: str = RULE,
 ) -> tuple[str, str]:
     """``(verdict, words)`` of ``compare(ratios, m, conf)``: the same rule on the same interval,
     without what only the Verdict's other fields need (the Wilcoxon p, the detectable effect,
@@ -259,14 +311,14 @@ def decide(
     bc = _block_ci(prs, conf, within=False) if len(prs) == len(vals) else None
     if bc is not None:  # two or more blocks of complete pairs: n > 0
         low, high = bc.low, bc.high
-        verdict = _decide(bc.center, low, high, m)[0]
+        verdict = _decide(bc.center, low, high, m, rule)[0]
     else:
         c = median_ci(vals, conf)
         low, high = c.low, c.high
         if c.n == 0 or c.n < min_pairs(conf):
             verdict = "AMBIGUOUS"
         else:
-            verdict = _decide(c.median, low, high, m)[0]
+            verdict = _decide(c.median, low, high, m, rule)[0]
     return verdict, verdict_words(verdict, low, high)
 
 
@@ -276,6 +328,7 @@ def compare(
     conf: float = DEFAULT_CONF,
     *,
     detectable: bool = True,
+    rule: str = RULE,
 ) -> Verdict:
     """Verdict on pair ratios B/A (see the module docstring for the rules).
 
@@ -285,9 +338,12 @@ def compare(
     The Verdict holds numbers and a ``code``; workbench.analysis.words words them.
 
     ``detectable=False`` leaves ``Verdict.detectable`` None (the noncentral t root search of
-    ``detectable_effect`` is most of a verdict's cost; `sessions pool` shows none).
+    ``detectable_effect`` is most of a verdict's cost; `sessions pool` shows none). ``rule``:
+    RULES (a session's analysis passes the rule it was recorded under).
     """
     m = _check_m(m)
+    if rule not in RULES:
+        raise BadArgument(f"rule {rule!r} is not one of {RULES}")
     vals = _as_values(ratios)
     dropped = len(getattr(ratios, "dropped", {}))
     x = np.sort(np.asarray(vals, dtype=np.float64))
@@ -308,12 +364,12 @@ def compare(
     elif bc is None and n < min_pairs(conf):
         verdict, code = "AMBIGUOUS", "too-few-pairs"
     else:
-        verdict, code = _decide(med, low, high, m)
+        verdict, code = _decide(med, low, high, m, rule)
     if verdict == "AMBIGUOUS":
         if bc is not None:
-            more = _more(bc.units, med, med - low, high - med, m, 2)
+            more = _more(bc.units, med, med - low, high - med, m, 2, rule)
         else:
-            more = _more_pairs(x, c, m, conf)
+            more = _more_pairs(x, c, m, conf, rule)
     hw = (high - low) / (2 * med) if n and math.isfinite(low) and math.isfinite(high) else None
     workers = bc is not None and bc.unit == "worker"
     return Verdict(
@@ -332,6 +388,7 @@ def compare(
             if bc is not None and detectable
             else None
         ),
+        rule=rule,
     )  # fmt: skip
 
 

@@ -147,6 +147,21 @@ def stop_reason(
     return None
 
 
+def look_stop(
+    cfg: ProtocolConfig,
+    labels: dict[str, str],
+    look: int,
+    looks: int,
+    workers: int,
+    elapsed_s: float,
+) -> Any:
+    """A settling run's next look (`ab --settle`: workbench.core.sequential.next_look, its rule)
+    within this protocol's time budget: the budget is read here, where the stopping rule is."""
+    from workbench.core.sequential import next_look
+
+    return next_look(labels, look, looks, workers, elapsed_s, cfg.budget_s)
+
+
 @dataclass
 class Progress:
     """Where a comparison stands; sent after every sample (for progress bars and the TUI)."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.core import defaults
+from workbench.core import defaults, sequential, stats
 from workbench.core.errors import BadArgument
 from workbench.core.limits import check_min_effect
 from workbench.core.vocab import KERNEL_CHOICES, SETS
@@ -54,6 +54,9 @@ class RunConfig:
     # each worker's CUDA context made before its turn, while the worker before it times
     # (`ab --overlap`, off by default until the GPU's A/A shows no effect; issue 44)
     overlap: bool = False
+    # settle the main round's labels over up to this many looks of `workers` workers each
+    # (`ab --settle`, workbench.core.sequential; 0: one look, the plain run)
+    settle: int = 0
 
     def session_config(self) -> dict[str, Any]:
         p = dataclasses.asdict(self.protocol)
@@ -72,7 +75,18 @@ class RunConfig:
             "workers": self.workers,
             **({"ray": self.ray} if self.ray is not None else {}),
             **({"overlap": True} if self.overlap else {}),
+            "labels": stats.RULE,  # how its intervals become verdicts (analysis.session_rule)
+            **({"settle": self.settle_record()} if self.settle else {}),
             **self.extra,
+        }
+
+    def settle_record(self) -> dict[str, Any]:
+        """The settling design a session records (its analysis recomputes the level from it)."""
+        return {
+            "looks": self.settle,
+            "workers_per_look": self.workers,
+            "conf": sequential.look_conf(self.settle, defaults.CONF),
+            "spending": "bonferroni",
         }
 
 
@@ -103,6 +117,7 @@ def make_config(
     counters: bool = False,
     ray: str | None = None,
     overlap: bool = False,
+    settle: int = 0,
 ) -> RunConfig:
     """A validated RunConfig for `workbench ab` (torch-free: bad input fails before GPU work).
     Errors are BadArgument naming the command-line option and its value."""
@@ -125,6 +140,13 @@ def make_config(
             + (", --ray" if ray is not None else "")
             + "): nothing would overlap"
         )
+    if settle:
+        sequential.check_looks(settle)
+        if workers < 2:
+            raise BadArgument(
+                f"--settle {settle} adds worker processes, and --workers {workers} runs none "
+                "(--single-process): its intervals are over workers"
+            )
     check_min_effect(m, "--min-effect")
     protocol = (protocol or ProtocolConfig()).validate()
     comparisons = plan_ab(tuple(kernels), tuple(sets), a, b, reference=reference)
@@ -134,7 +156,7 @@ def make_config(
         shape=shape.validate(), comparisons=comparisons, sets=tuple(sets), calls=calls,
         replays=replays, seed=seed, m=float(m), protocol=protocol, confirm=confirm,
         sessions_dir=str(sessions_dir), slug=slug, mode="ab", workers=workers, counters=counters,
-        ray=ray, overlap=bool(overlap),
+        ray=ray, overlap=bool(overlap), settle=int(settle),
         extra={"kernels": list(kernels), "a": a, "b": b, "reference": reference, **(extra or {})},
     )  # fmt: skip
 

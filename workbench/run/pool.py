@@ -171,21 +171,21 @@ class Pool:
         return not self.cancel.is_set() and self.numerics is None and not self.dead
 
     def _lanes(
-        self, round_: str, todo: list[Any], numerics: str, split: bool
+        self, round_: str, todo: list[Any], numerics: str, split: bool, first: int = 0
     ) -> dict[int, list[_Worker]]:
         """The round's workers per GPU lane: each measures every comparison of the round, or,
-        ``split``, the groups handed out one at a time (``_hand``)."""
+        ``split``, the groups handed out one at a time (``_hand``); numbered from ``first``."""
         n = self.workers_of(round_)
         keys = list(dict.fromkeys(c.group for c in todo))
         self._groups = [[c.id for c in todo if c.group == k] for k in keys] if split else []
         if split:
             n = max(1, min(n, len(keys)))
         lanes: dict[int, list[_Worker]] = {}
-        for i in range(n):
+        for i in range(first, first + n):
             g = i % len(self.gpus)
             job = WorkerJob(i, round_, self.job_cfg(i, round_, todo), self.gpus[g],
                             ROUND_GROUP[round_], numerics=numerics, inline=self.inline,
-                            replicas=1 if split else n, expect_gpu=self.expect_gpu,
+                            replicas=1 if split else first + n, expect_gpu=self.expect_gpu,
                             split=split)  # fmt: skip
             lanes.setdefault(g, []).append(_Worker(job))
         return lanes
@@ -214,16 +214,18 @@ class Pool:
         listener: Listener,
         numerics: str = "stop",
         split: bool = False,
+        first: int = 0,
     ) -> tuple[Outcome, ...]:
         """Every worker of the round (one at a time per GPU, all GPUs at once), less the
         comparisons excluded before; ``numerics`` "exclude" leaves a group that fails its gate
         out instead of stopping (WorkerJob); ``split``: the groups are shared out, each measured
-        by one worker. Each outcome goes to ``listener.on_ended`` as its worker ends; all of
-        them come back, in the workers' order."""
+        by one worker; ``first``: the number of its first worker (a settling run's next look
+        goes on from the workers before it). Each outcome goes to ``listener.on_ended`` as its
+        worker ends; all of them come back, in the workers' order."""
         self.start()
         self._listener = listener
         todo = self._round = [c for c in comparisons if c.id not in self.excluded]
-        lanes = self._lanes(round_, todo, numerics, split)
+        lanes = self._lanes(round_, todo, numerics, split, first)
         workers = [w for lane in lanes.values() for w in lane]
         try:
             self._drive(lanes)

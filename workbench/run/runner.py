@@ -30,6 +30,7 @@ from typing import Any
 
 from workbench.analysis.calibration import calibration_summary
 from workbench.analysis.recommend import Recommendation
+from workbench.analysis.words import look_text, undecided_text
 from workbench.core import defaults
 from workbench.core.errors import (
     NoGPUError,
@@ -38,7 +39,9 @@ from workbench.core.errors import (
     gpu_stack_hint,
     gpu_stack_module,
 )
+from workbench.core.sequential import SETTLED_ROLES, Look, decided
 from workbench.core.vocab import KERNELS
+from workbench.measure.abba import look_stop
 from workbench.measure.plan import ComparisonSpec, parse_arm_spec
 from workbench.run.config import RunConfig, config_from_settings
 from workbench.run.journal import Merge, worker_record
@@ -98,6 +101,9 @@ class Round:
     numerics: str = "stop"
     done: Callable[[Runner, Any, tuple[Outcome, ...]], None] = _nothing
     split: bool = False  # share the groups out, each measured by one worker (a tune's screen)
+    # with `ab --settle`: looked at again, as many workers more a look, while a label of its
+    # main comparisons is undecided (Runner.settle, workbench.core.sequential)
+    settles: bool = False
 
 
 def _plan_main(r: Runner, an: Any) -> list[ComparisonSpec]:
@@ -118,7 +124,10 @@ def _plan_confirm(r: Runner, an: Any) -> list[ComparisonSpec]:
 
 
 # `workbench ab` and `workbench calibrate`: the plan, the recommendation, its step confirmation
-AB_ROUNDS = (Round("main", _plan_main, done=_recommend), Round("confirm", _plan_confirm))
+AB_ROUNDS = (
+    Round("main", _plan_main, done=_recommend, settles=True),
+    Round("confirm", _plan_confirm),
+)
 
 
 class Runner:
@@ -161,6 +170,7 @@ class Runner:
         self._said: set[str] = set()
         self._an: Any = None  # the analysis of the journal as it stands (None: read it anew)
         self.timeline: dict[str, float] = {}  # the parent's instants of the run (run/phases)
+        self.looks: list[Look] = []  # a settling round's looks (`ab --settle`)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -238,17 +248,59 @@ class Runner:
             cmps = rnd.plan(self, an)
             if not cmps:
                 continue
+            t0 = time.monotonic()
             outcomes = self.run_round(rnd.name, cmps, rnd.numerics, rnd.split)
             if self.session is None:  # no worker began: run() says so
                 break
             an = self.analysis()
+            if rnd.settles and self.cfg.settle:
+                outcomes, an = self.settle(rnd, cmps, outcomes, an, t0)
             rnd.done(self, an, outcomes)
             self.timeline.setdefault("analysed", time.time())  # the first round's analysis
 
+    def settle(
+        self,
+        rnd: Round,
+        cmps: list[ComparisonSpec],
+        outcomes: tuple[Outcome, ...],
+        an: Any,
+        t0: float,
+    ) -> tuple[tuple[Outcome, ...], Any]:
+        """Look at round ``rnd`` again, as many workers more each time, while a label of its
+        main (or A/A) comparisons is undecided, up to ``cfg.settle`` looks and within the
+        budget (workbench.core.sequential.next_look, the rule); each look said in a note, and
+        what an undecided label sits on at the end. The outcomes of every look, and the
+        analysis after the last."""
+        n = len(outcomes)
+        while True:
+            labels = {r.id: r.verdict.label for r in an.results
+                      if r.role in SETTLED_ROLES and r.verdict.n > 0}  # fmt: skip
+            look = look_stop(self.cfg.protocol, labels, len(self.looks) + 1, self.cfg.settle,
+                             n * (len(self.looks) + 1), time.monotonic() - t0)  # fmt: skip
+            self.looks.append(look)
+            self.note(look_text(look, self.cfg.settle))
+            if look.stop is not None or not self.go_on():
+                break
+            # the next look's first worker declares each comparison again, with every worker
+            self._merge.declared.difference_update(c.id for c in cmps)
+            more = self.run_round(rnd.name, cmps, rnd.numerics, rnd.split, first=look.workers)
+            outcomes = (*outcomes, *more)
+            an = self.analysis()
+        for r in an.results:
+            if r.id in labels and not decided(r.verdict.label):
+                self.note(undecided_text(r.id, r.verdict, look))
+        return outcomes, an
+
     def run_round(
-        self, name: str, cmps: list[ComparisonSpec], numerics: str = "stop", split: bool = False
+        self,
+        name: str,
+        cmps: list[ComparisonSpec],
+        numerics: str = "stop",
+        split: bool = False,
+        first: int = 0,
     ) -> tuple[Outcome, ...]:
-        """One round on its pool, journaled as each worker ends; returns the outcomes."""
+        """One round on its pool, journaled as each worker ends; returns the outcomes.
+        ``first``: its first worker's number (a settling round's next look)."""
         self._pool_now = pool = self.pool_for(name)
         pool.start()
         workers = pool.describe()  # a session begun by another pool's round: these workers too
@@ -258,7 +310,7 @@ class Runner:
             and self.session.environment.get("workers") != workers
         ):
             self.session.update(environment={**self.session.environment, "workers": workers})
-        outcomes = pool.run_round(name, cmps, self, numerics, split)
+        outcomes = pool.run_round(name, cmps, self, numerics, split, first)
         if self.session is None:  # no worker described the run: the first hello will do
             hello = next((o.hello for o in outcomes if o.hello), None)
             if hello is not None:
@@ -503,6 +555,8 @@ class Runner:
             "timeline": dict(self.timeline),
             "fault": self.fault,
         }
+        if self.looks:  # `ab --settle`: each look's workers, labels and why it stopped
+            out["settle"] = [look._asdict() for look in self.looks]
         if self.cfg.mode == "calibrate":
             out["calibration"] = calibration_summary(out["comparisons"], self.cfg.m, self.clock_mhz)
         return json_safe(out)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import analysis
+from workbench.analysis.model import session_rule
 from workbench.analysis.words import reason, sample_size
 from workbench.core import stats
 from workbench.core.fmt import num
@@ -126,7 +127,9 @@ def view_from_session(s: Any) -> SessionView:
         info=info,
         rows=tuple(rows),
         recommendations=tuple(recs),
-        rule=analysis.rule_text(an.m, an.conf, {r.verdict.method for r in rows}),
+        rule=analysis.rule_text(
+            an.m, an.conf, {r.verdict.method for r in rows}, session_rule(an.session)
+        ),
         notes=tuple(notes),
         config=dict(s.config),
         chart=tuple(chart),
