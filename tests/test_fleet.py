@@ -44,7 +44,8 @@ def _pool(rng, true_log=0.0, board_sd=BOARD_SD, boards=3, runs=3, ci_scale=1.0):
 
 
 def _claims(verdicts) -> float:
-    return float(np.mean([v.verdict in ("FASTER", "SLOWER") for v in verdicts]))
+    """The share of intervals that exclude 1: a direction claimed, under either rule's words."""
+    return float(np.mean([v.ci_high < 1.0 or v.ci_low > 1.0 for v in verdicts]))
 
 
 def test_the_models_verdict_claims_no_effect_that_is_not_there_and_finds_one_that_is():

@@ -25,11 +25,11 @@ from typing import Any
 
 from workbench.analysis import words
 from workbench.analysis.components import Component, Fit
-from workbench.analysis.model import ComparisonResult
+from workbench.analysis.model import ComparisonResult, session_rule
 from workbench.analysis.pool import BOARDS_DIFFER_P, Pool, PooledComparison
 from workbench.analysis.recommend import Recommendation, recommendations
 from workbench.core.decision import device_key
-from workbench.core.stats import Verdict, unit_verdict
+from workbench.core.stats import RULE, Verdict, unit_verdict
 
 ROLES = ("main", "confirm")  # the comparisons a recommendation reads or confirms
 
@@ -96,11 +96,12 @@ class Fleet:
 
 
 def board_level(
-    row: PooledComparison, m: float, conf: float, fit: Fit | None = None
+    row: PooledComparison, m: float, conf: float, fit: Fit | None = None, rule: str = RULE
 ) -> tuple[Verdict, BoardCheck]:
     """``row`` over its boards (two or more: ``row.board_groups()``) at minimum effect ``m``:
-    its verdict on the interval over boards, and the check beside it."""
-    v = unit_verdict(row.board_logs(), m, conf, method="boards", pairs=sum(row.pairs))
+    its verdict on the interval over boards, by ``rule`` (the sessions'), and the check beside
+    it."""
+    v = unit_verdict(row.board_logs(), m, conf, method="boards", pairs=sum(row.pairs), rule=rule)
     spread = row.board_spread()
     estimates = {k: (e, n) for k, e, n in spread[0]} if spread else {}
     boards = tuple(
@@ -128,13 +129,15 @@ def fleet(pool: Pool, fits: dict[str, Fit | None] | None = None) -> Fleet | None
     known = len(models(pool)) == 1 and "?" not in models(pool) and "?" not in groups
     if len(groups) < 2 or not known:
         return None
+    rules = {session_rule(s) for s in pool.sessions}
+    rule = rules.pop() if len(rules) == 1 else RULE  # old sessions pooled read as they did
     results, checks = [], {}
     for r in pool.rows:
         if r.role not in ROLES:
             continue
         first = pool.first[r.id]
         v, checks[r.id] = board_level(
-            r, first.verdict.m, first.verdict.conf, (fits or {}).get(r.id)
+            r, first.verdict.m, first.verdict.conf, (fits or {}).get(r.id), rule
         )
         results.append(replace(first, verdict=v))
     reasons = {r.id: checks[r.id].text(r.verdict) for r in results}

@@ -399,12 +399,14 @@ def unit_verdict(
     *,
     method: str = "boards",
     pairs: int = 0,
+    rule: str = RULE,
 ) -> Verdict:
     """The rule (§7.4) on the t-interval over units of a pool, one mean log-ratio B/A per unit
     in ``logs`` (the boards of `sessions pool`: workbench.analysis.fleet), ``pairs`` the complete
     pairs behind them. The estimate is the geometric mean, ``k_faster`` the units favouring B and
     ``more_pairs`` the units that would likely settle an AMBIGUOUS verdict. Fewer than two
-    finite units: AMBIGUOUS ("no-pairs")."""
+    finite units: AMBIGUOUS ("no-pairs"). ``rule``: the sessions' rule (RULES), as they were read.
+    """
     m = _check_m(m)
     y = np.asarray(logs, dtype=np.float64)
     y = y[np.isfinite(y)]
@@ -414,13 +416,13 @@ def unit_verdict(
                        "no-pairs", None, method=method)  # fmt: skip
     mean, half = t_interval(y, conf)
     med, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
-    verdict, code = _decide(med, low, high, m)
+    verdict, code = _decide(med, low, high, m, rule)
     more = _more(y.size, med, med - low, high - med, m, 2) if verdict == "AMBIGUOUS" else None
     hw = (high - low) / (2 * med)
     return Verdict(
         verdict, pairs, med, low, high, conf, None, int(np.sum(y < 0.0)), m, conf, code, more,
         method=method, between_sd=float(np.std(y, ddof=1)), half_width=hw,
-        resolution=max(m, hw),
+        resolution=max(m, hw), rule=rule,
     )  # fmt: skip
 
 
