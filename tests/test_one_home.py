@@ -339,6 +339,33 @@ def settle_rule_copies(ts: dict[str, ast.Module]) -> list[str]:
     return out
 
 
+WORDS_HOMES = {  # the words of an interval's method: analysis/words.py, and the Verdict's own
+    "workbench/analysis/words.py", "workbench/core/stats.py", "workbench/core/intervals.py",
+}  # fmt: skip
+METHOD_PHRASES = ("t-interval over", "CI of the median", "CI over workers", "between-worker SD",
+                  "distribution-free", "block means")  # fmt: skip
+
+
+def word_copies(ts: dict[str, ast.Module]) -> list[str]:
+    """What an interval is (its method, unit and spread) is worded in analysis/words.py: no
+    other module has a string, docstrings apart, that says it (the report's once said "median
+    over pairs ... no blocks" above its own "CI over workers", issue 45)."""
+    out = []
+    for path, tree in ts.items():
+        if path in WORDS_HOMES:
+            continue
+        docs = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body and isinstance(n.body[0], ast.Expr)
+        }  # fmt: skip
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+                out += [(path, n.lineno, p) for p in METHOD_PHRASES if p in n.value]
+    return [f"{path}:{ln} says {p!r}" for path, ln, p in sorted(out)]
+
+
 CHECKERS = [
     stopping_rule_copies,
     settle_rule_copies,
@@ -351,6 +378,7 @@ CHECKERS = [
     pool_copies,
     arm_lists,
     session_writers,
+    word_copies,
 ]
 
 
@@ -454,6 +482,19 @@ PLANTED = {
             "x.py:2 makes a SessionWriter",
             "x.py:4 writes session.nvml",
             "x.py:5 writes session.record",
+        ],
+    ),
+    # the report's old method line, beside the verdict's own words (issue 45)
+    word_copies: (
+        "def method_line(v):\n"
+        '    """Says a t-interval over blocks."""\n'
+        '    if v.method == "blocks":\n'
+        '        return "95 % t-interval over blocks"\n'
+        '    return "median over pairs, distribution-free 95 % CI of the median"\n',
+        [
+            "x.py:4 says 't-interval over'",
+            "x.py:5 says 'CI of the median'",
+            "x.py:5 says 'distribution-free'",
         ],
     ),
     # sessions.py's old _f

@@ -334,6 +334,17 @@ def undecided_text(cmp_id: str, v: Verdict, look: Any) -> str:
 
 # ------------------------------------------------------------------------------ sessions and arms
 
+# the report's key to the columns of a comparison table with blocks (report/markdown.py)
+TABLE_COLUMNS = (
+    "blocks = blocks favouring B / blocks; between-worker (or -block) SD = spread of the interval's units "
+    "(the workers' block means, or the block medians of one process); resolves = the "
+    "smallest effect this run could call, max(m, CI half-width); detects = the smallest "
+    "effect whose interval would exclude 1 in 95 % of runs with this spread; blocks check = "
+    'the block diagnostic (§7.8): a verdict that changes when one block is left out "rests '
+    'on" that block, a block that stands apart from the others or a drift over the blocks '
+    "means they are not exchangeable draws. "
+)
+
 KERNEL_TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum", "step": "step (W13 then W2)"}
 PEERS = {name: LABELS[name] for name in PEER_ARMS}  # the arm table's words (core/arms.py)
 

@@ -104,17 +104,7 @@ def _verdict_table(an: Analysis) -> list[str]:
     lines.append("")
     # what was computed, from the verdicts' own methods (workbench.analysis.words)
     method = words.methods_text([r.verdict for r in an.results], len(an.session.boards))
-    columns = (
-        "blocks = blocks favouring B / blocks; between-worker (or -block) SD = spread of the interval's units "
-        "(the workers' block means, or the block medians of one process); resolves = the "
-        "smallest effect this run could call, max(m, CI half-width); detects = the smallest "
-        "effect whose interval would exclude 1 in 95 % of runs with this spread; blocks check = "
-        'the block diagnostic (§7.8): a verdict that changes when one block is left out "rests '
-        'on" that block, a block that stands apart from the others or a drift over the blocks '
-        "means they are not exchangeable draws. "
-        if blocked
-        else ""
-    )
+    columns = words.TABLE_COLUMNS if blocked else ""
     lines.append(
         f"Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B. {method} {columns}"
         "p (Wilcoxon signed-rank on log-ratios) and k/n (pairs favouring B) describe the pairs. "
