@@ -24,19 +24,16 @@ the user's cache. Uses only the standard library.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import _timing
+
 HERE = Path(__file__).resolve().parent.parent
-POOL_GLOB = "20261130T*default*"
+POOL_GLOB = "20261204T0[34]*_default-*"  # the nine default runs of 519ef2b: one source tree
 
 
 CPU: list[float] = []  # CPU seconds (user + system) of each timed run, beside its wall time
@@ -45,26 +42,13 @@ CPU: list[float] = []  # CPU seconds (user + system) of each timed run, beside i
 def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     """Wall seconds of one run; its CPU seconds go to CPU (the machine is shared: on a busy
     one the wall time grows with the load, the CPU time much less)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    dt = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.decode()[-400:]}")
-    return dt
+    wall, cpu, _ = _timing.run(cmd, env, cwd)
+    CPU.append(cpu)
+    return wall
 
 
 def summary(times: list[float]) -> dict[str, float]:
-    cpu = CPU[-len(times) :]
-    return {
-        "median_s": statistics.median(times),
-        "min_s": min(times),
-        "max_s": max(times),
-        "cpu_median_s": statistics.median(cpu),
-        "runs": len(times),
-    }
+    return {**_timing.summary(times, CPU[-len(times) :]), "runs": len(times)}
 
 
 def main() -> int:
@@ -82,14 +66,7 @@ def main() -> int:
     wb = [sys.executable, "-m", "workbench", "sessions"]
     names = sorted(p.name for p in root.iterdir() if (p / "session.json").is_file())
     pool = sorted(p.name for p in root.glob(POOL_GLOB) if (p / "session.json").is_file())
-    res: dict[str, object] = {
-        "label": args.label,
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "sessions": len(names),
-        "repeats": args.repeats,
-        "loadavg_start": os.getloadavg(),  # the machine is shared: say how busy it was
-    }
+    res: dict[str, object] = {**_timing.start(args.label, args.repeats), "sessions": len(names)}
     lst = [*wb, "list", "--root", str(root)]
     timed(lst, env, repo)  # fills the index of the warm cache
     res["list"] = summary([timed(lst, env, repo) for _ in range(args.repeats)])
@@ -123,13 +100,7 @@ def main() -> int:
             f"{k:12s} median {r['median_s']:.3f} s  [{r['min_s']:.3f}..{r['max_s']:.3f}]"
             f"  cpu {r['cpu_median_s']:.3f} s{extra}"
         )
-    res["loadavg_end"] = os.getloadavg()
-    print(
-        f"load average: {res['loadavg_start'][0]:.1f} at the start, {res['loadavg_end'][0]:.1f} at the end"
-    )
-    if args.out:
-        args.out.write_text(json.dumps(res, indent=2) + "\n")
-    return 0
+    return _timing.finish(res, args.out)
 
 
 if __name__ == "__main__":

@@ -21,17 +21,13 @@ fewer files would not count).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import resource
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+import _timing
 
 HERE = Path(__file__).resolve().parent.parent
 EIGHT = (
@@ -45,20 +41,6 @@ EIGHT = (
     "20261204T040236Z_default-r10",
 )
 ONE = EIGHT[5]
-
-
-def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds (user + system, the command and its children) and the number
-    of files the command listed (one per line on stdout) of one run."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {r.returncode}: {r.stderr[-400:]}")
-    return dt, cpu, len(r.stdout.split())
 
 
 def case(sessions: list[Path], repo: Path, repeats: int) -> dict[str, object]:
@@ -76,7 +58,8 @@ def case(sessions: list[Path], repo: Path, repeats: int) -> dict[str, object]:
                 "--out",
                 str(out),
             ]
-            wall, cpu, listed = timed(cmd, env, repo)
+            wall, cpu, stdout = _timing.run(cmd, env, repo)
+            listed = len(stdout.split())
             on_disk = sum(1 for p in out.iterdir() if not p.name.startswith("."))
             if on_disk != listed:
                 raise SystemExit(f"listed {listed} files, {on_disk} on disk")
@@ -90,10 +73,7 @@ def case(sessions: list[Path], repo: Path, repeats: int) -> dict[str, object]:
     return {
         "sessions": len(sessions),
         "files": files.pop(),
-        "median_s": statistics.median(walls),
-        "min_s": min(walls),
-        "max_s": max(walls),
-        "cpu_median_s": statistics.median(cpus),
+        **_timing.summary(walls, cpus),
         "runs": walls,
     }
 
@@ -108,13 +88,7 @@ def main() -> int:
     ap.add_argument("--label", default="", help="a name for this run (e.g. the commit)")
     args = ap.parse_args()
     repo, root = args.repo.resolve(), args.root.resolve()
-    res: dict[str, object] = {
-        "label": args.label,
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "repeats": args.repeats,
-        "loadavg_start": os.getloadavg(),  # a shared machine: say how busy it was
-    }
+    res = _timing.start(args.label, args.repeats)
     chosen = {"one": [root / ONE], "eight": [root / n for n in EIGHT]}
     for name in args.cases.split(","):
         r = case(chosen[name], repo, args.repeats)
@@ -123,13 +97,7 @@ def main() -> int:
             f"{name:6s} {r['sessions']} session(s), {r['files']} files: median {r['median_s']:.2f} s"
             f"  [{r['min_s']:.2f}..{r['max_s']:.2f}]  cpu {r['cpu_median_s']:.2f} s"
         )
-    res["loadavg_end"] = os.getloadavg()
-    print(
-        f"load average: {res['loadavg_start'][0]:.1f} at the start, {res['loadavg_end'][0]:.1f} at the end"
-    )
-    if args.out:
-        args.out.write_text(json.dumps(res, indent=2) + "\n")
-    return 0
+    return _timing.finish(res, args.out)
 
 
 if __name__ == "__main__":
