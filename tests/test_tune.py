@@ -139,6 +139,36 @@ def test_resume_skips_the_screened_candidates(device, tmp_path):
     assert second.summary["tune"]["best"]["candidate"] == name(FASTEST)
 
 
+def test_a_candidate_screened_before_the_session_opens_is_cached_once_it_does(
+    device, tmp_path, monkeypatch
+):
+    """Only one worker describes the run; another's candidate may end before that hello
+    arrives (CI saw it): the candidate waits for the session instead of failing the run."""
+    held: list = []
+    real_hello, real_group = tuner.TuneRunner.on_hello, tuner.TuneRunner.on_group
+
+    def hello(self, job, data):
+        if "provenance" in data and not held:
+            held.append((job, data))  # the describing worker's hello arrives late
+        else:
+            real_hello(self, job, data)
+
+    def group(self, job, h, data):
+        real_group(self, job, h, data)
+        if held and self.session is None:
+            assert self.screened  # a candidate screened while there was no session
+            real_hello(self, *held[0])
+
+    monkeypatch.setattr(tuner.TuneRunner, "on_hello", hello)
+    monkeypatch.setattr(tuner.TuneRunner, "on_group", group)
+    first = run_tune(tmp_path)
+    assert held and first.status == "complete"
+    second = run_tune(tmp_path)  # its screen comes from the cache the first one wrote
+    s2 = screened(second.summary)
+    assert s2 and all(c["source"] == "cache" for c in s2.values())
+    assert {c["session"] for c in s2.values()} == {str(first.session_path)}
+
+
 def test_a_stale_cache_entry_is_ignored(device, tmp_path, monkeypatch):
     run_tune(tmp_path, unroll=(4, 5))
     from workbench.tune import cache

@@ -256,6 +256,7 @@ class TuneRunner(Runner):
         self.screen_pool: Any = None  # the pool round "screen" runs on
         # records made before the session began (notes, the candidates the resume cache knew)
         self._unwritten: list[tuple[str, dict[str, Any]]] = []
+        self._unstored: list[dict[str, Any]] = []  # screened before the session existed
         self._t0 = 0.0
 
     def prepare(self) -> None:
@@ -335,6 +336,9 @@ class TuneRunner(Runner):
         for type, fields in self._unwritten:
             self.record(type, **fields)
         self._unwritten = []
+        for res in self._unstored:
+            self._store(res)
+        self._unstored = []
 
     # ------------------------------------------------------------------ round "screen"
 
@@ -404,10 +408,17 @@ class TuneRunner(Runner):
         self.record("candidate", **{k: v for k, v in res.items() if k != "t"})
         self.emit("candidate", res)
         if store and res["status"] in ("screened", "excluded"):
-            cand = self._candidate(res["candidate"])
-            # the session that measured it: a resumed run's record points back to its samples
-            cache.store(self._key(cand, self.tcfg.candidates[0]),
-                        {**res, "session": str(self.session.path)})  # fmt: skip
+            if self.session is None:  # another worker describes the run: its hello may be late
+                self._unstored.append(res)
+            else:
+                self._store(res)
+
+    def _store(self, res: dict[str, Any]) -> None:
+        """A screened candidate into the screen cache, with the session that measured it (a
+        resumed run's record points back to its samples)."""
+        cand = self._candidate(res["candidate"])
+        cache.store(self._key(cand, self.tcfg.candidates[0]),
+                    {**res, "session": str(self.session.path)})  # fmt: skip
 
     def ranked(self) -> list[dict[str, Any]]:
         ok = [r for r in self.screened.values() if r["status"] == "screened" and r.get("score")]
