@@ -219,8 +219,9 @@ class Engine:
             if self.sink.cancel.is_set():
                 break
             later = [c for g in groups[i + 1 :] for c in g]
-            self.calls.clear()  # Python arms' converted experts: not needed by later kernels
-            self.store.release(self.banks_needed(later) | set(keep))
+            with self.timed("release"):
+                self.calls.clear()  # Python arms' converted experts: not needed by later kernels
+                self.store.release(self.banks_needed(later) | set(keep))
         return first_group + len(groups)
 
     def run_group(self, group: int, cmps: list[ComparisonSpec]) -> None:
@@ -258,11 +259,12 @@ class Engine:
             elapsed = time.monotonic() - t0
             for s in active:
                 s.done = s.done or self._settled(s, b + 1, elapsed)
-        for s in states:
-            if s.outcome.samples or s.gates:
-                if r.cancel.is_set():
-                    s.outcome.stop = "cancelled"
-                r.result(s.record, s.outcome.samples, s.gates, self.cfg.m)
+        with self.timed("results"):
+            for s in states:
+                if s.outcome.samples or s.gates:
+                    if r.cancel.is_set():
+                        s.outcome.stop = "cancelled"
+                    r.result(s.record, s.outcome.samples, s.gates, self.cfg.m)
         if ok_blocks == 0 and not r.cancel.is_set():
             raise WorkbenchError(
                 f"every block of {', '.join(c.id for c in cmps)} failed: see the notes"
@@ -299,7 +301,8 @@ class Engine:
         peers and kernel ops exist before the first placement (later blocks are placed beside
         them), then ``warmup_blocks`` whole blocks run, journaled but not counted."""
         r, proto = self.sink, self.cfg.protocol
-        self._make_neighbours(states)
+        with self.timed("peers"):
+            self._make_neighbours(states)
         for w in range(proto.warmup_blocks):
             if r.cancel.is_set():
                 return

@@ -33,7 +33,8 @@ from workbench.core.errors import (
 from workbench.run.gpus import GPU
 from workbench.run.sink import Sink
 
-PHASES = ("startup", "build", "describe", "banks", "warmup", "capture", "gate", "timing")
+PHASES = ("startup", "build", "describe", "banks", "peers", "warmup", "capture", "gate", "timing",
+          "results", "release")
 
 
 @dataclass(frozen=True)
@@ -219,12 +220,15 @@ def run_job(
             if job.inline:
                 raise
     finally:
+        t_release = time.monotonic()
         if monitor is not None:
             monitor.stop()
         if engine is not None and not fault:
             with contextlib.suppress(Exception):  # what it holds goes with the process anyway
                 engine.release()
         phases = dict(engine.phases) if engine is not None else {}
+        if engine is not None:  # the sampler's stop and the banks' release, after the last block
+            phases["release"] = phases.get("release", 0.0) + time.monotonic() - t_release
         for k in ("startup_s", "build_s", "describe_s"):
             if k in info:
                 phases[k[:-2]] = info[k]
