@@ -124,6 +124,29 @@ def test_warmup_placements_are_journaled_not_counted(device, capsys, tmp_path):
     assert order.index("placed") > order.index("warmup")
 
 
+def test_warmup_sets_run_only_the_sets_named_on_the_same_placement(device, capsys, tmp_path):
+    def warm(*extra):
+        s = _ab(capsys, tmp_path, "--blocks", "2", "--no-reference", "--set", "hot,rotating",
+                "--placement-seed", "7", *extra)  # fmt: skip
+        sess = load_session(s["session"])
+        return sess, [b for b in sess.blocks if b["status"] == "warmup"]
+
+    every, warm_all = warm()
+    only, warm_rot = warm("--warmup-sets", "rotating")
+    assert sorted(b["cmp"] for b in warm_all) == ["w13/hot", "w13/rotating"]
+    assert [b["cmp"] for b in warm_rot] == ["w13/rotating"]
+    assert only.config["protocol"]["warmup_sets"] == ["rotating"]
+    assert every.config["protocol"]["warmup_sets"] == []
+    # the banks are placed alike: the same paddings, warm-up and counted
+    def pads(sess):
+        return sorted((b["status"], b["block"], b["padding_bytes"]) for b in sess.blocks
+                      if b["status"] in ("warmup", "placed") and b.get("cmp") != "w13/hot")
+    assert pads(every) == pads(only)
+    # the counted blocks are all there
+    assert [c["verdict"]["n"] for c in _ab(capsys, tmp_path, "--blocks", "2", "--no-reference",
+            "--set", "hot,rotating", "--warmup-sets", "rotating")["comparisons"]] == [4, 4]  # fmt: skip
+
+
 def test_no_warmup_block_reaches_the_engine(device, capsys, tmp_path):
     s = _ab(capsys, tmp_path, "--blocks", "2", "--no-reference", "--warmup-blocks", "0")
     sess = load_session(s["session"])
@@ -137,6 +160,10 @@ def test_bad_protocol_switch_values_are_named(device, capsys, tmp_path):
         code = cli.main(["ab", *SMALL, *BASE, "--sessions-dir", str(tmp_path), opt, "-1"])
         err = capsys.readouterr().err
         assert code == 2 and opt in err and "-1" in err, err
+    for bad in ("warm", "hot,hot"):
+        code = cli.main(["ab", *SMALL, *BASE, "--sessions-dir", str(tmp_path), "--warmup-sets", bad])
+        err = capsys.readouterr().err
+        assert code == 2 and "--warmup-sets" in err and bad in err, err
 
 
 def test_aa_false_positives_on_the_block_path(device, monkeypatch, capsys, tmp_path):

@@ -85,6 +85,13 @@ def add_protocol_arguments(
         f"{d.warmup_blocks})",
     )
     g.add_argument(
+        "--warmup-sets",
+        default="",
+        metavar="SET[,SET]",
+        help="the expert sets whose comparisons a warm-up block runs (default: every set; the "
+        "banks are placed alike either way): a trial of a shorter warm-up (issue 44), e.g. rotating",
+    )
+    g.add_argument(
         "--calls",
         type=int,
         default=defaults.CALLS,
@@ -232,6 +239,7 @@ def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
         budget_s=args.budget,
         max_blocks=args.max_blocks,
         warmup_blocks=args.warmup_blocks,
+        warmup_sets=tuple(x.strip() for x in getattr(args, "warmup_sets", "").split(",") if x.strip()),
         retries=args.retries,
         keep_flagged=args.keep_flagged,
     ).validate()

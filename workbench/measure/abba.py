@@ -69,6 +69,10 @@ class ProtocolConfig:
     # its first counted block (docs/DESIGN.md §5.5)
     warmup_blocks: int = defaults.WARMUP_BLOCKS
     warmup_pairs: int = defaults.WARMUP_PAIRS  # pairs of a warm-up block (defaults: why)
+    # the expert sets whose comparisons a warm-up block runs (empty: every set); the placement,
+    # and so the banks placed, is the same whichever run (issue 44's trial of a rotating-only
+    # warm-up: defaults.WARMUP_BLOCKS says what the warm-up absorbs)
+    warmup_sets: tuple[str, ...] = ()
     warmup: int = 2
     retries: int = defaults.RETRIES
     keep_flagged: bool = False
@@ -88,6 +92,10 @@ class ProtocolConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise bad(f"--{name.replace('_', '-')}", v, "must be an integer >= 0")
+        unknown = [x for x in self.warmup_sets if x not in defaults.SETS]
+        if unknown or len(set(self.warmup_sets)) != len(self.warmup_sets):
+            raise bad("--warmup-sets", ",".join(self.warmup_sets),
+                      f"must name distinct sets of {', '.join(defaults.SETS)}")  # fmt: skip
         if self.placement_seed is not None and (
             isinstance(self.placement_seed, bool)
             or not isinstance(self.placement_seed, int)

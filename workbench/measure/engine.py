@@ -312,6 +312,8 @@ class Engine:
             for s in states:
                 if r.cancel.is_set():
                     return
+                if proto.warmup_sets and s.spec.set not in proto.warmup_sets:
+                    continue  # placed with the others, not run (ab --warmup-sets)
                 try:
                     with self.timed("warmup"):
                         out = self._warmup_block(s)
