@@ -137,10 +137,15 @@ def test_warmup_sets_run_only_the_sets_named_on_the_same_placement(device, capsy
     assert [b["cmp"] for b in warm_rot] == ["w13/rotating"]
     assert only.config["protocol"]["warmup_sets"] == ["rotating"]
     assert every.config["protocol"]["warmup_sets"] == []
+
     # the banks are placed alike: the same paddings, warm-up and counted
     def pads(sess):
-        return sorted((b["status"], b["block"], b["padding_bytes"]) for b in sess.blocks
-                      if b["status"] in ("warmup", "placed") and b.get("cmp") != "w13/hot")
+        return sorted(
+            (b["status"], b["block"], b["padding_bytes"])
+            for b in sess.blocks
+            if b["status"] in ("warmup", "placed") and b.get("cmp") != "w13/hot"
+        )
+
     assert pads(every) == pads(only)
     # the counted blocks are all there
     assert [c["verdict"]["n"] for c in _ab(capsys, tmp_path, "--blocks", "2", "--no-reference",
@@ -161,7 +166,9 @@ def test_bad_protocol_switch_values_are_named(device, capsys, tmp_path):
         err = capsys.readouterr().err
         assert code == 2 and opt in err and "-1" in err, err
     for bad in ("warm", "hot,hot"):
-        code = cli.main(["ab", *SMALL, *BASE, "--sessions-dir", str(tmp_path), "--warmup-sets", bad])
+        code = cli.main(
+            ["ab", *SMALL, *BASE, "--sessions-dir", str(tmp_path), "--warmup-sets", bad]
+        )
         err = capsys.readouterr().err
         assert code == 2 and "--warmup-sets" in err and bad in err, err
 

@@ -239,7 +239,9 @@ def protocol_from_args(args: argparse.Namespace) -> ProtocolConfig:
         budget_s=args.budget,
         max_blocks=args.max_blocks,
         warmup_blocks=args.warmup_blocks,
-        warmup_sets=tuple(x.strip() for x in getattr(args, "warmup_sets", "").split(",") if x.strip()),
+        warmup_sets=tuple(
+            x.strip() for x in getattr(args, "warmup_sets", "").split(",") if x.strip()
+        ),
         retries=args.retries,
         keep_flagged=args.keep_flagged,
     ).validate()

@@ -34,8 +34,19 @@ from workbench.core.errors import (
 from workbench.run.gpus import GPU
 from workbench.run.sink import Sink
 
-PHASES = ("startup", "build", "describe", "banks", "peers", "warmup", "capture", "gate", "timing",
-          "results", "release")
+PHASES = (
+    "startup",
+    "build",
+    "describe",
+    "banks",
+    "peers",
+    "warmup",
+    "capture",
+    "gate",
+    "timing",
+    "results",
+    "release",
+)
 
 
 @dataclass(frozen=True)
