@@ -47,6 +47,7 @@ from workbench.run.config import RunConfig, config_from_settings
 from workbench.run.journal import Merge, worker_record
 from workbench.run.pool import Outcome, Pool, ProcessPool
 from workbench.run.progress import ProgressEvent
+from workbench.run.rounds import AB_ROUNDS, Round
 from workbench.run.settings import RunSettings
 
 NO_GPU_MESSAGE = (
@@ -82,52 +83,6 @@ class RunResult:
     # the analysis of the finished session's journal (workbench.analysis.Analysis): what `ab`
     # prints, through the renderer of `sessions show`; None without a session
     analysis: Any = None
-
-
-def _nothing(r: Runner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class Round:
-    """One round of a command's order of work: its name (``pool.ROUND_GROUP``), the comparisons
-    it measures, planned from the analysis of the session so far (None before the first
-    round; none planned: the round is passed over), what a failed gate does there ("stop" the
-    run, or "exclude" its group), and what the runner concludes from it (``done``: the analysis
-    after it and the round's outcomes); ``split``: see the field."""
-
-    name: str
-    plan: Callable[[Runner, Any], list[ComparisonSpec]]
-    numerics: str = "stop"
-    done: Callable[[Runner, Any, tuple[Outcome, ...]], None] = _nothing
-    split: bool = False  # share the groups out, each measured by one worker (a tune's screen)
-    # with `ab --settle`: looked at again, as many workers more a look, while a label of its
-    # main comparisons is undecided (Runner.settle, workbench.core.sequential)
-    settles: bool = False
-
-
-def _plan_main(r: Runner, an: Any) -> list[ComparisonSpec]:
-    return list(r.cfg.comparisons)
-
-
-def _recommend(r: Runner, an: Any, outcomes: tuple[Outcome, ...]) -> None:
-    """The recommendation from the main round (the analysis model's rule), said."""
-    if not r.go_on():
-        return
-    r.recommendations = an.recommendations
-    for rec in an.recommendations.values():
-        r.emit("recommendation", rec)
-
-
-def _plan_confirm(r: Runner, an: Any) -> list[ComparisonSpec]:
-    return r.confirmation_plan(an.results)
-
-
-# `workbench ab` and `workbench calibrate`: the plan, the recommendation, its step confirmation
-AB_ROUNDS = (
-    Round("main", _plan_main, done=_recommend, settles=True),
-    Round("confirm", _plan_confirm),
-)
 
 
 class Runner:

@@ -35,7 +35,8 @@ from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
 from workbench.run.config import RunConfig
 from workbench.run.pool import Outcome, fault_ids
-from workbench.run.runner import Round, Runner
+from workbench.run.rounds import Round
+from workbench.run.runner import Runner
 from workbench.tune import cache
 from workbench.tune.space import Candidate, comparisons, reader_comparisons
 
