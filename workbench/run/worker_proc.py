@@ -116,6 +116,12 @@ def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any, overlap: bo
         import workbench.measure.monitor  # noqa: F401
     except BaseException as e:  # reported once there is a job to report it for
         early = e
+    if early is None:
+        # What the imports made lives as long as this process: frozen, a full collection (one
+        # per bank batch and per placement) walks only what the run made since, not the ~190k
+        # objects of torch and its kin (benchmarks/gc_freeze.py; issue 44). Spawned workers
+        # only: the inline pool's process is the caller's.
+        gc.freeze()
     info: dict[str, Any] = {"import_s": time.monotonic() - t0}
     if overlap and early is None:
         before_go, at = not go.is_set(), time.time()
@@ -175,11 +181,6 @@ def run_job(
         from workbench.measure.engine import Engine
         from workbench.measure.monitor import Monitor
 
-        # What the imports made lives as long as the process: frozen, a full collection (one
-        # per bank batch and per placement, so that dropped tensors free their memory before
-        # the next ones are placed) walks only what the run made since, instead of the ~190k
-        # objects of torch and its kin (~50 ms each, issue 44)
-        gc.freeze()
         t1 = time.monotonic()
         sink = Sink(record=record, progress=progress, cancel=stop)
         if job.inline:
