@@ -107,9 +107,17 @@ def _verdict(low: float, high: float, m: float = 0.01) -> stats.Verdict:
     )  # fmt: skip
 
 
+class _Result:
+    """What a method check reads of a comparison's result: its record and its verdict."""
+
+    def __init__(self, cid, role="main", interval=(0.99, 1.0), **extra):
+        self.cmp = {"id": cid, "kernel": "w13", "set": "hot", "role": role, **extra}
+        self.verdict = _verdict(*interval)
+
+
 def _check(*intervals) -> MethodCheck:
     readings = tuple(
-        Reading(t, f"w13/hot{'' if t == 'events' else '/' + t}", _verdict(*iv))
+        Reading(t, _Result(f"w13/hot{'' if t == 'events' else '/' + t}", interval=iv))
         for t, iv in zip(("events", "batch", "other"), intervals, strict=False)
     )
     return MethodCheck("w13", "hot", readings)
@@ -153,11 +161,7 @@ def test_the_word_depends_on_the_timer_only_where_intervals_part_and_words_diffe
 
 
 def test_results_without_a_method_comparison_have_no_check():
-    class R:  # what method_checks reads of a result
-        def __init__(self, cid, role, **extra):
-            self.cmp = {"id": cid, "kernel": "w13", "set": "hot", "role": role, **extra}
-            self.verdict = _verdict(0.99, 1.0)
-
+    R = _Result
     assert method_checks([R("w13/hot", "main"), R("w13/hot/b4-scalar", "reference")]) == []
     got = method_checks(
         [R("w13/hot", "main"), R("w13/hot/batch", "method", of="w13/hot", timing="batch")]

@@ -23,11 +23,14 @@ DEFAULT_TIMING = "events"  # a comparison record without "timing" (measure/graph
 
 @dataclass(frozen=True)
 class Reading:
-    """One timing method's verdict on a cell: the comparison ``id`` timed by ``timing``."""
+    """One timing method's reading of a cell: its comparison's result (``ComparisonResult``,
+    or a pool's row: anything with ``.cmp`` and ``.verdict``) timed by ``timing``."""
 
     timing: str
-    id: str
-    verdict: Verdict
+    result: Any
+
+    id = property(lambda self: str(self.result.cmp["id"]))
+    verdict = property(lambda self: self.result.verdict)
 
     def to_dict(self) -> dict[str, Any]:
         v = self.verdict
@@ -89,10 +92,7 @@ def method_checks(results: Iterable[Any]) -> list[MethodCheck]:
         if cid not in checks or main.cmp.get("role") == "method":
             continue
         rows = [main, *checks[cid]]
-        readings = tuple(
-            Reading(str(r.cmp.get("timing") or DEFAULT_TIMING), str(r.cmp["id"]), r.verdict)
-            for r in rows
-        )
+        readings = tuple(Reading(str(r.cmp.get("timing") or DEFAULT_TIMING), r) for r in rows)
         out.append(MethodCheck(str(main.cmp["kernel"]), str(main.cmp["set"]), readings))
     return out
 
