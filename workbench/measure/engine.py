@@ -272,9 +272,10 @@ class Engine:
                         self._block_failed(x, b, e, rec)
             ok_blocks += 1
             elapsed = time.monotonic() - t0
+            for s in active:  # the stopping rule decides for a host; its checks stop with it
+                if s.host is None:
+                    s.done = s.done or self._settled(s, b + 1, elapsed)
             for s in active:
-                s.done = s.done or self._settled(s, b + 1, elapsed)
-            for s in active:  # a check stops with its host, which times it
                 if s.host is not None and s.host.done and not s.done:
                     s.done, s.outcome.stop = True, s.host.outcome.stop
         with self.timed("results"):
