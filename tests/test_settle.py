@@ -143,7 +143,8 @@ def test_a_first_look_that_decides_stops_there(device, capsys, tmp_path):
     assert [x["stop"] for x in s["settle"]] == ["decided"]
     assert len({w["worker"] for w in sess.workers}) == W
     assert sess.config["settle"]["looks"] == K and sess.config["labels"] == stats.RULE
-    (c,) = s["comparisons"]
+    c, check = s["comparisons"]  # w13/hot and its method check (docs/DESIGN.md §5.11)
+    assert check["id"] == "w13/hot/batch"
     v = c["verdict"]
     assert v["rule"] == stats.RULE and v["conf"] == pytest.approx(sequential.look_conf(K, CONF))
     assert v["workers"] == W and stats.Verdict.from_dict(v).words == "FASTER"
@@ -197,6 +198,9 @@ def labels_at(truth: float, capsys, tmp_path, monkeypatch, *extra) -> tuple[list
     cost = dict(sim_device.COST_US)
     cost[("w2", "b3", "coop")] = cost[("w2", "b3", "scalar")] * truth
     monkeypatch.setattr(sim_device, "COST_US", cost)
+    # without the method check (docs/DESIGN.md §5.11): its samples would draw from the simulated
+    # device's noise between the main comparison's, and these counts are of the seeded draws
+    monkeypatch.setattr(defaults, "CHECK_SETS", ())
     out, looks = [], []
     for seed in range(10):
         code, s, err = ab(capsys, tmp_path, 4530 + seed, "--kernel", "w2", "--set", "hot", *extra)

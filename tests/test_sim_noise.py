@@ -44,7 +44,10 @@ def fitted_components(tmp_path, seed: int, runs: int = 4) -> dict[str, dict]:
         assert code == 0
         sessions.append(load_session(json.loads(out.getvalue())["session"], nvml=False))
     pool = pool_sessions(sessions)
-    return {r.id: {c.level: c for c in r.components().components} for r in pool.rows}
+    # the main comparisons (a method check times their arms again, docs/DESIGN.md §5.11)
+    return {
+        r.id: {c.level: c for c in r.components().components} for r in pool.rows if r.role == "main"
+    }
 
 
 def misses(fits: dict[str, dict], model: dict[str, Noise]) -> list[str]:

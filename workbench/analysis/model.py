@@ -188,7 +188,7 @@ def comparison_results(
         seen.add(first["id"])
         c = session.comparison(first["id"])
         samples = session.samples_for(c["id"])
-        gates = session.gates_for(c["id"])
+        gates = session.gates_for(c.get("of") or c["id"])  # a method check's: its host's
         level = comparison_conf(session, c, conf)
         out.append(comparison_result(c, samples, gates, m, level, detectable=detectable, rule=rule))
     return out

@@ -506,12 +506,10 @@ class Engine:
         self, chk: _CmpState, arm_a: GraphArm, arm_b: GraphArm, block: int, gate: dict[str, Any]
     ) -> None:
         """A method check's pairs in its host's block: the host's captured, gated and warm arms
-        timed by the check's method (no capture, gate or warm-up samples of its own; the gate's
-        record is journaled for the check too)."""
+        timed by the check's method (no capture, gate or warm-up samples of its own: its gate is
+        its host's, as the analysis reads it too)."""
         c, r = chk.spec, self.sink
-        shared = {**gate, "cmp": c.id}
-        r.record("gate", **shared)
-        chk.gates.append(shared)
+        chk.gates.append(gate)
         proto = dataclasses.replace(self.cfg.protocol, warmup=0)  # the arms have just run
         with self.timed("timing"):
             out = run_abba(
