@@ -90,9 +90,13 @@ def test_the_torch_example_is_gated_timed_and_recorded(device, capsys, tmp_path,
     assert s["comparisons"][0]["verdict"]["median"] == pytest.approx(
         sim_device.PYTHON_US / us, rel=0.02
     )
-    # references run against a Python arm B as against any candidate, the peers included
+    # references run against a Python arm B as against any candidate, the peers included, and
+    # so does the method check (docs/DESIGN.md §5.11): a Python arm's graphs timed again
     ids = [c["id"] for c in sess.comparisons]
-    assert ids == [f"{kernel}/hot"] + [f"{kernel}/hot/{r}" for r in ("b4-scalar", "triton-moe")]
+    refs = [f"{kernel}/hot/{r}" for r in ("batch", "b4-scalar", "triton-moe")]
+    assert ids == [f"{kernel}/hot", *refs]
+    check = next(c for c in s["comparisons"] if c["id"] == f"{kernel}/hot/batch")
+    assert check["verdict"]["median"] == pytest.approx(sim_device.PYTHON_US / us, rel=0.02)
     rec = sess.provenance["specs"][f"{kernel}:torch-moe"]
     assert rec["kind"] == "python" and rec["entry"] == "torch_arm.py:make_arm"
     assert rec["promise"] == {"tolerance": 2e-3} and rec["origin"] == str(EXAMPLE.resolve())
