@@ -16,6 +16,7 @@ from noise_model import Noise
 
 from workbench.analysis import analyse
 from workbench.analysis.method_check import MethodCheck, Reading, method_checks, overlap
+from workbench.analysis.recommend import recommendations
 from workbench.analysis.words import method_check_text
 from workbench.core import stats
 from workbench.core.vocab import KERNELS, SETS
@@ -231,6 +232,9 @@ def test_a_planted_method_effect_is_reported_with_both_readings(monkeypatch, tmp
     assert line in ev
     assert sess.summary["recommendations"]["w13"]["evidence"] == ev
     assert [c["id"] for c in sess.summary["method_checks"]] == ["w13/hot", "w2/hot"]
+    # a pool words its evidence from its sessions' verdicts (reasons): no one session's timers
+    pooled = recommendations(an.results, {r.id: "pooled words" for r in an.results})
+    assert not [e for e in pooled["w13"].evidence if "by timer" in e]
     # the report and sessions show name both readings
     report = render_report(sess)
     assert "## Timing methods" in report

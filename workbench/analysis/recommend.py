@@ -173,7 +173,8 @@ def recommendations(
             why = {str(r.cmp["set"]): (reasons or {}).get(r.cmp["id"]) for r in mains}
             a, b = str(mains[0].cmp["a"]), str(mains[0].cmp["b"])
             out[kernel] = combine(kernel, verdicts, a, b, why)
-            out[kernel].evidence += timer_evidence(results, mains)  # §5.11: timers disagree
+            if reasons is None:  # one session's verdicts: do its timers disagree (§5.11)?
+                out[kernel].evidence += timer_evidence(results, mains)
     return out
 
 
