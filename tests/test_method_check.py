@@ -208,7 +208,6 @@ def _run(monkeypatch, tmp_path, plant: float | None, seed: int, **kw):
     return load_session(result.session_path), result, made
 
 
-@pytest.mark.slow
 def test_a_planted_method_effect_is_reported_with_both_readings(monkeypatch, tmp_path):
     sess, result, made = _run(monkeypatch, tmp_path, PLANT, seed=5401)
     an = analyse(sess)
@@ -245,7 +244,6 @@ def test_a_planted_method_effect_is_reported_with_both_readings(monkeypatch, tmp
     assert "w13/hot/batch" not in made and made.count("w13/hot") == 2 * (1 + 4)
 
 
-@pytest.mark.slow
 def test_no_method_effect_no_disagreement(monkeypatch, tmp_path, capsys):
     from workbench import cli
 
@@ -273,6 +271,7 @@ def test_no_method_effect_no_disagreement(monkeypatch, tmp_path, capsys):
     assert "w13/hot, by timer: events: " in out and "the intervals overlap" in out
 
 
+@pytest.mark.slow  # renders a report of each kind of committed session
 def test_committed_sessions_have_no_method_check():
     """Sessions before the check read as they did: no cell, no line, no section."""
     from fixtures_sessions import representative_sessions
