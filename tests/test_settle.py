@@ -144,7 +144,8 @@ def test_a_first_look_that_decides_stops_there(device, capsys, tmp_path):
     assert len({w["worker"] for w in sess.workers}) == W
     assert sess.config["settle"]["looks"] == K and sess.config["labels"] == stats.RULE
     c, check = s["comparisons"]  # w13/hot and its method check (docs/DESIGN.md §5.11)
-    assert check["id"] == "w13/hot/batch"
+    assert check["id"] == "w13/hot/batch"  # at its host's level: the two intervals compare
+    assert check["verdict"]["conf"] == pytest.approx(sequential.look_conf(K, CONF))
     v = c["verdict"]
     assert v["rule"] == stats.RULE and v["conf"] == pytest.approx(sequential.look_conf(K, CONF))
     assert v["workers"] == W and stats.Verdict.from_dict(v).words == "FASTER"

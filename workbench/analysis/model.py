@@ -164,7 +164,7 @@ def comparison_conf(session: Session, cmp: dict[str, Any], conf: float) -> float
     (`ab --settle`, config "settle") the level of each look's interval for the comparisons of
     its looked round (workbench.core.sequential)."""
     settle = session.config.get("settle")
-    if isinstance(settle, dict) and cmp.get("role") in ("main", "reference", "aa"):
+    if isinstance(settle, dict) and cmp.get("role") in ("main", "reference", "aa", "method"):
         return sequential.look_conf(int(settle["looks"]), conf)
     return conf
 
