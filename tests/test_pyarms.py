@@ -345,8 +345,9 @@ def test_gpu_the_torch_example_captures_and_is_timed(tmp_path, capsys):
         assert torch.equal(out.view(torch.int16), eager.view(torch.int16)), kernel
     code = cli.main(
         ["ab", "--kernel", "w13", "--set", "hot", "--a", "b3-scalar", "--b", str(EXAMPLE),
-         "--no-reference", "--no-confirm", "--blocks", "2", "--sessions-dir", str(tmp_path),
-         "--no-plots", "--json"]
+         "--no-reference", "--no-confirm", "--blocks", "2", "--workers", "2", "--pairs", "2",
+         "--calls", "8", "--replays", "10", "--sessions-dir", str(tmp_path), "--no-plots",
+         "--json"]
     )  # fmt: skip
     out = capsys.readouterr()
     assert code == 0, out.err

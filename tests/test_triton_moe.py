@@ -384,8 +384,8 @@ def test_gpu_ab_with_the_triton_peer(tmp_path, capsys):
 
     code = cli.main(
         ["ab", "--kernel", "w13,w2", "--set", "hot", "--a", "b3-scalar", "--b", "triton-moe",
-         "--calls", "8", "--replays", "10", "--blocks", "2", "--pairs", "2", "--no-confirm",
-         "--sessions-dir", str(tmp_path), "--no-plots", "--json"]
+         "--calls", "8", "--replays", "10", "--blocks", "2", "--pairs", "2", "--workers", "2",
+         "--no-confirm", "--sessions-dir", str(tmp_path), "--no-plots", "--json"]
     )  # fmt: skip
     out = capsys.readouterr()
     assert code == 0, out.err
@@ -393,5 +393,6 @@ def test_gpu_ab_with_the_triton_peer(tmp_path, capsys):
     assert set(cmps) == {"w13/hot", "w2/hot"}
     for c in cmps.values():
         assert c["b"] == "triton-moe" and c["gate"]["gated"] and c["gate"]["ok"]
-        assert c["gate"]["rel_l2"] < 4e-3 and c["gate"]["blocks"] == 2
+        # one gate per counted block of each worker: 2 blocks x 2 workers
+        assert c["gate"]["rel_l2"] < 4e-3 and c["gate"]["blocks"] == 2 * 2
         assert c["a_ms"] > 0 and c["b_ms"] > 0
