@@ -374,7 +374,7 @@ class Runner:
         elif kind != "builds":
             self.emit(kind, data)
 
-    def on_group(self, job: Any, hello: dict[str, Any] | None, data: Any) -> None:
+    def on_group(self, job: Any, hello: dict[str, Any] | None, group: Any) -> None:
         """A group of a worker's share ended (a tune's candidate screened)."""
 
     def tags(self, o: Outcome) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from workbench.core.vocab import SETS
 from workbench.data.shapes import Shape
 from workbench.measure.abba import ProtocolConfig
 from workbench.run.config import RunConfig
+from workbench.run.messages import Group
 from workbench.run.pool import Outcome, fault_ids
 from workbench.run.rounds import Round
 from workbench.run.runner import Runner
@@ -357,27 +358,27 @@ class TuneRunner(Runner):
                 self.note(f"screening actor on host {facts['host']} GPU {facts['gpu']}: "
                           f"{facts['name']} (Ray node {str(facts['node'])[:12]})")  # fmt: skip
 
-    def on_group(self, job: Any, hello: dict[str, Any] | None, data: Any) -> None:
+    def on_group(self, job: Any, hello: dict[str, Any] | None, group: Group) -> None:
         """A screened candidate as its worker finished it: its record, at once."""
         if job.round != "screen":
             return
-        name = data["cmps"][0].split("/")[1]
+        name = group.cmps[0].split("/")[1]
         cand = self._candidate(name)
         res: dict[str, Any] = {
             "candidate": cand.name, "params": dict(cand.params), "arm": cand.arm,
             "gpu": self._gpu_of(job, hello or {}),
             "gate": "rel_l2" if cand.tolerance is not None else "bit-identical",
-            "sets": data["sets"],
+            "sets": group.sets,
         }  # fmt: skip
         if (hello or {}).get("host"):
             res["host"] = hello["host"]
-        if data["status"] == "excluded":
-            res.update(status="excluded", reason=data["reason"])
-        elif data["status"] == "cancelled":
-            res.update(seconds=data["seconds"], status="cancelled",
+        if group.status == "excluded":
+            res.update(status="excluded", reason=group.reason)
+        elif group.status == "cancelled":
+            res.update(seconds=group.seconds, status="cancelled",
                        reason="interrupted while screening")  # fmt: skip
         else:
-            res.update(seconds=data["seconds"], score=score(data["sets"]), status="screened",
+            res.update(seconds=group.seconds, score=score(group.sets), status="screened",
                        reason=None)  # fmt: skip
         self._screened(res)
 
