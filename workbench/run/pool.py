@@ -188,7 +188,7 @@ class Pool:
             job = WorkerJob(i, round_, self.job_cfg(i, round_, todo), self.gpus[g],
                             ROUND_GROUP[round_], numerics=numerics, inline=self.inline,
                             replicas=1 if split else first + n, expect_gpu=self.expect_gpu,
-                            split=split)  # fmt: skip
+                            split=split, lane=g)  # fmt: skip
             lanes.setdefault(g, []).append(_Worker(job))
         return lanes
 

@@ -77,6 +77,7 @@ class WorkerJob:
     split: bool = False
     # what the run set up once and hands over (workbench.run.setup): None for the first worker
     setup: dict[str, Any] | None = None
+    lane: int = 0  # its GPU's index among its pool's GPUs (the pool's lane it runs in)
 
 
 def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
