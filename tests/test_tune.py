@@ -18,7 +18,7 @@ from workbench import cli
 from workbench.analysis.words import SINGLE_PROCESS
 from workbench.data.shapes import resolve_shape
 from workbench.measure.abba import ProtocolConfig
-from workbench.run import runner
+from workbench.run import pool, runner
 from workbench.store.session import load_session
 from workbench.tune import space, tuner
 
@@ -349,3 +349,23 @@ def test_the_confirmation_runs_in_workers_and_a_faulting_candidate_ends_its_work
     assert {s["worker"] for s in sess.samples_for(f"tune/{name(FASTEST)}/hot")} == {0, 1, 2}
     assert {s["worker"] for s in sess.samples if s["cmp"].startswith(f"tune/{name(EQUAL)}/")} <= {0}
     assert sess.comparison(f"tune/{name(FASTEST)}/rotating")["workers"] == 3
+
+
+def test_every_record_of_a_tune_carries_the_gpu_that_measured_it(device, tmp_path, monkeypatch):
+    """Every round's samples carry "gpu" (tests/test_tune_gpu.py once saw {0, None}): the
+    screen's workers on two simulated GPUs, the confirmation's and the reader round's worker
+    processes on two boards, each sample the index of its worker's GPU lane."""
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)  # the screen: one worker per GPU
+    gpus = [pool.GPU(str(i), i, "Simulated H200", f"GPU-sim-{i}") for i in range(2)]
+    monkeypatch.setattr(pool, "visible_gpus", lambda: gpus)  # the confirmation's boards
+    res = run_tune(tmp_path, unroll=(4, 5), top=1, workers=2, confirm_workers=2)
+    assert res.status == "complete"
+    sess = load_session(res.session_path)
+    assert not sess.warnings
+    rounds = {s["cmp"].split("/")[0] for s in sess.samples}
+    assert rounds == {"screen", "tune", "reader"}
+    assert all(isinstance(s.get("gpu"), int) for s in sess.samples)
+    for s in sess.samples:
+        if not s["cmp"].startswith("screen/"):  # worker i of a round runs on lane i % 2
+            assert s["gpu"] == s["worker"] % 2, s
+    assert {s["gpu"] for s in sess.samples if s["cmp"].startswith("tune/")} == {0, 1}
