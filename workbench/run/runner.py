@@ -1,12 +1,12 @@
 """Orchestration of a run (docs/DESIGN.md §5-§8): the order of work and the session.
 
 ``Runner(cfg, work=...).run()`` walks the rounds of a command (``Round``: data; `workbench ab`:
-the plan's comparisons, then the recommendation, then its step confirmation), and calls the
-hooks of its ``Work`` (workbench.run.rounds; a tune's is workbench.tune.tuner.Tune), which, as
-the rounds, see it only as a ``rounds.Host``. A pool (workbench.run.pool:
-this process, spawned worker processes, or Ray tasks) runs each round's jobs and hands back
-their outcomes; the runner alone writes the session (workbench.run.journal merges the workers'
-records) and analyses it once per round. The device work is the engine's, inside each worker
+the plan's comparisons, then the recommendation, then its step confirmation) and calls the
+hooks of its ``Work`` (workbench.run.rounds; a tune's is workbench.tune.tuner.Tune); rounds and
+hooks see it only as a ``rounds.Host``. A pool (workbench.run.pool: this process, spawned
+worker processes, or Ray tasks) runs each round's jobs and hands back their outcomes; the
+runner alone writes the session (workbench.run.journal merges the workers' records) and
+analyses it once per round. The device work is the engine's, inside each worker
 (workbench.measure.engine); what the results mean (the recommendation, the calibration
 resolution) is the analysis model's (workbench.analysis, §7.7), the same rule the report
 applies to the journal. The CLI (`workbench ab`, `workbench calibrate`) and the TUI drive the

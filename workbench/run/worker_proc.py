@@ -3,9 +3,9 @@
 A worker imports first (that overlaps the worker before it on its GPU), waits for its job, then
 initializes CUDA, makes its banks, places, captures, gates and times its share of blocks of every
 comparison of its round. Every record, reading and outcome goes to ``out`` as a message
-(workbench.run.messages: a dataclass per kind, encoded); the last is ``Exit``. ``run_job`` is the measuring part alone, which a
-Ray task (workbench.run.ray_workers) runs too, in the fresh process Ray gives it, and the inline
-pool in the run's own process.
+(workbench.run.messages: a dataclass per kind, encoded); the last is ``Exit``. ``run_job`` is
+the measuring part alone, which a Ray task (workbench.run.ray_workers) runs too, in the fresh
+process Ray gives it, and the inline pool in the run's own process.
 
 Torch-free at module level: a worker imports torch only after its CUDA_VISIBLE_DEVICES is set.
 """
@@ -158,9 +158,10 @@ def run_job(
     inbox: Any = None,
 ) -> None:
     """Measure ``job`` in this process (its imports done, ``info`` their seconds): CUDA, the
-    engine, its blocks; every message to ``out`` (workbench.run.messages), ``Exit`` last. ``hello_extra``: more facts of
-    where it runs (a Ray worker's host); ``inbox``: where a split job's groups come from (the
-    comparison ids of one group at a time, None when there are no more)."""
+    engine, its blocks; every message to ``out`` (workbench.run.messages), ``Exit`` last.
+    ``hello_extra``: more facts of where it runs (a Ray worker's host); ``inbox``: where a split
+    job's groups come from (the comparison ids of one group at a time, None when there are no
+    more)."""
     from workbench.run import setup as run_setup
 
     idx = job.index

@@ -447,13 +447,14 @@ class Tune:
             if r.id in ids:
                 v = verdicts[r.set] = r.verdict
                 sets[r.set] = {"cmp": r.id, "verdict": v.verdict, "estimate": v.median,
-                               "ci": [v.ci_low, v.ci_high], "blocks": v.blocks, "workers": v.workers,
-                               "reason": reason(v)}  # fmt: skip
+                               "ci": [v.ci_low, v.ci_high], "blocks": v.blocks,
+                               "workers": v.workers, "reason": reason(v)}  # fmt: skip
         direction = overall(verdicts)  # the reader rule's combination of the sets (§7.5)
         est = [x["estimate"] for x in sets.values() if x["estimate"]]
         gm = math.exp(sum(map(math.log, est)) / len(est)) if est else None
         self.confirmed[cand.name] = {"candidate": cand.name, "params": dict(cand.params),
-                                     "verdict": direction, "estimate": gm, "sets": sets}  # fmt: skip
+                                     "verdict": direction, "estimate": gm,
+                                     "sets": sets}  # fmt: skip
         host.emit("confirmed", self.confirmed[cand.name])
 
     def _choose(self, default: Candidate) -> dict[str, Any]:
