@@ -281,7 +281,7 @@ def arm_lists(ts: dict[str, ast.Module]) -> list[str]:
     return out
 
 
-SESSION_WRITER = "workbench/run/runner.py"  # the Runner (a tune's TuneRunner is one)
+SESSION_WRITER = "workbench/run/runner.py"  # the Runner (a tune is its work: tune.tuner.Tune)
 WRITES = {"record", "nvml", "finish", "update"}  # what a SessionWriter is written through
 
 
