@@ -126,9 +126,15 @@ def test_default_ab_run_end_to_end(device, capsys, tmp_path):
     )
     assert code == 0, err
     cmps = by_id(s)
+    # each main hot comparison is timed by a second method too (docs/DESIGN.md §5.11)
     expected = [f"{k}/{st}{r}" for k in ("w13", "w2") for st in ("hot", "rotating")
-                for r in ("", "/b4-scalar", "/tinygemm", "/triton-moe")] + ["step/hot/confirm", "step/rotating/confirm"]  # fmt: skip
+                for r in ("", *("/batch",) * (st == "hot"), "/b4-scalar", "/tinygemm", "/triton-moe")] + ["step/hot/confirm", "step/rotating/confirm"]  # fmt: skip
     assert list(cmps) == expected
+    for k, ratio in (("w13", 0.95), ("w2", 1.10)):
+        check = cmps[f"{k}/hot/batch"]
+        assert (check["role"], check["a"], check["b"]) == ("method", "b3-scalar", "b3-coop")
+        assert check["verdict"]["median"] == pytest.approx(ratio, abs=0.01)
+    assert [c["id"] for c in s["method_checks"]] == ["w13/hot", "w2/hot"]
     # the simulated costs come back as ratios and verdicts
     for st in ("hot", "rotating"):
         w13, w2 = cmps[f"w13/{st}"], cmps[f"w2/{st}"]
@@ -341,7 +347,7 @@ def test_cancel_keeps_the_session_as_interrupted(device, tmp_path):
     assert sess.status == "interrupted"
     ids = [c["id"] for c in result.summary["comparisons"]]
     assert ids == [
-        "w13/hot", "w13/hot/b4-scalar", "w13/hot/triton-moe", "w13/rotating"
+        "w13/hot", "w13/hot/batch", "w13/hot/b4-scalar", "w13/hot/triton-moe", "w13/rotating"
     ]  # fmt: skip
     assert result.summary["comparisons"][-1]["pairs"] == 2
     assert len(sess.samples_for("w13/rotating")) == 8
@@ -446,7 +452,8 @@ def test_tui_entry_point(device, tmp_path):
     )  # fmt: skip
     assert load_session(path).status == "complete"
     main = [e for e in events if e.cmp_id == "w13/hot"]
-    assert (main[-1].step, main[-1].steps) == (1, 3)  # main and the two default references
+    # main, its method check and the two default references
+    assert (main[-1].step, main[-1].steps) == (1, 4)
     assert (main[-1].pair, main[-1].pairs) == (6, 6)  # 3 blocks x 2 pairs
     assert main[-1].ratio == pytest.approx(0.95, abs=0.01)
     stop = threading.Event()
@@ -519,14 +526,15 @@ def test_plan_roles_and_references():
     cmps = plan_ab(("w13", "step"), ("hot",), "b4-scalar", "b3-coop")
     assert [(c.id, c.role) for c in cmps] == [
         ("w13/hot", "main"),
+        ("w13/hot/batch", "method"),  # the method check (docs/DESIGN.md §5.11)
         ("w13/hot/triton-moe", "reference"),  # b4-scalar is already arm A; tinygemm is opt-in
         ("step/hot", "main"),  # no references on step
     ]
     every = plan_ab(("w13",), ("hot",), "b3-scalar", "b3-coop", reference=("tinygemm",))
-    assert [c.id for c in every] == ["w13/hot", "w13/hot/tinygemm"]
+    assert [c.id for c in every] == ["w13/hot", "w13/hot/batch", "w13/hot/tinygemm"]
     with pytest.raises(BadArgument, match="nosuch"):
         plan_ab(("w13",), ("hot",), "b3-scalar", "b3-coop", reference=("nosuch",))
-    assert cmps[2].a.name == "w13=b4-scalar,w2=b4-scalar"
+    assert cmps[3].a.name == "w13=b4-scalar,w2=b4-scalar"
     aa = plan_ab(("w2",), ("rotating",), "b3-coop", "b3-coop", reference=False)
     assert [(c.id, c.role, c.gated) for c in aa] == [("w2/rotating", "aa", True)]
     for name in ("tinygemm", "triton-moe"):
@@ -575,7 +583,8 @@ def test_triton_peer_as_arm_b(device, capsys, tmp_path):
     )  # fmt: skip
     assert code == 0, err
     cmps = by_id(s)
-    assert list(cmps) == ["w13/hot", "w2/hot"]  # no references, no confirmation for a peer B
+    # no references, no confirmation for a peer B; each main hot comparison's method check
+    assert list(cmps) == ["w13/hot", "w13/hot/batch", "w2/hot", "w2/hot/batch"]
     for kernel, us in (("w13", 2.0), ("w2", 1.5)):
         c = cmps[f"{kernel}/hot"]
         assert (c["a"], c["b"], c["role"]) == ("b3-scalar", "triton-moe", "main")

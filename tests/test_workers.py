@@ -106,7 +106,8 @@ def test_single_process_mode_says_it_ignores_process_variance(device, capsys, tm
                           "--set", "hot", "--no-reference", "--blocks", "3")  # fmt: skip
     assert code == 0, err
     assert s["workers"] == 1 and load_session(s["session"]).config["workers"] == 1
-    (c,) = s["comparisons"]
+    c, check = s["comparisons"]  # w13/hot and its method check (docs/DESIGN.md §5.11)
+    assert check["role"] == "method" and check["verdict"]["method"] == "blocks"
     assert c["verdict"]["method"] == "blocks"
     assert SINGLE_PROCESS in reason(stats.Verdict.from_dict(c["verdict"]))
 

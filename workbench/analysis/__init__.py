@@ -6,6 +6,7 @@ commands and the TUI:
 * ``model``: per-comparison results (pair ratios, block-level verdicts through
   ``workbench.core.stats``) of one session, ``analyse(session) -> Analysis``;
 * ``recommend``: which comparisons are reader comparisons, and the reader recommendation;
+* ``method_check``: a cell timed by two timing methods, each method's verdict side by side;
 * ``calibration``: the calibration resolution (smallest injected delay detected reliably);
 * ``compare``: the shift of each comparison between two sessions;
 * ``pool``: verdicts pooled over replicate sessions.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.analysis.calibration import calibration_summary, spin_of
+from workbench.analysis.method_check import MethodCheck, method_checks
 from workbench.analysis.recommend import Recommendation, not_counted, recommendations
 from workbench.core import sequential, stats
 from workbench.core.block_diagnostic import BlockDiagnostic, diagnose, rests_text
@@ -250,6 +251,11 @@ class Analysis:
     def not_counted(self) -> list[str]:
         """Main comparisons that yield no reader recommendation, and why."""
         return not_counted(self.results)
+
+    def method_checks(self) -> list[MethodCheck]:
+        """The cells timed by a second timing method (docs/DESIGN.md §5.11), each method's
+        verdict side by side; none in a session before the method check."""
+        return method_checks(self.results)
 
     def calibration(self) -> dict[str, Any] | None:
         """The calibration resolution (``calibration_summary``) of the calibration comparisons,

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
+from workbench.analysis.method_check import timer_evidence
 from workbench.analysis.words import legend, reason
 from workbench.core.errors import BadArgument
 from workbench.core.stats import DEFAULT_CONF, DEFAULT_M, LEGACY_RULE, RULE, Verdict
@@ -172,6 +173,7 @@ def recommendations(
             why = {str(r.cmp["set"]): (reasons or {}).get(r.cmp["id"]) for r in mains}
             a, b = str(mains[0].cmp["a"]), str(mains[0].cmp["b"])
             out[kernel] = combine(kernel, verdicts, a, b, why)
+            out[kernel].evidence += timer_evidence(results, mains)  # §5.11: timers disagree
     return out
 
 

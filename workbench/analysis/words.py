@@ -295,6 +295,42 @@ def reason(v: Verdict) -> str:
     return f"{why}{'; ' + more if more else ''}; {_facts(v)}"
 
 
+# ------------------------------------------------------------------------------ method check
+
+# What each timing method (measure/graphs.TIMINGS) times a sample as (docs/DESIGN.md §5.11)
+TIMING_WORDS = {
+    "events": "the median over replays, each between its own pair of CUDA events",
+    "batch": "one pair of CUDA events around all of a sample's replays, their mean",
+}
+
+
+def timing_reading(r: Any) -> str:
+    """One method's reading of a cell: "events: SAME 0.9980 [0.9950, 1.0010]" (``r``: an
+    analysis.method_check.Reading)."""
+    v = r.verdict
+    return f"{r.timing}: {v.words} {v.median:.4f} [{v.ci_low:.4f}, {v.ci_high:.4f}]"
+
+
+def method_check_text(check: Any, name: str | None = None) -> str:
+    """A cell timed by two or more methods (analysis.method_check.MethodCheck) in a line: each
+    method's reading, and whether the word depends on the timer. The recommendation's evidence
+    where the intervals do not overlap; `ab`'s, `sessions show`'s and the report's line per
+    cell. ``name``: the cell as the medium sets it (default its main comparison's id)."""
+    said = "; ".join(timing_reading(r) for r in check.readings)
+    if check.word_depends:
+        end = "the word depends on the timer (the intervals do not overlap)"
+    elif check.disagree:
+        end = "the timers disagree beyond their intervals, with one word"
+    else:
+        end = "the intervals overlap"
+    return f"{name or check.id}, by timer: {said} — {end}"
+
+
+def timings_legend(timings: Iterable[str]) -> str:
+    """What each of ``timings`` times a sample as, for the method check's lines."""
+    return "; ".join(f"{t} = {TIMING_WORDS.get(t, t)}" for t in dict.fromkeys(timings))
+
+
 # ------------------------------------------------------------------------------ settling looks
 
 LOOK_STOPS = {

@@ -144,7 +144,7 @@ def render_results(out, an: Any) -> None:
     recommendation per kernel and its rule."""
     from rich.text import Text
 
-    from workbench.analysis.words import methods_text, reason
+    from workbench.analysis.words import method_check_text, methods_text, reason
 
     results = an.results
     if results:
@@ -163,6 +163,8 @@ def render_results(out, an: Any) -> None:
             d = r.diagnostic
             if d is not None and (d.rests_on or d.flagged):
                 out.print(f"  {r.id}: blocks: {d.summary()}", markup=False)
+        for chk in an.method_checks():  # a cell timed by two methods (§5.11)
+            out.print(f"  {method_check_text(chk)}", markup=False)
     recs = list(an.recommendations.values())
     for rec in recs:
         head = Text.assemble("\n", (f"recommendation {rec.kernel}", "bold"))

@@ -27,6 +27,13 @@ CALLS = 48
 REPLAYS = 50
 BENCH_REPLAYS = 200  # benchmarks/bench_kernels.py: one-off absolute timings, no ABBA pairs
 
+# The method check (§5.11): each main comparison of a reader kernel on these sets is timed a
+# second time, by this method of measure/graphs.TIMINGS, on the same captured graphs in the same
+# blocks. On the hot sets independent timers read b3-coop/b3-scalar 1.5-2.5 % apart (issue 54),
+# on the rotating sets within 0.15 %: only the hot cells pay for it.
+CHECK_TIMING = "batch"
+CHECK_SETS = ("hot",)
+
 # Workers, blocks and pairs (§5.5, §5.10): 6 fresh worker processes x 2 blocks x 2 pairs. On the
 # H200 a fresh process moves a reader ratio by an SD of 0.06-0.09 % and a placement inside one by
 # ~0.10 %; blocks inside one process never sample the first, so its interval covered the other

@@ -39,7 +39,7 @@ from workbench.measure.abba import Outcome, run_abba, stop_reason
 from workbench.measure.bankstore import DEVICE, BankStore
 from workbench.measure.calls import Calls
 from workbench.measure.gate import numerics_gate
-from workbench.measure.graphs import Cycle, GraphArm, l2_bytes
+from workbench.measure.graphs import Cycle, GraphArm, Retimed, l2_bytes
 from workbench.measure.plan import (
     ComparisonSpec,
     Geometry,
@@ -60,6 +60,10 @@ class _CmpState:
     gates: list[dict[str, Any]] = field(default_factory=list)
     failed: int = 0
     done: bool = False
+    # method checks (docs/DESIGN.md §5.11): the comparisons that time this one's captured arms
+    # again in its blocks, and for such a check the comparison it rides on
+    checks: list[_CmpState] = field(default_factory=list)
+    host: _CmpState | None = None
 
 
 def plan_groups(plan: list[ComparisonSpec]) -> list[list[ComparisonSpec]]:
@@ -72,6 +76,17 @@ def plan_groups(plan: list[ComparisonSpec]) -> list[list[ComparisonSpec]]:
         else:
             groups.append([c])
     return groups
+
+
+def _attach_checks(states: list[_CmpState]) -> None:
+    """Each method check rides on its host comparison of the same group (docs/DESIGN.md
+    §5.11); a check whose host is not in the group runs as a comparison of its own."""
+    by_id = {s.spec.id: s for s in states}
+    for s in states:
+        host = by_id.get(s.spec.of) if s.spec.of else None
+        if host is not None and host.host is None:
+            s.host = host
+            host.checks.append(s)
 
 
 def raise_if_fault(e: BaseException, cmp: str | None) -> None:
@@ -232,6 +247,7 @@ class Engine:
         fails is journaled and costs only itself (a numerics failure still stops the run: exit 5)."""
         r, proto = self.sink, self.cfg.protocol
         states = [self._start(c) for c in cmps]
+        _attach_checks(states)
         self._before_blocks(group, states)
         t0 = time.monotonic()
         ok_blocks = 0
@@ -245,20 +261,23 @@ class Engine:
             for s in active:
                 if r.cancel.is_set():
                     break
+                if s.host is not None:
+                    continue  # a method check: timed in its host's block, on its graphs
                 try:
-                    self._run_block(s, b)
+                    self._run_block(s, b, rec)
                 except (NumericsError, BadArgument):
                     raise
                 except (WorkbenchError, RuntimeError) as e:
-                    raise_if_fault(e, s.spec.id)
-                    s.failed += 1
-                    r.record("block", status="failed", cmp=s.spec.id,
-                             error=f"{type(e).__name__}: {e}", **rec)  # fmt: skip
-                    r.note(f"{s.spec.id}: block {b} failed and is left out: {e}")
+                    for x in (s, *(c for c in s.checks if not c.done)):
+                        self._block_failed(x, b, e, rec)
             ok_blocks += 1
             elapsed = time.monotonic() - t0
+            for s in active:  # the stopping rule decides for a host; its checks stop with it
+                if s.host is None:
+                    s.done = s.done or self._settled(s, b + 1, elapsed)
             for s in active:
-                s.done = s.done or self._settled(s, b + 1, elapsed)
+                if s.host is not None and s.host.done and not s.done:
+                    s.done, s.outcome.stop = True, s.host.outcome.stop
         with self.timed("results"):
             for s in states:
                 if s.outcome.samples or s.gates:
@@ -269,6 +288,14 @@ class Engine:
             raise WorkbenchError(
                 f"every block of {', '.join(c.id for c in cmps)} failed: see the notes"
             )
+
+    def _block_failed(self, s: _CmpState, b: int, e: BaseException, rec: dict[str, Any]) -> None:
+        """Journal block ``b`` of ``s`` as failed and left out (a sticky fault raises instead)."""
+        raise_if_fault(e, s.spec.id)
+        s.failed += 1
+        self.sink.record("block", status="failed", cmp=s.spec.id,
+                         error=f"{type(e).__name__}: {e}", **rec)  # fmt: skip
+        self.sink.note(f"{s.spec.id}: block {b} failed and is left out: {e}")
 
     def _placement(
         self, group: int, b: int, kind: str, active: list[_CmpState]
@@ -312,6 +339,8 @@ class Engine:
             for s in states:
                 if r.cancel.is_set():
                     return
+                if s.host is not None:
+                    continue  # a method check times counted blocks only
                 if proto.warmup_sets and s.spec.set not in proto.warmup_sets:
                     continue  # placed with the others, not run (ab --warmup-sets)
                 try:
@@ -419,6 +448,8 @@ class Engine:
             record["spin"] = c.b.spin - c.a.spin  # injected cycles per CTA beyond A's own spin
         if c.timing != "events":  # absent: per-replay CUDA events (graphs.TIMINGS)
             record["timing"] = c.timing
+        if c.of:  # a method check: the comparison whose arms it times again (§5.11)
+            record["of"] = c.of
         self.sink.record("comparison", **record)
         self.sink.emit("comparison", record)
         return _CmpState(c, geom, Outcome(c.id, c.a.name, c.b.name), record)
@@ -436,9 +467,10 @@ class Engine:
         self.calls.python.relocate()
         torch.cuda.synchronize()
 
-    def _run_block(self, s: _CmpState, block: int) -> None:
+    def _run_block(self, s: _CmpState, block: int, rec: dict[str, Any]) -> None:
         """Block ``block`` of one comparison: capture both arms on this placement, gate them,
-        run the block's pairs (journaled as they are measured)."""
+        run the block's pairs (journaled as they are measured), then its method checks' pairs
+        on the same graphs (a check's failure costs only its own block)."""
         c, r, cfg = s.spec, self.sink, self.cfg
         cycle = Cycle(s.geom.graphs)
         arm_a = arm_b = None
@@ -456,10 +488,39 @@ class Engine:
                     first_pair=s.outcome.pair_index,
                 )  # fmt: skip
             s.outcome.extend(out)
+            for chk in (c for c in s.checks if not c.done):
+                if r.cancel.is_set():
+                    break
+                try:
+                    self._time_check(chk, arm_a, arm_b, block, s.gates[-1])
+                except (NumericsError, BadArgument):
+                    raise
+                except (WorkbenchError, RuntimeError) as e:
+                    self._block_failed(chk, block, e, rec)
         finally:
             for arm in (arm_a, arm_b):
                 if arm is not None:
                     arm.close()
+
+    def _time_check(
+        self, chk: _CmpState, arm_a: GraphArm, arm_b: GraphArm, block: int, gate: dict[str, Any]
+    ) -> None:
+        """A method check's pairs in its host's block: the host's captured, gated and warm arms
+        timed by the check's method (no capture, gate or warm-up samples of its own; the gate's
+        record is journaled for the check too)."""
+        c, r = chk.spec, self.sink
+        shared = {**gate, "cmp": c.id}
+        r.record("gate", **shared)
+        chk.gates.append(shared)
+        proto = dataclasses.replace(self.cfg.protocol, warmup=0)  # the arms have just run
+        with self.timed("timing"):
+            out = run_abba(
+                c.id, Retimed(arm_a, c.timing), Retimed(arm_b, c.timing), proto,
+                record=r.record, window=self.monitor.window if self.monitor.available else None,
+                progress=r.progress, cancel=r.cancel, block=block,
+                first_pair=chk.outcome.pair_index,
+            )  # fmt: skip
+        chk.outcome.extend(out)
 
     def _block_arm(self, s: _CmpState, side: str, cycle: Cycle) -> GraphArm:
         """Every arm, the peer's too, is captured anew on every placement: a graph kept from

@@ -1,7 +1,8 @@
 """CUDA-Graph timing units and the numerics gate (docs/DESIGN.md §5). Imports torch; needs a GPU.
 
 One timed unit is one replay of a graph that holds ``calls`` kernel calls; a sample is the
-median of ``replays`` timed replays, each between its own pair of CUDA events. Graphs are
+median of ``replays`` timed replays, each between its own pair of CUDA events (``TIMINGS``: or
+one pair around them all, the method check's "batch"). Graphs are
 captured on a side stream after warm-up; inputs and outputs exist before capture and the
 kernels allocate nothing (only Python arms' temporaries, the tinygemm peer's among them, come
 from the graph's pool). Arms with several graphs (the rotating set below
@@ -70,10 +71,8 @@ class GraphArm:
         cycle: Cycle,
         timing: str = "events",
     ) -> None:
-        if timing not in TIMINGS:
-            raise BadArgument(f"timing {timing!r} is not one of {', '.join(TIMINGS)}")
         self.variant = variant
-        self.timing = TIMINGS[timing]
+        self.timing = timing_method(timing)
         self.outputs = [list(o) for o in outputs]
         self.cycle = cycle
         GraphArm.last = variant
@@ -117,27 +116,76 @@ class GraphArm:
         self.graphs = []
 
 
-def per_replay_events(arm: GraphArm) -> list[float]:
-    """Each replay between its own pair of CUDA events, the replays enqueued behind a blocking
-    kernel (``GraphArm._block``); ms per replay."""
+def _behind_block(arm: GraphArm, enqueue: Callable[[], Any]) -> None:
+    """Run ``enqueue`` (the sample's replays and their events) behind the blocking kernel, wait
+    for the last event, and size the next sample's blocking kernel from this enqueue time."""
     t0 = time.perf_counter()
     arm._block()
-    for start, end in arm.events:
-        graph = arm.graphs[arm.cycle.next()]
-        start.record()
-        graph.replay()
-        end.record()
+    enqueue()
     enqueue_s = time.perf_counter() - t0
     arm.events[-1][1].synchronize()  # stream order: every earlier event is complete too
     # Next time, block for a little longer than this enqueue took (bounded).
     arm.block_cycles = int(min(BLOCK_MAX_S, 1.5 * enqueue_s) * arm._cycles_per_s)
+
+
+def per_replay_events(arm: GraphArm) -> list[float]:
+    """Each replay between its own pair of CUDA events, the replays enqueued behind a blocking
+    kernel (``GraphArm._block``); ms per replay."""
+
+    def enqueue() -> None:
+        for start, end in arm.events:
+            graph = arm.graphs[arm.cycle.next()]
+            start.record()
+            graph.replay()
+            end.record()
+
+    _behind_block(arm, enqueue)
     return [start.elapsed_time(end) for start, end in arm.events]
 
 
-# The timing methods a comparison may name (ComparisonSpec.timing): a second one (events around
-# a batch of replays, CUPTI's kernel durations) is a function here taking the arm and returning
-# ms per replay, and an entry.
-TIMINGS: dict[str, Callable[[GraphArm], list[float]]] = {"events": per_replay_events}
+def batch_events(arm: GraphArm) -> list[float]:
+    """One pair of CUDA events around all of a sample's replays, enqueued behind the same
+    blocking kernel: no event record between replays, and the span's mean instead of a median
+    over replays (docs/DESIGN.md §5.11). ms per replay: the span over the replays, once per
+    replay (the sample's median is that mean)."""
+    n = len(arm.events)
+    start, end = arm.events[0][0], arm.events[-1][1]
+
+    def enqueue() -> None:
+        start.record()
+        for _ in range(n):
+            arm.graphs[arm.cycle.next()].replay()
+        end.record()
+
+    _behind_block(arm, enqueue)
+    return [start.elapsed_time(end) / n] * n
+
+
+# The timing methods a comparison may name (ComparisonSpec.timing): another one (CUPTI's kernel
+# durations) is a function here taking the arm and returning ms per replay, and an entry.
+TIMINGS: dict[str, Callable[[GraphArm], list[float]]] = {
+    "events": per_replay_events,
+    "batch": batch_events,
+}
+
+
+def timing_method(name: str) -> Callable[[GraphArm], list[float]]:
+    """The function of TIMINGS named ``name``; BadArgument names an unknown one."""
+    if name not in TIMINGS:
+        raise BadArgument(f"timing {name!r} is not one of {', '.join(TIMINGS)}")
+    return TIMINGS[name]
+
+
+class Retimed:
+    """A captured arm timed by another method of TIMINGS (a method check, docs/DESIGN.md §5.11):
+    its graphs, cycle, events and blocking kernel, no capture of its own."""
+
+    def __init__(self, arm: GraphArm, timing: str) -> None:
+        self.arm, self.variant, self.timing = arm, arm.variant, timing_method(timing)
+
+    def measure(self) -> list[float]:
+        GraphArm.last = self.variant
+        return self.timing(self.arm)
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,8 @@ from workbench.kernels.pyarm import (
 from workbench.kernels.specs import is_spec_path, load_spec, read_toml
 from workbench.kernels.variants import ARMS, PEER_ARMS, Variant, parse_arm
 
-ROLES = ("main", "aa", "reference", "confirm", "calibration")
+# "method": a main comparison timed again by another method on its captured graphs (§5.11)
+ROLES = ("main", "aa", "reference", "confirm", "calibration", "method")
 L2_FACTOR = 5  # rotating working set (per cycle of graphs) at least this many times the L2
 # A hot set counts as L2-resident only up to this fraction of the L2 (docs/DESIGN.md §5.3): the
 # activations, outputs and routed ids share the L2 with it, replacement is not a perfect LRU, and
@@ -214,6 +215,9 @@ class ComparisonSpec:
     # how a sample's replays are timed: a name of workbench.measure.graphs.TIMINGS (journaled
     # in the comparison record where it is not the default, per-replay CUDA events)
     timing: str = field(default="events", kw_only=True)
+    # a method check (role "method") names the comparison whose captured arms it times again,
+    # in that comparison's blocks (docs/DESIGN.md §5.11); journaled where not empty
+    of: str = field(default="", kw_only=True)
 
     @property
     def gated(self) -> bool:
@@ -258,12 +262,15 @@ def plan_ab(
     a: str,
     b: str,
     reference: bool | tuple[str, ...] = True,
+    check: str | None = defaults.CHECK_TIMING,
 ) -> list[ComparisonSpec]:
     """The comparisons of `workbench ab`, in run order (confirmation comes later, once the
     per-kernel recommendations are known). Reference comparisons put the reference in A and the
     candidate (--b) in B, so their ratio < 1 means the candidate is faster than the reference.
     ``reference``: True for the default reference arms (defaults.REFERENCES), False for none, or
-    the names to time (of REFERENCE_ARMS)."""
+    the names to time (of REFERENCE_ARMS). ``check``: the timing method that times each main
+    comparison of w13 or w2 on defaults.CHECK_SETS again ("w13/hot/batch", role "method",
+    right after its main one; docs/DESIGN.md §5.11), None for no method check."""
     refs = defaults.REFERENCES if reference is True else () if reference is False else reference
     for ref in refs:
         if ref not in REFERENCE_ARMS:
@@ -277,6 +284,11 @@ def plan_ab(
         role = "aa" if arm_a.name == arm_b.name else "main"
         for s in sets:
             out.append(ComparisonSpec(f"{kernel}/{s}", kernel, s, role, arm_a, arm_b))
+            if check and role == "main" and kernel in KERNELS and s in defaults.CHECK_SETS:
+                out.append(
+                    ComparisonSpec(f"{kernel}/{s}/{check}", kernel, s, "method", arm_a, arm_b,
+                                   timing=check, of=f"{kernel}/{s}")
+                )  # fmt: skip
             if not reference or kernel == "step" or arm_b.peer:
                 continue
             for ref in refs:

@@ -124,6 +124,16 @@ def _verdict_table(an: Analysis) -> list[str]:
     return lines
 
 
+def _method_checks(an: Analysis) -> list[str]:
+    """The cells timed by a second method (docs/DESIGN.md §5.11); none before the check."""
+    checks = an.method_checks()
+    if not checks:
+        return []
+    out = [f"- {words.method_check_text(c, f'`{c.id}`')}." for c in checks]
+    legend = words.timings_legend(r.timing for c in checks for r in c.readings)
+    return [*out, "", f"Each method's ratio and interval as in the verdicts above: {legend}."]
+
+
 def _recommendations(an: Analysis) -> list[str]:
     why_not = [f"- {line}." for line in an.not_counted()]
     if not an.recommendations:
@@ -411,6 +421,7 @@ def render_report(
     sections = [
         ("Operator results", _seed_tables(an)),
         ("Verdicts", _verdict_table(an) + [""] + _numerics(an)),
+        ("Timing methods", _method_checks(an)),
         ("Calibration", _calibration(an)),
         ("Recommendation", _recommendations(an)),
         ("Step confirmation", _confirmation(an)),

@@ -536,6 +536,9 @@ class Runner:
             "timeline": dict(self.timeline),
             "fault": self.fault,
         }
+        checks = [] if an is None else an.method_checks()
+        if checks:  # the hot cells timed by a second method (docs/DESIGN.md §5.11)
+            out["method_checks"] = [c.to_dict() for c in checks]
         if self.looks:  # `ab --settle`: each look's workers, labels and why it stopped
             out["settle"] = [look._asdict() for look in self.looks]
         if self.cfg.mode == "calibrate":

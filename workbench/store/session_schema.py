@@ -196,6 +196,8 @@ RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
         "working_set_largest_bytes": (OPT, BYTES),
         "residency": (OPT, one_of("resident", "marginal", "partly resident", "unknown")),
         "spin": (OPT, integer(0, 10**12)),
+        "timing": (OPT, text),  # a timing method other than per-replay events (§5.11)
+        "of": (OPT, text),  # a method check: the comparison whose arms it times again
     },
     "sample": {
         "t": (REQ, _t),
