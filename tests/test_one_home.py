@@ -366,6 +366,25 @@ def word_copies(ts: dict[str, ast.Module]) -> list[str]:
     return [f"{path}:{ln} says {p!r}" for path, ln, p in sorted(out)]
 
 
+SHIFT_HOMES = {"workbench/analysis/compare.py", "workbench/analysis/shifts.py"}
+
+
+def shift_cell_copies(ts: dict[str, ast.Module]) -> list[str]:
+    """The shift table of two sessions is analysis/shifts.py's (its cells from compare.py's
+    Shift): no other module reads a shift's number or whether its verdict changed, so no face
+    words a cell of its own (the CLI's "verdict only" beside the TUI's "no", issue 55)."""
+    found = [
+        (path, n.lineno, n.attr)
+        for path, tree in ts.items()
+        if path not in SHIFT_HOMES
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Load)
+        and n.attr in ("shift", "verdict_changed")
+    ]
+    return [f"{path}:{ln} reads .{attr}" for path, ln, attr in sorted(found)]
+
+
 CHECKERS = [
     stopping_rule_copies,
     settle_rule_copies,
@@ -379,6 +398,7 @@ CHECKERS = [
     arm_lists,
     session_writers,
     word_copies,
+    shift_cell_copies,
 ]
 
 
@@ -496,6 +516,14 @@ PLANTED = {
             "x.py:5 says 'CI of the median'",
             "x.py:5 says 'distribution-free'",
         ],
+    ),
+    # the TUI's and the CLI's old shift cells, which disagreed (issue 55)
+    shift_cell_copies: (
+        "for s in diff.shifts:\n"
+        "    cells = [num(s.shift, '+.4f'), 'yes' if s.changed else 'no']\n"
+        "def _changed(s):\n"
+        "    return 'verdict only' if s.verdict_changed else 'no'\n",
+        ["x.py:2 reads .shift", "x.py:4 reads .verdict_changed"],
     ),
     # sessions.py's old _f
     formatter_copies: (

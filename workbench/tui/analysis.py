@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench import analysis
+from workbench.analysis import shifts
 from workbench.analysis.model import session_rule
 from workbench.analysis.words import reason, sample_size
 from workbench.core import stats
-from workbench.core.fmt import num
 from workbench.store.provenance import staleness_text
 from workbench.tui.backend import (
     RatioPoint,
@@ -136,6 +136,10 @@ def view_from_session(s: Any) -> SessionView:
     )
 
 
+# the compare view's columns of the shift table (workbench/analysis/shifts.py), in order
+COMPARE_COLUMNS = ("comparison", "shift", "interval", "changed", "ratio_a", "ratio_b", "verdicts")
+
+
 def compare_markdown(diff: analysis.SessionDiff) -> str:
     """Markdown of `analysis.compare_sessions`: warnings first, then the shift per comparison."""
     a, b = diff.a, diff.b
@@ -150,21 +154,11 @@ def compare_markdown(diff: analysis.SessionDiff) -> str:
     if diff.warnings or diff.notes:
         lines.append("")
     if diff.shifts:
-        conf = f"{diff.shifts[0].conf * 100:g}%"
         # what changed first, the figures behind it after (at 80 columns the table scrolls)
-        lines += [
-            f"| comparison | shift B−A | {conf} interval | changed | ratio in A [CI] | ratio in B [CI] | verdicts A/B |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for s in diff.shifts:
-            va, vb = s.a.verdict, s.b.verdict
-            lines.append(
-                f"| {s.id} | {num(s.shift, '+.4f')} | [{num(s.low, '+.4f')}, {num(s.high, '+.4f')}] "
-                f"| {'yes' if s.changed else 'no'} "
-                f"| {num(va.median)} [{num(va.ci_low)}, {num(va.ci_high)}] "
-                f"| {num(vb.median)} [{num(vb.ci_low)}, {num(vb.ci_high)}] "
-                f"| {s.a.verdict_words}/{s.b.verdict_words} |"
-            )
+        table = shifts.shift_table(diff, COMPARE_COLUMNS)
+        lines += [f"| {' | '.join(table.headers)} |", "|" + "---|" * len(table.headers)]
+        lines += [f"| {' | '.join(r.cells)} |" for r in table.rows]
+        lines += ["", shifts.CHANGED_LEGEND]
         lines += ["", f"Method: {diff.method}"]
     else:
         lines.append("No comparison id is present in both sessions.")
