@@ -13,10 +13,11 @@ A comparison with no complete pair carries no evidence and does not count either
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from workbench.analysis.words import legend, reason
+from workbench.analysis import words
+from workbench.analysis.words import legend
 from workbench.core.errors import BadArgument
 from workbench.core.stats import DEFAULT_CONF, DEFAULT_M, LEGACY_RULE, RULE, Verdict
 from workbench.core.vocab import KERNELS
@@ -33,25 +34,95 @@ class Judged(Protocol):
     verdict: Verdict
 
 
+@dataclass(frozen=True)
+class SetEvidence:
+    """One expert set's part in a recommendation, as data: its verdict (the word, the ratio, the
+    interval and the branch of the rule that decided, ``code``), the words given for it where
+    they are not one verdict's (a pool's, the fleet's), and whether it decided the direction (a
+    slower set where B is slower, a faster one where B is faster). Worded by
+    ``words.set_evidence_text``; a face lays its fields out (the TUI's evidence panel)."""
+
+    set: str
+    verdict: Verdict
+    given: str | None = None
+    decides: bool = False
+
+    @property
+    def word(self) -> str:
+        return self.verdict.words
+
+    @property
+    def ratio(self) -> float:
+        return self.verdict.median
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return (self.verdict.ci_low, self.verdict.ci_high)
+
+    @property
+    def code(self) -> str:
+        return self.verdict.code
+
+    @property
+    def open(self) -> bool:
+        """Unresolved: AMBIGUOUS, FASTER~m or SLOWER~m (the verdict's class AMBIGUOUS)."""
+        return self.verdict.verdict == "AMBIGUOUS"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"set": self.set, "verdict": self.verdict.to_dict(), "decides": self.decides}
+        return d | ({"given": self.given} if self.given is not None else {})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SetEvidence:
+        try:
+            return cls(d["set"], Verdict.from_dict(d["verdict"]), d.get("given"), d["decides"])
+        except KeyError as e:
+            raise BadArgument(f"set evidence dict lacks {e.args[0]!r}") from None
+
+
 @dataclass
 class Recommendation:
     """Per-kernel choice of reader. ``arm`` is the variant to use: B for "cooperative", A for
-    "scalar", and A for "inconclusive" too (the status quo stays until measured better)."""
+    "scalar", and A for "inconclusive" too (the status quo stays until measured better).
+    ``sets``: the evidence per expert set, as data; ``evidence``: it in sentences
+    (``words.evidence_lines``), what the report, the CLI and `export` print."""
 
     kernel: str
     decision: str
     arm: str
     rule: str
-    evidence: list[str] = field(default_factory=list)
+    sets: tuple[SetEvidence, ...] = ()
     verdicts: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def caution(self) -> tuple[SetEvidence, ...]:
+        """The unresolved sets, named beside a cooperative decision where a set's CI contains 1
+        (they never count as evidence for it); () otherwise."""
+        if self.decision == "cooperative" and any(e.word == "AMBIGUOUS" for e in self.sets):
+            return tuple(e for e in self.sets if e.open)
+        return ()
+
+    @property
+    def evidence(self) -> list[str]:
+        return words.evidence_lines(self)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "kernel": self.kernel,
+            "decision": self.decision,
+            "arm": self.arm,
+            "rule": self.rule,
+            "evidence": self.evidence,  # the sentences, for a reader of the JSON
+            "verdicts": dict(self.verdicts),
+            "sets": [e.to_dict() for e in self.sets],
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Recommendation:
+        """The inverse of ``to_dict`` ("evidence" is worded from "sets" again)."""
         try:
-            return cls(**{f.name: d[f.name] for f in fields(cls)})
+            sets = tuple(SetEvidence.from_dict(e) for e in d["sets"])
+            return cls(d["kernel"], d["decision"], d["arm"], d["rule"], sets, dict(d["verdicts"]))
         except KeyError as e:
             raise BadArgument(f"recommendation dict lacks {e.args[0]!r}") from None
 
@@ -180,10 +251,10 @@ def overall(verdicts: Mapping[str, Verdict]) -> str:
     "SLOWER" if any set is slower (SLOWER or SLOWER~m), else "FASTER" if any is faster (FASTER or
     FASTER~m), else "SAME" if every set is SAME, else "AMBIGUOUS". The reader recommendation
     (``combine``) and the tuner's verdict on a candidate both read it."""
-    words = {v.words for v in verdicts.values()}
-    if words & set(SLOWER_WORDS):
+    said = {v.words for v in verdicts.values()}
+    if said & set(SLOWER_WORDS):
         return "SLOWER"
-    if words & set(FASTER_WORDS):
+    if said & set(FASTER_WORDS):
         return "FASTER"
     if verdicts and all(v.verdict == "SAME" for v in verdicts.values()):
         return "SAME"
@@ -197,8 +268,9 @@ def combine(
     b: str = "b3-coop",
     reasons: Mapping[str, str | None] | None = None,
 ) -> Recommendation:
-    """Combine one kernel's verdicts per expert set (e.g. {"hot": v, "rotating": v}); each set's
-    evidence is ``reasons[set]`` where given, else ``words.reason`` of its verdict.
+    """Combine one kernel's verdicts per expert set (e.g. {"hot": v, "rotating": v}) into a
+    decision and its evidence per set (``SetEvidence``, data: ``words.evidence_lines`` words it,
+    each set by ``reasons[set]`` where given, else by ``words.reason`` of its verdict).
 
     Conservative by construction: one slower set (SLOWER or SLOWER~m) vetoes the cooperative
     reader, and sets whose CI contains 1 never count as evidence for it (they are named as a
@@ -217,30 +289,15 @@ def combine(
     if len(ms) > 1 or len(confs) > 1:
         rule += f" (the sets used different thresholds: m in {ms}, conf in {confs})"
     given = reasons or {}
-    evidence = [f"{k}: {v.words} ({given.get(k) or reason(v)})" for k, v in verdicts.items()]
-    words = {name: v.words for name, v in verdicts.items()}
-    # the unresolved sets with their words (AMBIGUOUS, FASTER~m or SLOWER~m)
-    open_sets = ", ".join(
-        f"{k} {words[k]}" for k, v in verdicts.items() if v.verdict == "AMBIGUOUS"
-    )
-    named = lambda group: ", ".join(  # noqa: E731
-        f"{k} ({w})" for k, w in words.items() if w in group
-    )
     direction = overall(verdicts)
-    if direction == "SLOWER":
-        decision = "scalar"
-        evidence.append(f"scalar: B is slower in {named(SLOWER_WORDS)}")
-    elif direction == "FASTER":
+    decisive = {"SLOWER": SLOWER_WORDS, "FASTER": FASTER_WORDS}.get(direction, ())
+    sets = tuple(
+        SetEvidence(k, v, given.get(k) or None, v.words in decisive) for k, v in verdicts.items()
+    )
+    if direction == "FASTER":
         decision = "cooperative"
-        evidence.append(f"cooperative: B is faster in {named(FASTER_WORDS)} and SLOWER nowhere")
-        if "AMBIGUOUS" in set(words.values()):
-            evidence.append(f"caution: {open_sets}: the CI contains 1")
-    elif direction == "SAME":
+    elif direction in ("SLOWER", "SAME"):
         decision = "scalar"
-        evidence.append("scalar: no set shows an effect of m or more (SAME everywhere)")
     else:
         decision = "inconclusive"
-        evidence.append(f"inconclusive: {open_sets} and no set faster or slower; scalar stays")
-    return Recommendation(
-        kernel, decision, b if decision == "cooperative" else a, rule, evidence, vs
-    )
+    return Recommendation(kernel, decision, b if decision == "cooperative" else a, rule, sets, vs)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import analysis
-from workbench.analysis import shifts
+from workbench.analysis import shifts, words
 from workbench.analysis.model import session_rule
 from workbench.analysis.words import reason, sample_size
 from workbench.core import stats
@@ -69,23 +69,15 @@ def info_from_session(s: Any) -> SessionInfo:
     return info_from_listing(session_info(s))
 
 
-def _compact(line: str) -> str:
-    head, sep, rest = line.partition(" (")
-    why, sep2, facts = rest.partition("; ")
-    if not (sep and sep2 and facts.endswith(")")):
-        return line
-    return f"{head} — {facts[:-1]}"
-
-
 def _recommendation(rec: analysis.Recommendation) -> Recommendation:
-    # analysis.combine lists one line per set, then the decision, then any caution.
-    n = len(rec.verdicts)
-    per_set, rest = rec.evidence[:n], rec.evidence[n:]
-    # "hot: FASTER (why; figures)": the panel keeps the verdict and its figures (the why
-    # restates the rule, printed once below them)
-    per_set = [_compact(line) for line in per_set]
+    """The panel's record of ``rec``, laid out from its evidence data (``rec.sets``): per set its
+    word and figures (the why restates the rule, printed once below them), the decision as the
+    reason, then any caution."""
+    per_set = [f"{e.set}: {e.word} — {words.set_figures(e)}" for e in rec.sets]
+    caution = words.caution_text(rec)
     choice = rec.arm if rec.decision != "inconclusive" else f"inconclusive ({rec.arm} stays)"
-    return Recommendation(rec.kernel, choice, rest[0] if rest else "", tuple(per_set + rest[1:]))
+    lines = (*per_set, *([caution] if caution else []))
+    return Recommendation(rec.kernel, choice, words.decision_text(rec), lines)
 
 
 def view_from_session(s: Any) -> SessionView:
