@@ -36,16 +36,14 @@ def cli_cells(capsys, a: str, b: str) -> dict[str, list[str]]:
         if not ln or ln.startswith(" ") or ln.startswith("changed:"):
             break
         rows.append(ln)
-    heads = [h for h in shifts.shift_table(diff(a, b), CLI_KEYS).headers]
+    heads = list(shifts.shift_table(diff(a, b), CLI_KEYS).headers)
     starts, at = [], 0
     for h in heads:  # each header where the one before it ends: headers hold spaces
         at = head.index(h, at)
         starts.append(at)
         at += len(h)
     ends = [*starts[1:], None]
-    return {
-        h: [r[s:e].strip() for r in rows] for h, s, e in zip(heads, starts, ends, strict=True)
-    }
+    return {h: [r[s:e].strip() for r in rows] for h, s, e in zip(heads, starts, ends, strict=True)}
 
 
 def tui_cells(a: str, b: str) -> dict[str, list[str]]:
