@@ -16,8 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from workbench.analysis import words
-from workbench.analysis.words import legend
+import workbench.analysis.words as words
 from workbench.core.errors import BadArgument
 from workbench.core.stats import DEFAULT_CONF, DEFAULT_M, LEGACY_RULE, RULE, Verdict
 from workbench.core.vocab import KERNELS
@@ -136,7 +135,7 @@ def rule_text(
     """The reader rule in words, its interval named by the ``methods`` the verdicts used, the
     words by the ``rule`` that made them (stats.RULES: a session before the interval rule keeps
     the text it was read with)."""
-    estimate, interval = legend(methods, conf)
+    estimate, interval = words.legend(methods, conf)
     if rule == RULE:
         return (
             "Take the cooperative reader (B) if it is faster in at least one expert set (FASTER "

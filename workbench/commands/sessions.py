@@ -115,9 +115,11 @@ def _recs(recs: dict[str, str]) -> str:
 
 def _sources(i: Any) -> str:
     """Short csrc/ digest, with STALE when it differs from the working tree's ("?": unknown)."""
+    from workbench.store.provenance import STALE
+
     if i.sources is None:
         return "?"
-    return i.sources + (" STALE" if i.stale else "")
+    return i.sources + (f" {STALE}" if i.stale else "")
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -151,7 +153,9 @@ def _list(args: argparse.Namespace) -> int:
         ]
         print(_table(rows))
         if any(i.stale for i in infos):
-            print("STALE: kernel sources (csrc/) differ from the working tree: re-measure")
+            from workbench.store.provenance import STALE_NOTE
+
+            print(STALE_NOTE)
     for p, e in infos.skipped:
         print(f"skipped {p.name}: {e}", file=sys.stderr)
     return 0
