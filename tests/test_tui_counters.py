@@ -16,6 +16,8 @@ from workbench.store import counters  # noqa: E402
 from workbench.tui.screens.compare import CompareScreen  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 RECORDED = (
     Path(__file__).resolve().parent.parent
     / "benchmarks/results/h200_counters/counters_default_f46892d.json"

@@ -26,6 +26,8 @@ from workbench.store import provenance  # noqa: E402
 from workbench.tui.widgets.recommendation import RecommendationPanel, short_arms  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 REPO = Path(__file__).resolve().parent.parent
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((140, 40), id="140x40")]
 R1 = "20261202T003535Z_default-r1"  # 18 comparisons

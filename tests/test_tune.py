@@ -22,6 +22,8 @@ from workbench.run import pool, runner
 from workbench.store.session import load_session
 from workbench.tune import space, tuner
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 SHAPE = dict(hidden=64, inter=128, experts=8, top_k=2, tp=1)
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
 FAST = ["--calls", "4", "--replays", "5", "--blocks", "3", "--pairs", "2"]

@@ -212,7 +212,14 @@ def more_text(v: Verdict) -> str | None:
 
 
 def _why(v: Verdict) -> str:
-    """The rule ``v.code`` names, with its thresholds."""
+    """The rule ``v.code`` names, with its thresholds (and the side of 1, where it says it)."""
+    rule, aside = _why_parts(v)
+    return rule if aside is None else f"{rule}; {aside}"
+
+
+def _why_parts(v: Verdict) -> tuple[str, str | None]:
+    """(the rule ``v.code`` names, with its thresholds; what the CI says beside it, or None:
+    "B is faster, by less than m (the CI excludes 1)" for a CI inside the band on one side of 1)."""
     m, lo_m, hi_m = v.m, 1.0 - v.m, 1.0 + v.m
     est = "median" if v.method == "pairs" else "estimate"
     side = "faster" if v.ci_high < 1.0 else "slower" if v.ci_low > 1.0 else None
@@ -224,21 +231,22 @@ def _why(v: Verdict) -> str:
             "one-side": f"B is {side} (the CI excludes 1) but the CI straddles "
             f"{lo_m if side == 'faster' else hi_m:.4f} (1 {'-' if side == 'faster' else '+'} m): "
             f"whether the effect reaches m = {m * 100:g} % is not resolved",
-        }[v.code]
+        }[v.code], None
+    if v.code == "inside":
+        aside = None if side is None else f"B is {side}, by less than m (the CI excludes 1)"
+        return f"no effect of m = {m * 100:g} % or more: the whole CI lies inside {band}", aside
     return {
         "faster": f"B is faster: the CI lies entirely below 1 and the {est} is <= {lo_m:.4f} "
         "(1 - m)",
         "slower": f"B is slower: the CI lies entirely above 1 and the {est} is >= {hi_m:.4f} "
         "(1 + m)",
-        "inside": f"no effect of m = {m * 100:g} % or more: the whole CI lies inside {band}"
-        + ("" if side is None else f"; B is {side}, by less than m (the CI excludes 1)"),
         "one-side": f"B is {side} (the CI excludes 1) but the {est} is within m = {m * 100:g} % "
         f"of 1 and the CI is not inside {band}: whether the effect reaches m is not resolved",
         "contains-1": f"the CI contains 1 and is not inside {band}",
         "too-few-pairs": f"only {v.n} pair(s): a distribution-free {_pct(v.conf)} CI needs at "
         f"least {min_pairs(v.conf)}",
         "no-pairs": "no complete pairs",
-    }[v.code]
+    }[v.code], None
 
 
 def _facts(v: Verdict) -> str:
@@ -329,6 +337,56 @@ def method_check_text(check: Any, name: str | None = None) -> str:
 def timings_legend(timings: Iterable[str]) -> str:
     """What each of ``timings`` times a sample as, for the method check's lines."""
     return "; ".join(f"{t} = {TIMING_WORDS.get(t, t)}" for t in dict.fromkeys(timings))
+
+
+# ------------------------------------------------------------------------------ a recommendation
+
+
+def set_evidence_text(e: Any) -> str:
+    """One expert set's evidence (``recommend.SetEvidence``) in a sentence: "hot: FASTER (why;
+    figures)", in the words given for it where there are (a pool's, the fleet's)."""
+    return f"{e.set}: {e.word} ({e.given or reason(e.verdict)})"
+
+
+def set_figures(e: Any) -> str:
+    """A set's evidence without the rule's branch, for a face that prints the rule once (the
+    TUI's evidence panel): the side of 1, how many more units would settle it, and the figures;
+    the given words whole where there are."""
+    if e.given:
+        return e.given
+    v = e.verdict
+    return "; ".join(x for x in (_why_parts(v)[1], more_text(v), _facts(v)) if x)
+
+
+def decision_text(rec: Any) -> str:
+    """A recommendation's decision (``recommend.Recommendation``) and the sets it rests on."""
+    named = ", ".join(f"{e.set} ({e.word})" for e in rec.sets if e.decides)
+    if rec.decision == "cooperative":
+        return f"cooperative: B is faster in {named} and SLOWER nowhere"
+    if rec.decision == "scalar":
+        if named:
+            return f"scalar: B is slower in {named}"
+        return "scalar: no set shows an effect of m or more (SAME everywhere)"
+    opened = ", ".join(f"{e.set} {e.word}" for e in rec.sets if e.open)
+    return f"inconclusive: {opened} and no set faster or slower; scalar stays"
+
+
+def caution_text(rec: Any) -> str | None:
+    """The unresolved sets beside a cooperative decision (``Recommendation.caution``), or None."""
+    if not rec.caution:
+        return None
+    return f"caution: {', '.join(f'{e.set} {e.word}' for e in rec.caution)}: the CI contains 1"
+
+
+def evidence_lines(rec: Any) -> list[str]:
+    """A recommendation's evidence in sentences: one per set, the decision, any caution (the
+    report's, the CLI's, `export`'s)."""
+    caution = caution_text(rec)
+    return [
+        *(set_evidence_text(e) for e in rec.sets),
+        decision_text(rec),
+        *([caution] if caution else []),
+    ]
 
 
 # ------------------------------------------------------------------------------ settling looks

@@ -21,14 +21,12 @@ from typing import TYPE_CHECKING, Any
 from workbench.commands._paths import distinct_sessions
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
-from workbench.core.fmt import interval, num
+from workbench.core.fmt import DASH, num
 
 if TYPE_CHECKING:
     from workbench.store.session import Session
 
 HELP = "list, show or compare saved sessions"
-
-DASH = "-"  # the tables' placeholder for a number there is none of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -117,9 +115,11 @@ def _recs(recs: dict[str, str]) -> str:
 
 def _sources(i: Any) -> str:
     """Short csrc/ digest, with STALE when it differs from the working tree's ("?": unknown)."""
+    from workbench.store.provenance import STALE
+
     if i.sources is None:
         return "?"
-    return i.sources + (" STALE" if i.stale else "")
+    return i.sources + (f" {STALE}" if i.stale else "")
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -153,7 +153,9 @@ def _list(args: argparse.Namespace) -> int:
         ]
         print(_table(rows))
         if any(i.stale for i in infos):
-            print("STALE: kernel sources (csrc/) differ from the working tree: re-measure")
+            from workbench.store.provenance import STALE_NOTE
+
+            print(STALE_NOTE)
     for p, e in infos.skipped:
         print(f"skipped {p.name}: {e}", file=sys.stderr)
     return 0
@@ -241,15 +243,13 @@ def _phases(s: Session, as_json: bool) -> int:
     return 0
 
 
-def _changed(s: Any) -> str:
-    """What moved from A to B: never "no" beside two different verdicts."""
-    if s.changed:
-        return "yes"
-    return "verdict only" if s.verdict_changed else "no"
+# `sessions compare`'s columns of the shift table (workbench/analysis/shifts.py), in order
+CMP_COLUMNS = ("comparison", "ms_a", "ms_b", "ratio_a", "ratio_b", "verdicts", "shift", "interval",
+               "changed")  # fmt: skip
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from workbench.analysis import compare_sessions
+    from workbench.analysis import compare_sessions, shifts
     from workbench.store.session import load_session
 
     paths = [resolve(args.a, args.root), resolve(args.b, args.root)]
@@ -271,44 +271,14 @@ def _compare(args: argparse.Namespace) -> int:
         for n in d.notes:
             print(f"note: {n}")
         if d.shifts:
-            rows = [
-                [
-                    "comparison",
-                    "A: ms A/B",
-                    "B: ms A/B",
-                    "A: ratio [95% CI]",
-                    "B: ratio [95% CI]",
-                    "verdicts A/B",
-                    "shift B-A",
-                    f"{d.shifts[0].conf * 100:g}% interval",
-                    "changed",
-                ]
-            ]
-            for s in d.shifts:
-                va, vb = s.a.verdict, s.b.verdict
-                rows.append(
-                    [
-                        s.id,
-                        f"{num(s.a.a_ms, none='-')}/{num(s.a.b_ms, none='-')}",
-                        f"{num(s.b.a_ms, none='-')}/{num(s.b.b_ms, none='-')}",
-                        f"{num(va.median, none='-')} {interval(va.ci_low, va.ci_high)}",
-                        f"{num(vb.median, none='-')} {interval(vb.ci_low, vb.ci_high)}",
-                        f"{s.a.verdict_words}/{s.b.verdict_words}",
-                        num(s.shift, "+.4f", none=DASH),
-                        interval(s.low, s.high),
-                        _changed(s),
-                    ]
-                )
-            print(_table(rows))
+            table = shifts.shift_table(d, CMP_COLUMNS)
+            print(_table([list(table.headers), *(list(r.cells) for r in table.rows)]))
             for s in d.shifts:  # the block diagnostic (§7.8), where it finds something
                 for name, r in (("A", s.a), ("B", s.b)):
                     g = r.diagnostic
                     if g is not None and (g.rests_on or g.flagged):
                         print(f"  {name} {s.id}: blocks: {g.summary()}")
-            print(
-                "changed: yes when the shift's interval excludes 0; 'verdict only' when the "
-                "verdicts differ but the shift is within the noise"
-            )
+            print(shifts.CHANGED_LEGEND)
             print(f"method: {d.method}")
         else:
             print("no comparison id is present in both sessions")
