@@ -1,8 +1,9 @@
 """`workbench ab`: headless A/B timing of reader variants (docs/DESIGN.md §5-§7, §9).
 
 Per (kernel, expert set): ABBA pairs of CUDA-Graph replays after a bit-identity gate, with
-reference arms (b4-scalar, tinygemm, triton-moe) timed alongside; then a reader recommendation per kernel
-and, over both kernels, a confirmation of the recommended mix on the combined step.
+reference arms (b4-scalar, tinygemm, triton-moe) timed alongside, and the main hot comparisons of
+w13 and w2 timed by a second method too (docs/DESIGN.md §5.11); then a reader recommendation per
+kernel and, over both kernels, a confirmation of the recommended mix on the combined step.
 With --counters, Nsight Compute then profiles one launch of A and one of B per w13/w2
 comparison, after the timed blocks and in processes of its own, into the session's counters.json.
 Exit codes: 0 done, 2 bad arguments, 3 no usable GPU (or, with --counters, no ncu or no permission
