@@ -49,6 +49,8 @@ from workbench.tui.widgets.session_browser import SessionBrowser
 from workbench.tui.widgets.variant_matrix import VariantMatrix
 from workbench.tui.workers import AppWorkers, while_running
 
+TABS = Binding.Group("Tabs")
+
 
 class WorkbenchApp(AppWorkers, Stopping, App[None]):
     CSS_PATH = "app.tcss"
@@ -72,9 +74,15 @@ class WorkbenchApp(AppWorkers, Stopping, App[None]):
         Binding("h", "counters", "Counters", show=False),
         Binding("s", "rescan", "Rescan", show=False),
         Binding("t", "tune", "Tune", show=False),
-        Binding("1", "tab('run')", "Build & run", show=False),
-        Binding("2", "tab('results')", "Results", show=False),
-        Binding("3", "tab('sessions')", "Sessions", show=False),
+        # the tab keys, one footer entry ("1 2 3 Tabs") on every tab
+        *(
+            Binding(key, f"tab('{tab}')", name, group=TABS)
+            for key, tab, name in (
+                ("1", "run", "Build & run"),
+                ("2", "results", "Results"),
+                ("3", "sessions", "Sessions"),
+            )
+        ),
         # Ctrl-C stops, as in any terminal program (a focused field keeps it for copying)
         Binding("ctrl+c", "interrupt", "Interrupt", show=False),
     ]
@@ -119,7 +127,7 @@ class WorkbenchApp(AppWorkers, Stopping, App[None]):
                     yield SessionBrowser(id="browser")
             yield NvmlPanel(id="nvml")
         yield Static("", id="status")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#variants").focus()  # the footer shows its keys: b, r, l
