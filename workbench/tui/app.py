@@ -393,7 +393,7 @@ class WorkbenchApp(AppWorkers, Stopping, App[None]):
 
     @while_running
     def on_compared(self, message: Compared) -> None:
-        self.push_screen(CompareScreen(message.title, message.markdown))
+        self.push_screen(CompareScreen(message.title, message.view))
 
     @while_running
     def on_monitor_read(self, message: MonitorRead) -> None:

@@ -1,19 +1,18 @@
-"""A session's hardware counters (`ab --counters`), A beside B, laid out as the compare screen
-lays out its tables."""
+"""A session's hardware counters (`ab --counters`), A beside B: Markdown and its tables."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from workbench.core.errors import WorkbenchError
-from workbench.tui.screens.compare import CompareScreen
+from workbench.tui.screens.tables import TablesScreen
 
 
 class NoCounters(WorkbenchError):
     """The session was run without ``--counters``."""
 
 
-class CountersScreen(CompareScreen):
+class CountersScreen(TablesScreen):
     @classmethod
     def of(cls, path: Path) -> CountersScreen:
         """The screen of the session folder ``path``; `NoCounters` where it has none, the
