@@ -57,9 +57,9 @@ class WorkbenchApp(AppWorkers, Stopping, App[None]):
     TITLE = "workbench"
     SUB_TITLE = "AWQ int4 MoE metadata readers"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
-    # Every key works on every tab; the footer shows help, quit and cancel, and the keys of
-    # the focused table (its BINDINGS name the same app actions): at 80 columns a footer of
-    # every key lost Export (issue 33).
+    # Every key works on every tab; the footer (compact) shows help, quit, cancel and the tab
+    # keys, and the keys of the focused table (its BINDINGS name the same app actions): at 80
+    # columns a footer of every key lost Export (issue 33).
     BINDINGS = [
         Binding("question_mark", "help", "Help"),
         Binding("f1", "help", "Help", show=False),
