@@ -29,6 +29,8 @@ def verdict_style(words: str) -> str:
 # a comparison's name by its role: the main ones bold, the references dim (the cell's text,
 # with its "(confirm)" tag, is the table's)
 ROLE_STYLE = {"main": "bold", "reference": "dim"}
+# the comparisons that decide the recommendation, then the one that confirms it, then the rest
+ROLE_ORDER = {"main": 0, "confirm": 1}
 
 
 class ResultsTable(Table):

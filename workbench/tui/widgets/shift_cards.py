@@ -21,21 +21,20 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from workbench.tui.widgets.results_table import ROLE_STYLE, verdict_style
-from workbench.tui.widgets.results_view import ROLE_ORDER
+from workbench.tui.widgets.results_table import ROLE_ORDER, ROLE_STYLE, verdict_style
 
 SIDES = ("A", "B")
 
 
-def _other(header: str, side: str) -> str:
-    """``header`` with its word ``side`` ("A" or "B") replaced by the other side's."""
-    return re.sub(rf"\b{side}\b", SIDES[1 - SIDES.index(side)], header)
+def _twin(header: str) -> str:
+    """The header of session B's column beside session A's ``header``."""
+    return re.sub(r"\bA\b", "B", header)
 
 
 def _label(header: str) -> str:
     """A per-session column's header without its session: "ratio in A [CI]" → "ratio [CI]",
     "verdicts A/B" → "verdicts"."""
-    return re.sub(r"\s*\b(in )?(A/B|A)\b", "", header).strip()
+    return re.sub(r"\s*\b(in )?(A/B|A)\b:?", "", header).strip()
 
 
 def _halves(cell: str) -> list[str]:
@@ -65,7 +64,7 @@ class Layout:
         for i, h in enumerate(header[1:], 1):
             if i in taken:
                 continue
-            twin = _other(h, "A")
+            twin = _twin(h)
             if twin != h and "A/B" not in h and twin in header:
                 j = header.index(twin)
                 sides.append((_label(h), i, j))
@@ -123,7 +122,12 @@ def cards(rows: list[list[str]], roles: Mapping[str, str]) -> Group | None:
         _padded([header[i] for i in joint], jw, ["dim"] * len(joint)),
         _padded(labels, sw, ["dim"] * len(labels), lead="  "),
     ]
-    order = sorted(range(len(body)), key=lambda n: ROLE_ORDER.get(roles.get(body[n][0], ""), 2))
+
+    def rank(n: int) -> tuple[int, str]:  # by role, the table's order within one
+        role = roles.get(body[n][0], "")
+        return ROLE_ORDER.get(role, 2), role
+
+    order = sorted(range(len(body)), key=rank)
     group = None
     for n in order:
         row, sides = body[n], sided[n]
