@@ -128,7 +128,9 @@ def _block_table(an: Analysis) -> list[str]:
     if not _blocked(an):
         return []
     lines = _md_table(an, ("comparison", *BLOCK_COLUMNS))
-    found = [r for r in an.results if r.diagnostic and (r.diagnostic.rests_on or r.diagnostic.flagged)]
+    found = [
+        r for r in an.results if r.diagnostic and (r.diagnostic.rests_on or r.diagnostic.flagged)
+    ]
     lines += [""] * bool(found) + [f"- `{r.id}`: {r.diagnostic.summary()}." for r in found]
     return lines
 
@@ -478,7 +480,9 @@ def answer(an: Analysis) -> list[str]:
     status = "complete" if s.status == "complete" else f"**{s.status}**"
     out += ["", f"- GPU: {gpu_text(s)}, board{'s' * (len(s.boards) > 1)} {boards}; status {status}"]
     git = s.provenance.get("git") or {}
-    commit = str(git.get("commit") or "not recorded")[:12] + (" (dirty)" if git.get("dirty") else "")
+    commit = str(git.get("commit") or "not recorded")[:12] + (
+        " (dirty)" if git.get("dirty") else ""
+    )
     st = session_staleness(s)
     out.append(f"- Commit: {commit}; " + (f"**{st.text()}**" if st.stale else st.text()))
     again = session_rerun(s)
