@@ -133,7 +133,7 @@ def _ab(cfg: Mapping[str, Any]) -> list[str]:
         if cfg.get(key, default) != default:
             out += [option, str(cfg[key])]
     out += _references(cfg)
-    if cfg.get("confirm") is False and {"w13", "w2"} <= set(cfg.get("kernels") or ()):
+    if cfg.get("confirm") is False and set(defaults.KERNELS) <= set(cfg.get("kernels") or ()):
         out.append("--no-confirm")
     if cfg.get("overlap"):
         out.append("--overlap")
