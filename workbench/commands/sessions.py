@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from workbench.commands import _fit
 from workbench.commands._paths import distinct_sessions
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
@@ -30,6 +31,14 @@ HELP = "list, show or compare saved sessions"
 
 DASH = "-"  # the tables' placeholder for a number there is none of
 
+# fitted to a terminal (workbench/commands/_fit.py), by the words of the column titles: the
+# columns never left out, those left out first to last, the one that may fold
+LIST_FIT = {"keep": ("session", "recommendation"), "fold": ("recommendation",),
+            "ranks": ("when", "commit", "GPU", "sources", "status")}  # fmt: skip
+COMPARE_FIT = {"keep": ("comparison", "ratio", "verdict"),
+               "ranks": ("ms", "changed", "interval", "shift")}  # fmt: skip
+FITTED = ("list", "show", "compare")  # the actions whose output fits the terminal
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -40,9 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="folder holding the sessions (default: %(default)s)",
     )
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    fitting = argparse.ArgumentParser(add_help=False)  # tables that fit the terminal
+    _fit.add_arguments(fitting)
     sub.add_parser(
         "list",
-        parents=[common],
+        parents=[common, fitting],
         help="sessions under --root, newest first: status, GPU, commit, kernel sources "
         "(STALE when they differ from the working tree), recommendation",
     )
@@ -51,7 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--m", type=float, default=None, help="minimum effect (default: the session's, else 0.01)"
     )
     show = sub.add_parser(
-        "show", parents=[common, stats], help="config, GPU and verdicts recomputed from the journal"
+        "show",
+        parents=[common, stats, fitting],
+        help="config, GPU and verdicts recomputed from the journal",
     )
     show.add_argument("session", metavar="SESSION")
     show.add_argument(
@@ -61,7 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "per phase, and the parent's steps (docs/DESIGN.md §5.10)",
     )
     cmp = sub.add_parser(
-        "compare", parents=[common, stats], help="shift of each comparison's ratio from A to B"
+        "compare",
+        parents=[common, stats, fitting],
+        help="shift of each comparison's ratio from A to B",
     )
     cmp.add_argument("a", metavar="A")
     cmp.add_argument("b", metavar="B")
@@ -151,7 +166,7 @@ def _list(args: argparse.Namespace) -> int:
             ]
             for i in infos
         ]
-        print(_table(rows))
+        _fit.print_rows(rows[0], rows[1:], _fit.policy(rows[0], **LIST_FIT), args.fit_width)
         if any(i.stale for i in infos):
             print("STALE: kernel sources (csrc/) differ from the working tree: re-measure")
     for p, e in infos.skipped:
@@ -169,6 +184,7 @@ def _show(args: argparse.Namespace) -> int:
     from workbench.analysis import analyse
     from workbench.analysis.counters import text_lines
     from workbench.analysis.words import boards_text
+    from workbench.report.rerun import session_rerun
     from workbench.store import counters
     from workbench.store.provenance import session_staleness, source_digest
     from workbench.store.session import load_session
@@ -209,7 +225,14 @@ def _show(args: argparse.Namespace) -> int:
     digest = source_digest(files)
     print(f"sources   {digest + '  ' if digest else ''}{st.text()}")
     cfg = " ".join(f"{k}={json.dumps(v)}" for k, v in s.config.items())
-    print(f"config    {cfg or '-'}")
+    if args.fit_width is None or len(cfg) + 10 <= args.fit_width:
+        print(f"config    {cfg or '-'}")
+    else:  # a line of a thousand characters: the command below says what differs
+        print(f"config    (left out to fit {args.fit_width} columns; {_fit.WIDE_HINT})")
+    again = session_rerun(s)
+    print(f"rerun     {again.text()}")
+    if again.unmatched:
+        print(f"          and, set by no option today: {', '.join(again.unmatched)}")
     print(f"samples   {len(s.samples)} in {len(results)} comparisons; {len(s.nvml)} NVML readings")
     workers = boards_text(s)
     if workers:
@@ -223,7 +246,7 @@ def _show(args: argparse.Namespace) -> int:
         from workbench.commands._tables import render_results
 
         print(flush=True)
-        render_results(console(stderr=False), an)
+        render_results(console(stderr=False, width=args.fit_width), an, args.fit_width)
     for line in text_lines(hw):
         print(line)
     return 0
@@ -299,7 +322,7 @@ def _compare(args: argparse.Namespace) -> int:
                         _changed(s),
                     ]
                 )
-            print(_table(rows))
+            _fit.print_rows(rows[0], rows[1:], _fit.policy(rows[0], **COMPARE_FIT), args.fit_width)
             for s in d.shifts:  # the block diagnostic (§7.8), where it finds something
                 for name, r in (("A", s.a), ("B", s.b)):
                     g = r.diagnostic
@@ -486,7 +509,10 @@ def _check_args(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
     actions = {"list": _list, "show": _show, "compare": _compare, "pool": _pool, "pack": _pack}
-    return actions[args.action](args)
+    # on a terminal (or --width N) the tables and lines fit it; piped or --wide, whole rows
+    args.fit_width = _fit.width_of(args) if args.action in FITTED else None
+    with _fit.folded_stdout(args.fit_width):
+        return actions[args.action](args)
 
 
 def _pack(args: argparse.Namespace) -> int:

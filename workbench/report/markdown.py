@@ -484,7 +484,7 @@ def answer(an: Analysis) -> list[str]:
         " (dirty)" if git.get("dirty") else ""
     )
     st = session_staleness(s)
-    out.append(f"- Commit: {commit}; " + (f"**{st.text()}**" if st.stale else st.text()))
+    out.append(f"- Commit: {commit}; " + (f"**{st.text()}**" if st.stale else f"{st.text()}."))
     again = session_rerun(s)
     cmd = f"- Reproduce: `{again.text()}`"
     if again.unmatched:
