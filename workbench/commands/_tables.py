@@ -193,7 +193,9 @@ def render_ab(out, result: Any) -> None:
     (what `sessions show` prints), then the run's memory, flagged samples and notes."""
     summary = result.summary
     if result.analysis is not None:
-        render_results(out, result.analysis)
+        name = result.session_path.name if result.session_path else "SESSION"
+        every = f"`workbench sessions show {name} --wide` shows every column"
+        render_results(out, result.analysis, hint=every)
     if summary.get("memory"):
         out.print(memory_table(summary["memory"]))
         for line in saving_lines(summary["memory"]):
