@@ -94,6 +94,7 @@ CASES: list[tuple[list[str], str]] = [
     (["capacity", "--bogus"], "workbench capacity: error: unrecognized arguments: --bogus"),
     (["sessions", "show", SESSION, "--bogus"], "workbench sessions show: error: unrecognized"),
     (["export", SESSION, "--format", "vllm", "--out", "-"], "--out - (stdout)"),
+    (["export", SESSION, "--format", "per-shape", "--out", "-"], "--out - (stdout)"),
     (["plot", SESSION, "--out", "-"], "--out - (stdout)"),
     (["plot", SESSION, "--out", "/proc/x"], "--out '/proc/x'"),
     (["report", SESSION, "--plots-dir", "/proc/x"], "--plots-dir '/proc/x'"),
