@@ -128,8 +128,11 @@ CASES: list[tuple[list[str], str]] = [
     (["capacity", "--kv-bytes-per-token", HUGE], "--kv-bytes-per-token"),
     (["capacity", "--hidden", "100"], "hidden"),
     # sessions
-    (["sessions", "list", "--root", "/nonexistent/sessions"], "--root '/nonexistent/sessions'"),
-    (["sessions", "list", "--root", "{file}"], "--root"),
+    (
+        ["sessions", "list", "--root", "/nonexistent/sessions"],
+        "--sessions-dir '/nonexistent/sessions'",
+    ),
+    (["sessions", "list", "--sessions-dir", "{file}"], "--sessions-dir"),
     (["sessions", "show", "no-such-session"], "SESSION 'no-such-session'"),
     (["sessions", "show", SESSION, "--m", "-1"], "--m -1.0 must be a fraction in (0, 0.5)"),
     (["sessions", "show", SESSION, "--m", "nan"], "--m nan must be a fraction in (0, 0.5)"),

@@ -17,6 +17,8 @@ import argparse
 import json
 import sys
 
+from workbench.commands._paths import add_sessions_dir
+from workbench.core import defaults
 from workbench.core.errors import BadArgument
 
 HELP = "write the reader decisions of sessions as a file an inference engine reads"
@@ -42,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"json: a file (default stdout); per-shape: a folder (default {DEFAULT_FOLDER}/)",
     )
-    p.add_argument("--root", default="sessions", help="where session names are looked up")
+    add_sessions_dir(p, "where session names are looked up", default=defaults.SESSIONS_DIR)
     p.add_argument("--m", type=float, default=None, help="minimum effect (default: each session's)")
     p.add_argument(
         "--model",

@@ -1,7 +1,8 @@
 """`workbench sessions list | show SESSION | compare A B | pool S1 S2 ...`: browse, compare and
 pool saved sessions (pool: verdicts that must hold in every replicate run, workbench/analysis/pool.py).
 
-SESSION is a path to a session folder (or its session.json), a folder name under --root, a
+SESSION is a path to a session folder (or its session.json), a folder name under --sessions-dir
+(--root: its old name), a
 unique part of one (e.g. the slug or the timestamp), or "latest".
 
 Exit codes: 0 done; 2 bad arguments or a session that cannot be loaded (one line on stderr naming
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.commands import _fit
-from workbench.commands._paths import distinct_sessions
+from workbench.commands._paths import add_sessions_dir, distinct_sessions
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
 from workbench.core.fmt import interval, num
@@ -43,18 +44,14 @@ FITTED = ("list", "show", "compare")  # the actions whose output fits the termin
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--root",
-        default=defaults.SESSIONS_DIR,
-        help="folder holding the sessions (default: %(default)s)",
-    )
+    add_sessions_dir(common, "folder holding the sessions")
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     fitting = argparse.ArgumentParser(add_help=False)  # tables that fit the terminal
     _fit.add_arguments(fitting)
     sub.add_parser(
         "list",
         parents=[common, fitting],
-        help="sessions under --root, newest first: status, GPU, commit, kernel sources "
+        help="sessions under --sessions-dir, newest first: status, GPU, commit, kernel sources "
         "(STALE when they differ from the working tree), recommendation",
     )
     stats = argparse.ArgumentParser(add_help=False)
@@ -137,9 +134,26 @@ def _sources(i: Any) -> str:
     return i.sources + (" STALE" if i.stale else "")
 
 
+def _nothing_here(args: argparse.Namespace) -> str:
+    """Where `sessions list` looked and found nothing, and how to point it elsewhere."""
+    where = Path(args.root).resolve()
+    notes = [] if where.is_dir() else ["no such folder"]
+    if not args.root_given:
+        notes.append(f"the default, ./{defaults.SESSIONS_DIR} of the current folder")
+    why = f" ({'; '.join(notes)})" if notes else ""
+    return f"no sessions under {where}{why}: --sessions-dir DIR lists another folder"
+
+
 def _list(args: argparse.Namespace) -> int:
     from workbench.store.listing import list_sessions
 
+    if not Path(args.root).is_dir():  # the default, outside a checkout (a given one: exit 2)
+        if args.json:
+            _dump({"root": str(Path(args.root).resolve()), "sessions": [], "skipped": [],
+                   "missing": True})  # fmt: skip
+        else:
+            print(_nothing_here(args))
+        return 0
     infos = list_sessions(args.root)
     if args.json:
         _dump(
@@ -150,7 +164,7 @@ def _list(args: argparse.Namespace) -> int:
             }
         )
     elif not infos:
-        print(f"no sessions under {args.root}")
+        print(_nothing_here(args))
     else:
         # the folder name (<when>_<slug>) is what SESSION arguments match
         rows = [["session", "when (UTC)", "status", "GPU", "commit", "sources", "recommendation"]]
@@ -500,13 +514,15 @@ def _check_args(args: argparse.Namespace) -> None:
     from workbench.commands._paths import existing_dir
     from workbench.core.limits import check_min_effect
 
-    if args.action == "list":
-        existing_dir(args.root, "--root")
+    if args.action == "list" and (args.root_given or Path(args.root).exists()):
+        existing_dir(args.root, "--sessions-dir")
     elif getattr(args, "m", None) is not None:
         check_min_effect(args.m, "--m")  # the rule of ab --min-effect (workbench.core.limits)
 
 
 def run(args: argparse.Namespace) -> int:
+    args.root_given = args.root is not None  # else the default, ./sessions, is where it looks
+    args.root = defaults.SESSIONS_DIR if args.root is None else args.root
     _check_args(args)
     actions = {"list": _list, "show": _show, "compare": _compare, "pool": _pool, "pack": _pack}
     # on a terminal (or --width N) the tables and lines fit it; piped or --wide, whole rows
