@@ -28,6 +28,7 @@ from workbench.store.session import load_session
 REPO = Path(__file__).resolve().parent.parent
 ANSWER_LINES = 15
 TITLES = {"w13": "W13 + SwiGLU", "w2": "W2 + weighted sum"}
+ONE_AA = "20261205T161449Z_aa-r1"
 
 
 def _every(paths: list[Path]) -> list:
@@ -282,3 +283,17 @@ def test_cli_report_file_opens_with_the_answer(tmp_path):
     first = out.read_text().splitlines()[:ANSWER_LINES]
     assert any(x.startswith("| W13 + SwiGLU | **cooperative** `b3-coop` |") for x in first)
     assert f"- Reproduce: `{session_rerun(load_session(path)).text()}`" in first
+
+
+def test_a_damaged_config_spells_no_command_and_the_report_says_so(tmp_path):
+    """Fields the loader does not check (sets, trials, protocol values) never end the report."""
+    import json
+    import shutil
+
+    copy = tmp_path / ONE_AA
+    shutil.copytree(REPO / "sessions" / ONE_AA, copy)
+    meta = json.loads((copy / "session.json").read_text())
+    meta["config"]["sets"] = 7
+    (copy / "session.json").write_text(json.dumps(meta))
+    first = "\n".join(render_report(copy).splitlines()[:ANSWER_LINES])
+    assert "- Reproduce: not rebuilt, the recorded config spells no command (TypeError" in first

@@ -244,7 +244,7 @@ def _show(args: argparse.Namespace) -> int:
     else:  # a line of a thousand characters: the command below says what differs
         print(f"config    (left out to fit {args.fit_width} columns; {_fit.WIDE_HINT})")
     again = session_rerun(s)
-    print(f"rerun     {again.text()}")
+    print(f"rerun     {again.text()}" + (f"  (not rebuilt: {again.error})" if again.error else ""))
     if again.unmatched:
         print(f"          and, set by no option today: {', '.join(again.unmatched)}")
     print(f"samples   {len(s.samples)} in {len(results)} comparisons; {len(s.nvml)} NVML readings")

@@ -487,7 +487,9 @@ def answer(an: Analysis) -> list[str]:
     out.append(f"- Commit: {commit}; " + (f"**{st.text()}**" if st.stale else f"{st.text()}."))
     again = session_rerun(s)
     cmd = f"- Reproduce: `{again.text()}`"
-    if again.unmatched:
+    if again.error:
+        cmd = f"- Reproduce: not rebuilt, the recorded config spells no command ({again.error})"
+    elif again.unmatched:
         cmd += f" (recorded, and set by no option today: {', '.join(again.unmatched)})"
     out += [cmd, f"- Shape {shape_text(s)}; {protocol_text(an)}"]
     return out

@@ -23,11 +23,11 @@ PROTOCOL_OPTIONS: dict[str, tuple[str, Any]] = {
     "pairs": ("--pairs", str),
     "blocks": ("--blocks", str),
     "adaptive": ("--adaptive", None),
-    "target": ("--target", lambda x: f"{x:g}"),
-    "budget_s": ("--budget", lambda x: f"{x:g}"),
+    "target": ("--target", lambda x: _num(x)),
+    "budget_s": ("--budget", lambda x: _num(x)),
     "max_blocks": ("--max-blocks", str),
     "warmup_blocks": ("--warmup-blocks", str),
-    "warmup_sets": ("--warmup-sets", lambda x: ",".join(x)),
+    "warmup_sets": ("--warmup-sets", lambda x: _csv(x)),
     "retries": ("--retries", str),
     "keep_flagged": ("--keep-flagged", None),
 }
@@ -45,13 +45,18 @@ class Rerun:
 
     argv: tuple[str, ...]
     unmatched: tuple[str, ...] = ()
+    error: str | None = None  # why the recorded config spells no command (a damaged one)
 
     def text(self) -> str:
         return shlex.join(self.argv)
 
 
-def _csv(xs: Iterable[Any]) -> str:
-    return ",".join(str(x) for x in xs)
+def _csv(xs: Iterable[Any] | Any) -> str:
+    return ",".join(str(x) for x in xs) if isinstance(xs, (list, tuple)) else str(xs)
+
+
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
 
 
 def _shape(cfg: Mapping[str, Any]) -> list[str]:
@@ -106,7 +111,7 @@ def _run(cfg: Mapping[str, Any], unmatched: list[str]) -> list[str]:
                                  ("seed", "--seed", defaults.SEED),
                                  ("m", "--min-effect", defaults.M)):  # fmt: skip
         if key in cfg and cfg[key] != default:
-            out += [option, f"{cfg[key]:g}" if key == "m" else str(cfg[key])]
+            out += [option, _num(cfg[key])]
     if cfg.get("ray"):
         out += ["--ray", str(cfg["ray"])]
     return out
@@ -162,12 +167,12 @@ def _tune(cfg: Mapping[str, Any]) -> list[str]:
     out += ["--arm", str(t["arm"])] if t.get("arm", defaults.ARM_A) != defaults.ARM_A else []
     values: dict[str, list[Any]] = {}
     for cand in t.get("candidates") or []:
-        for name, v in cand.items():
+        for name, v in cand.items() if isinstance(cand, dict) else ():
             values.setdefault(name, [])
             if v not in values[name]:
                 values[name].append(v)
     for name, vs in values.items():
-        out += ["--param", f"{name}={_csv(sorted(vs))}"]
+        out += ["--param", f"{name}={_csv(sorted(vs, key=lambda v: (str(type(v)), v)))}"]
     if list(cfg.get("sets") or defaults.SETS) != list(defaults.SETS):
         out += ["--set", _csv(cfg["sets"])]
     for key, option, default in (("top", "--top", 3), ("screen_pairs", "--screen-pairs", 3)):
@@ -201,7 +206,12 @@ def session_rerun(session: Any) -> Rerun:
     base = None
     for c in session.comparisons:
         a = str(c.get("a", ""))
-        if c.get("role") == "calibration" and "+spin=" in a:
-            base = int(a.rsplit("+spin=", 1)[1])
+        spin = a.rsplit("+spin=", 1)[-1]
+        if c.get("role") == "calibration" and "+spin=" in a and spin.isdigit():
+            base = int(spin)
             break
-    return rerun(session.config, base)
+    try:
+        return rerun(session.config, base)
+    except (TypeError, ValueError, AttributeError) as e:  # fields the loader does not check
+        mode = str(session.config.get("mode") or "ab")
+        return Rerun(("workbench", mode), error=f"{type(e).__name__}: {e}")
