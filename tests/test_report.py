@@ -412,5 +412,7 @@ def test_cli_bad_session_exits_2_with_one_message(tmp_path, capsys, make, needle
 def test_latest_without_sessions_is_a_session_error(tmp_path):
     with pytest.raises(SessionError, match="no loadable session"):
         resolve_session("latest", tmp_path)
-    with pytest.raises(SessionError, match="SESSION 'latest': --sessions-dir .*none.* does not exist"):
+    with pytest.raises(
+        SessionError, match="SESSION 'latest': --sessions-dir .*none.* does not exist"
+    ):
         resolve_session("latest", tmp_path / "none")
