@@ -287,7 +287,9 @@ def combine(
     """
     if not verdicts:
         raise BadArgument(f"verdicts for kernel {kernel!r} are empty: nothing to recommend from")
-    vs = {name: v.label for name, v in verdicts.items()}  # one word per set (Verdict.label)
+    # the set's word as every cell prints it (Verdict.words): a session of the estimate rule
+    # reads SLOWER<m here too, never the SAME its verdict class decides as (issue 57)
+    vs = {name: v.words for name, v in verdicts.items()}
     ms = sorted({v.m for v in verdicts.values()})
     confs = sorted({v.conf for v in verdicts.values()})
     rules = {v.rule for v in verdicts.values()}

@@ -460,21 +460,25 @@ def shape_text(session: Session) -> str:
 def protocol_text(an: Any) -> str:
     """Protocol in words from the comparisons of ``an`` (a workbench.analysis.Analysis, which
     this module cannot import: the model's reader rule words its evidence here): calls per
-    replay, replays per sample, pairs, blocks and worker processes."""
+    replay, replays per sample, then per role its pairs, blocks and worker processes ("main: 24
+    ABBA pairs in 12 blocks of 6 worker processes; confirm: 12 ABBA pairs in 6 blocks of 3 ...")."""
     main = an.by_role("main", "confirm") or an.results
     if not main:
         return "no comparisons"
-    calls = sorted({r.calls for r in main})
-    replays = sorted({int(r.cmp["replays"]) for r in main})
-    pairs = sorted({r.verdict.n for r in main})
-    blocks = sorted({r.verdict.blocks for r in main if r.verdict.method != "pairs"})
-    workers = sorted({r.verdict.workers for r in main if r.verdict.method == "workers"})
-    j = lambda xs: "/".join(map(str, xs))  # noqa: E731
-    text = f"{j(calls)} calls per replay, {j(replays)} replays per sample, {j(pairs)} ABBA pairs"
-    if blocks:
+    j = lambda xs: "/".join(map(str, sorted(xs)))  # noqa: E731
+    calls, replays = {r.calls for r in main}, {int(r.cmp["replays"]) for r in main}
+    parts = []
+    for role in dict.fromkeys(r.role for r in main):  # in the session's order
+        rows = [r for r in main if r.role == role]
+        blocks = {r.verdict.blocks for r in rows if r.verdict.method != "pairs"}
+        workers = {r.verdict.workers for r in rows if r.verdict.method == "workers"}
+        part = f"{role}: {j({r.verdict.n for r in rows})} ABBA pairs"
+        part += f" in {j(blocks)} blocks" if blocks else ""
+        part += f" of {j(workers)} worker processes" if workers else ""
+        parts.append(part)
+    text = f"{j(calls)} calls per replay, {j(replays)} replays per sample; " + "; ".join(parts)
+    if any(r.verdict.method != "pairs" for r in main):
         seed = an.session.config.get("protocol", {}).get("placement_seed")
-        text += f" in {j(blocks)} blocks"
-        text += f" of {j(workers)} worker processes" if workers else ""
         text += f" (placement seed {seed})"
     return text
 
