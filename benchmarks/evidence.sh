@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 evidence the README cites, as it was run (on the GPU machine, from the repository root):
 #   bash benchmarks/evidence.sh STEP [STEP...]
-# STEP: build | gputests | user-default (`workbench ab` with its plots, timed) | pack (compress
+# STEP: build | gputests (benchmarks/gpu_tier.py: the tier, one log line) | user-default (`workbench ab` with its plots, timed) | pack (compress
 # the sessions for committing) | default:FIRST-LAST (fresh default `workbench ab` processes, slugs
 # default-rFIRST..) | aa:FIRST-LAST (A/A runs, b3-scalar vs itself) | overlap:FIRST-LAST,
 # aa-overlap:FIRST-LAST (the same with --overlap, slugs overlap-r.., aa-overlap-r..) | cal:KERNEL:SPIN:TRIALS
@@ -31,7 +31,7 @@ timed() {  # run "$@", print its wall time and exit code
 for step in "$@"; do
   case "$step" in
     build) timed wb build ;;
-    gputests) timed python3 -m pytest -q -n 0 -p no:cacheprovider -m gpu tests/ ;;  # one GPU: in one process
+    gputests) timed python3 benchmarks/gpu_tier.py --workers "${GPU_TIER_WORKERS:-6}" --log "$L/gpu_tier.jsonl" ;;  # its line appended to $LOGS/gpu_tier.jsonl
     default:*)
       r=${step#default:}
       for i in $(seq "${r%-*}" "${r#*-}"); do

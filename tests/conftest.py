@@ -20,45 +20,9 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-# The fast lane (`python3 -m pytest -m "not slow and not compile"`, docs/CONTRIBUTING.md) leaves
-# these to the full suite: their tests run the app, the engine, a plot, a build or another Python
-# end to end, seconds each (benchmarks/results/test_suite.md has the timings that chose them).
-SLOW_FILES = {
-    "test_ab_cli.py",
-    "test_blocks.py",
-    "test_browse_cli.py",
-    "test_build_cache.py",
-    "test_checkpoint_cli.py",
-    "test_hot_set_l2.py",
-    "test_interrupts.py",
-    "test_lab_compile.py",
-    "test_light_install.py",
-    "test_plots.py",
-    "test_plots_browse.py",
-    "test_plots_extra.py",
-    "test_pyarms.py",
-    "test_session_fuzz.py",
-    "test_specs_ab.py",
-    "test_triton_moe.py",
-    "test_tui.py",
-    "test_tui_browse_nvml.py",
-    "test_tui_counters.py",
-    "test_tui_newcomer.py",
-    "test_tui_sessions.py",
-    "test_tui_views.py",
-    "test_tune.py",
-    "test_tune_ray.py",
-    "test_tune_tui.py",
-    "test_wheel_install.py",
-    "test_workers.py",
-}
-SLOW_TESTS = {"test_runner_records_the_reports_recommendation"}
-
-
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS:
-            item.add_marker(pytest.mark.slow)
+    # The slow lane is declared by marks alone (`pytestmark = pytest.mark.slow` in a file, or
+    # `@pytest.mark.slow` on a test: tests/test_one_home.py), never by a list of files here.
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (gpu marker); none here")

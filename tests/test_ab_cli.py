@@ -27,6 +27,8 @@ from workbench.measure.abba import ProtocolConfig
 from workbench.run import config, runner
 from workbench.store.session import load_session
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
 FAST = ["--calls", "4", "--replays", "5", "--blocks", "3", "--pairs", "2"]
 

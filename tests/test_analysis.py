@@ -141,6 +141,7 @@ def _run(capsys, tmp_path, *extra):
     return json.loads(out.out)
 
 
+@pytest.mark.slow  # three runs on the simulated device, end to end
 @pytest.mark.parametrize(
     ("arms", "decisions"),
     [

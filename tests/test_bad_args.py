@@ -94,6 +94,7 @@ CASES: list[tuple[list[str], str]] = [
     (["capacity", "--bogus"], "workbench capacity: error: unrecognized arguments: --bogus"),
     (["sessions", "show", SESSION, "--bogus"], "workbench sessions show: error: unrecognized"),
     (["export", SESSION, "--format", "vllm", "--out", "-"], "--out - (stdout)"),
+    (["export", SESSION, "--format", "per-shape", "--out", "-"], "--out - (stdout)"),
     (["plot", SESSION, "--out", "-"], "--out - (stdout)"),
     (["plot", SESSION, "--out", "/proc/x"], "--out '/proc/x'"),
     (["report", SESSION, "--plots-dir", "/proc/x"], "--plots-dir '/proc/x'"),
@@ -127,8 +128,11 @@ CASES: list[tuple[list[str], str]] = [
     (["capacity", "--kv-bytes-per-token", HUGE], "--kv-bytes-per-token"),
     (["capacity", "--hidden", "100"], "hidden"),
     # sessions
-    (["sessions", "list", "--root", "/nonexistent/sessions"], "--root '/nonexistent/sessions'"),
-    (["sessions", "list", "--root", "{file}"], "--root"),
+    (
+        ["sessions", "list", "--root", "/nonexistent/sessions"],
+        "--sessions-dir '/nonexistent/sessions'",
+    ),
+    (["sessions", "list", "--sessions-dir", "{file}"], "--sessions-dir"),
     (["sessions", "show", "no-such-session"], "SESSION 'no-such-session'"),
     (["sessions", "show", SESSION, "--m", "-1"], "--m -1.0 must be a fraction in (0, 0.5)"),
     (["sessions", "show", SESSION, "--m", "nan"], "--m nan must be a fraction in (0, 0.5)"),

@@ -24,6 +24,8 @@ from workbench.measure.abba import ProtocolConfig, run_abba
 from workbench.measure.plan import MAX_PADDING, placement_padding
 from workbench.store.session import load_session
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 # (name, true ratio B/A, between-placement SD of the ratio, per-replay noise) from the H200:
 # W2 hot ran 1.0130-1.0144 over six processes, W2 rotating 1.0040-1.0089, and W13 hot moved over
 # 0.9537-0.9626 across six placements; each run's 95 % CI was about ±0.05 %.

@@ -13,6 +13,8 @@ from fixtures_sessions import REPO, write_session
 
 from workbench.cli import main
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 REAL = REPO / "sessions"
 BIG = "20261130T142955Z_calibrate-w13-trials"  # its `show` is far longer than a pipe's buffer
 

@@ -22,6 +22,8 @@ from workbench.core.errors import BuildError
 from workbench.kernels import build
 from workbench.kernels.variants import parse_arm
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 V = parse_arm("w2", "b3-scalar")
 
 

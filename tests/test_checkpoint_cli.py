@@ -24,6 +24,8 @@ from workbench.data.layouts import dequantize
 from workbench.run import runner
 from workbench.store.session import load_session
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 FAST = ["--calls", "4", "--replays", "5", "--blocks", "2", "--pairs", "2", "--no-plots"]
 
 

@@ -258,3 +258,26 @@ def test_a_bad_workbench_cache_and_cuda_home_are_reported(monkeypatch, tmp_path,
     assert any(w.startswith(f"CUDA_HOME={tmp_path / 'nonexistent'} is not a CUDA toolkit")
                for w in whats), whats  # fmt: skip
     assert d["facts"]["cuda_env_bad"] == {"CUDA_HOME": str(tmp_path / "nonexistent")}
+
+
+def test_the_cache_counts_builds_not_its_locks(monkeypatch, tmp_path, capsys):
+    """A cache holding only `.locks` has no build (issue 57: doctor said "(1 build(s))"); nor do
+    a build in flight, a killed one or tune's screened results count."""
+    from workbench.kernels.build import BUILD_META, cache_root
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
+    root = cache_root()
+    f = Facts()
+    tc.gather_cache(f)  # makes the cache and its .locks, as a build does first
+    assert (root / ".locks").is_dir() and f.build_cache_entries == 0
+    for name, status in (("w13-b3-coop-1234", "ok"), ("w2-b3-scalar-5678", "building")):
+        (root / name).mkdir()
+        (root / name / BUILD_META).write_text(json.dumps({"status": status}))
+    (root / ".building-w13-x").mkdir()
+    (root / "tune").mkdir()
+    tc.gather_cache(f)
+    assert f.build_cache_entries == 1
+    monkeypatch.setattr(tc, "gather_nvml", lambda facts, nvml=None: None)
+    monkeypatch.setattr(tc, "gather_torch", lambda facts: None)
+    cli.main(["doctor", "--json"])
+    assert json.loads(capsys.readouterr().out)["facts"]["build_cache_entries"] == 1

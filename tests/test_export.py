@@ -241,19 +241,21 @@ def test_pool_and_export_refuse_the_same_mix_with_the_same_line(capsys):
     assert lines["export"] == lines["pool"]
 
 
-def test_cli_json_and_vllm_formats_hold_the_same_decisions(tmp_path, capsys):
+def test_cli_json_and_per_shape_formats_hold_the_same_decisions(tmp_path, capsys):
     argv = [str(SESSIONS / n) for n in (*SAME_TREE, "20261130T142943Z_aa-r1",
                                         "20261130T171943Z_checkpoint")]  # fmt: skip
     assert cli.main(["export", *argv, "--out", str(tmp_path / "d.json")]) == 0
     err = capsys.readouterr().err
     assert "skipped 20261130T142943Z_aa-r1" in err  # an A/A control has no reader verdict
     # the checkpoint session measured other sources than the replicates; alone it is fine
-    assert cli.main(["export", *argv[:3], "--format", "vllm", "--out", str(tmp_path / "v")]) == 0
+    out = ["--out", str(tmp_path / "v")]
+    assert cli.main(["export", *argv[:3], "--format", "per-shape", *out]) == 0
     names = sorted(p.name for p in (tmp_path / "v").iterdir())
     assert names == ["E=512,N=160,device_name=NVIDIA_H200.json"]
     # named like vLLM's tuned MoE configs, but vLLM cannot load them: the output says who reads
     err = capsys.readouterr().err
     assert "workbench/core/decision.py" in err and "not a vLLM config folder" in err, err
+    assert "deprecated" not in err
     from_json = decision.load(tmp_path / "d.json")
     from_dir = decision.load(tmp_path / "v")
     assert (
@@ -382,6 +384,24 @@ def test_load_refuses_what_is_not_a_decision_file(tmp_path):
         decision.load(tmp_path)
     with pytest.raises(decision.DecisionError, match="cannot read"):
         decision.load(tmp_path / "missing.json")
+
+
+def test_vllm_is_the_per_shape_formats_old_name_with_one_deprecation_line(tmp_path, capsys):
+    """`--format vllm` (issue 57) writes what per-shape writes and says once that it is going."""
+    argv = ["export", *(str(SESSIONS / n) for n in SAME_TREE)]
+    assert cli.main([*argv, "--format", "per-shape", "--out", str(tmp_path / "new")]) == 0
+    capsys.readouterr()
+    assert cli.main([*argv, "--format", "vllm", "--out", str(tmp_path / "old")]) == 0
+    said = [x for x in capsys.readouterr().err.splitlines() if "deprecated" in x]
+    assert said == [
+        "workbench export: --format vllm is deprecated, its files are no vLLM configs: use "
+        "--format per-shape (the same files; 'vllm' goes in the next release)"
+    ]
+    for f in (tmp_path / "new").iterdir():  # the same entries (the time written apart)
+        new, old = (json.loads(p.read_text()) for p in (f, tmp_path / "old" / f.name))
+        assert new["devices"] == old["devices"]
+    assert cli.main([*argv, "--format", "vllm-folder"]) == 2
+    assert "use one of json, per-shape" in capsys.readouterr().err
 
 
 def test_vllm_format_help_and_docs_say_what_reads_the_files():

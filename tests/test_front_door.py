@@ -139,8 +139,11 @@ def test_export_out_dash_writes_stdout(monkeypatch, tmp_path, capsys):
 
 @pytest.mark.parametrize("columns", [80, 140])
 def test_sessions_show_on_a_narrow_terminal_cuts_no_number(monkeypatch, columns):
+    """On a terminal the table fits it (workbench/commands/_fit.py): each comparison's ratio,
+    interval and verdict whole on its row, the columns left out named (--wide shows them)."""
     from workbench.analysis import analyse
-    from workbench.analysis.table import comparison_table
+    from workbench.analysis.table import comparison_table, headers
+    from workbench.commands._tables import RESULT_COLUMNS
     from workbench.store.session import load_session
 
     monkeypatch.setenv("COLUMNS", str(columns))
@@ -150,20 +153,18 @@ def test_sessions_show_on_a_narrow_terminal_cuts_no_number(monkeypatch, columns)
     text = re.sub(r"\x1b\[[0-9;]*m", "", raw.getvalue().decode())
     assert "…" not in text
     an = analyse(load_session(DEFAULT))
-    keys = ("comparison", "a_ms", "b_ms", "ratio", "change", "ci", "p", "verdict")
-    rows = comparison_table(an.results, keys).rows
+    rows = comparison_table(an.results, ("comparison", "ratio", "ci", "verdict_word")).rows
     assert len(rows) == 14
     lines = text.splitlines()
-    for row in rows:  # every cell whole on one line, under its comparison's name
-        at = next(i for i, line in enumerate(lines) if line.startswith(row.cells[0] + " "))
-        record = "\n".join(lines[at : at + 6])
-        for cell in row.cells:
-            assert cell in record, (columns, row.cells[0], cell, record)
-    # the table as records: none of the lines of the results runs past the terminal
-    results = lines[
-        lines.index("") + 1 : next(i for i, x in enumerate(lines) if x.startswith("(m ="))
-    ]
-    assert max(len(line) for line in results) <= columns
+    for row in rows:  # the answer's cells whole on the comparison's own line
+        line = next(x for x in lines if x.startswith(row.cells[0] + " "))
+        assert all(cell in line for cell in row.cells), (columns, line)
+    shown = next(x for x in lines if x.startswith("comparison "))
+    left = " ".join(lines[next(i for i, x in enumerate(lines) if x.startswith("(left out")) :][:3])
+    for h in headers(RESULT_COLUMNS)[1:-1]:  # every column is shown or named as left out
+        assert h in shown or h in left, (columns, h)
+    assert "--wide shows every column" in left
+    assert max(len(line) for line in lines) <= columns
 
 
 def test_sessions_show_where_the_table_fits_prints_the_table(monkeypatch):

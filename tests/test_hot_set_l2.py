@@ -10,6 +10,8 @@ from workbench import cli
 from workbench.data.shapes import resolve_shape
 from workbench.measure.plan import HOT_RESIDENT_FRACTION, geometry, hot_residency, set_label
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 MIB = 1 << 20
 # L2 sizes from the vendors' public specs (the H200's also measured: docs/DESIGN.md §5.3)
 L2 = {"V100": 6 * MIB, "A100": 40 * MIB, "H100": 50 * MIB, "H200": 60 * MIB}

@@ -25,6 +25,8 @@ from workbench.core.errors import BuildError
 from workbench.kernels import build
 from workbench.store.session import load_session
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
 FAST = ["--calls", "4", "--replays", "5", "--pairs", "6"]
 SESSION = REPO / "sessions" / "20261129T140359Z_default"

@@ -16,9 +16,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from fixtures_sessions import REPO
 
 from workbench.core.errors import DIST, EXIT_NO_GPU, GPU_EXTRA
+
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
 
 SESSION = "sessions/20261129T140359Z_default"
 REPLICATE = "sessions/20261129T141409Z_default-r2"

@@ -1,6 +1,7 @@
 """Each rule of the workbench has one home (docs/CONTRIBUTING.md; STYLE practice 12): a second copy
-anywhere else in workbench/ fails here. Every checker is shown to find a planted copy (the code the
-rule's old second home had), so a checker that cannot fail fails too.
+anywhere else in workbench/ (for the slow lane: in tests/) fails here. Every checker is shown to
+find a planted copy (the code the rule's old second home had), so a checker that cannot fail
+fails too.
 
 The reader recommendation's own guard is tests/test_analysis.py (`rule_copies`); the defaults'
 is tests/test_defaults.py.
@@ -281,7 +282,7 @@ def arm_lists(ts: dict[str, ast.Module]) -> list[str]:
     return out
 
 
-SESSION_WRITER = "workbench/run/runner.py"  # the Runner (a tune's TuneRunner is one)
+SESSION_WRITER = "workbench/run/runner.py"  # the Runner (a tune is its work: tune.tuner.Tune)
 WRITES = {"record", "nvml", "finish", "update"}  # what a SessionWriter is written through
 
 
@@ -366,6 +367,94 @@ def word_copies(ts: dict[str, ast.Module]) -> list[str]:
     return [f"{path}:{ln} says {p!r}" for path, ln, p in sorted(out)]
 
 
+SHIFT_HOMES = {"workbench/analysis/compare.py", "workbench/analysis/shifts.py"}
+
+
+def shift_cell_copies(ts: dict[str, ast.Module]) -> list[str]:
+    """The shift table of two sessions is analysis/shifts.py's (its cells from compare.py's
+    Shift): no other module reads a shift's number or whether its verdict changed, so no face
+    words a cell of its own (the CLI's "verdict only" beside the TUI's "no", issue 55)."""
+    found = [
+        (path, n.lineno, n.attr)
+        for path, tree in ts.items()
+        if path not in SHIFT_HOMES
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.ctx, ast.Load)
+        and n.attr in ("shift", "verdict_changed")
+    ]
+    return [f"{path}:{ln} reads .{attr}" for path, ln, attr in sorted(found)]
+
+
+TOLERANCE_HOME = "workbench/kernels/specs.py"  # DEFAULT_TOLERANCE
+TOLERANCE = 2e-3
+
+
+def tolerance_copies(ts: dict[str, ast.Module]) -> list[str]:
+    """The relative L2 the built-ins promise against float64 is specs.DEFAULT_TOLERANCE: no other
+    module writes the number (check.REL_L2_MAX and triton-moe's promise once did), but as one
+    step of a scale (a tuple or list of three or more numbers: the TUI chart's tick steps)."""
+    out = []
+    for path, tree in ts.items():
+        if path == TOLERANCE_HOME:
+            continue
+        scales = {
+            id(e)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Tuple | ast.List) and len(n.elts) >= 3
+            for e in n.elts
+        }
+        out += [
+            f"{path}:{n.lineno} writes {n.value:g}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant)
+            and type(n.value) is float
+            and n.value == TOLERANCE
+            and id(n) not in scales
+        ]
+    return sorted(out)
+
+
+STALE_HOME = "workbench/store/provenance.py"
+
+
+def stale_sentences(ts: dict[str, ast.Module]) -> list[str]:
+    """What a stale session is, and the sentences that say so, are store/provenance.py's (its
+    `staleness` rule, `STALE`, `STALE_NOTE`, `staleness_text`): no other module has a string that
+    says "STALE: ..." (`sessions list` once printed its own beside the rule)."""
+    return sorted(
+        f"{path}:{n.lineno} says {n.value[:40]!r}"
+        for path, tree in ts.items()
+        if path != STALE_HOME
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and "STALE:" in n.value
+    )
+
+
+GRID_HOME = "workbench/plots/_common.py"  # panel_grid
+
+
+def subplot_grids(ts: dict[str, ast.Module]) -> list[str]:
+    """The grid of per-(kernel, set) panels is plots/_common.py's `panel_grid`: no other figure
+    module works out a row count by ceiling division (``-(-n // nc)``), as distributions.py and
+    floor.py each did."""
+    out = []
+    for path, tree in ts.items():
+        if path == GRID_HOME or not path.startswith("workbench/plots/"):
+            continue
+        for n in ast.walk(tree):
+            if (
+                isinstance(n, ast.UnaryOp)
+                and isinstance(n.op, ast.USub)
+                and isinstance(n.operand, ast.BinOp)
+                and isinstance(n.operand.op, ast.FloorDiv)
+                and isinstance(n.operand.left, ast.UnaryOp)
+                and isinstance(n.operand.left.op, ast.USub)
+            ):
+                out.append(f"{path}:{n.lineno} divides rows by ceiling")
+    return out
+
+
 CHECKERS = [
     stopping_rule_copies,
     settle_rule_copies,
@@ -379,6 +468,10 @@ CHECKERS = [
     arm_lists,
     session_writers,
     word_copies,
+    shift_cell_copies,
+    tolerance_copies,
+    stale_sentences,
+    subplot_grids,
 ]
 
 
@@ -497,6 +590,35 @@ PLANTED = {
             "x.py:5 says 'distribution-free'",
         ],
     ),
+    # the TUI's and the CLI's old shift cells, which disagreed (issue 55)
+    shift_cell_copies: (
+        "for s in diff.shifts:\n"
+        "    cells = [num(s.shift, '+.4f'), 'yes' if s.changed else 'no']\n"
+        "def _changed(s):\n"
+        "    return 'verdict only' if s.verdict_changed else 'no'\n",
+        ["x.py:2 reads .shift", "x.py:4 reads .verdict_changed"],
+    ),
+    # check.py's own tolerance and triton-moe's promise (issue 55); a scale of steps is no copy
+    tolerance_copies: (
+        "REL_L2_MAX = 2e-3\n"
+        "BUILTIN = {'triton-moe': {'promise': {'tolerance': 2e-3}}}\n"
+        "STEPS = (0.001, 0.002, 0.005)\n",
+        ["x.py:1 writes 0.002", "x.py:2 writes 0.002"],
+    ),
+    # `sessions list`'s old footnote
+    stale_sentences: (
+        "def _list(infos):\n"
+        "    if any(i.stale for i in infos):\n"
+        "        print('STALE: kernel sources (csrc/) differ from the working tree: re-measure')\n",
+        ["x.py:3 says 'STALE: kernel sources (csrc/) differ fro'"],
+    ),
+    # floor.py's old grid, which distributions.py repeated
+    subplot_grids: (
+        "nc = 2 if len(keys) > 1 else 1\n"
+        "nr = max(-(-len(keys) // nc), 1)\n"
+        "fig, axes = plt.subplots(nr, nc, squeeze=False)\n",
+        ["x.py:2 divides rows by ceiling"],
+    ),
     # sessions.py's old _f
     formatter_copies: (
         "def _f(x, fmt='.4f'):\n"
@@ -510,8 +632,58 @@ PLANTED = {
 @pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.__name__)
 def test_a_planted_copy_is_found(checker):
     code, found = PLANTED[checker]
-    where = "workbench/run/x.py" if checker is session_writers else "x.py"
+    where = {session_writers: "workbench/run/x.py", subplot_grids: "workbench/plots/x.py"}.get(
+        checker, "x.py"
+    )
     assert checker({where: ast.parse(code)}) == [f.replace("x.py", where) for f in found]
+
+
+# ------------------------------------------------------------------ the slow lane
+
+
+def slow_lane_lists(ts: dict[str, ast.Module]) -> list[str]:
+    """The slow lane is declared by marks alone (a file's ``pytestmark = pytest.mark.slow``, a
+    test's ``@pytest.mark.slow``): no test module, conftest.py included, adds the mark while
+    collecting (``item.add_marker(pytest.mark.slow)``) or lists test files to pick them by (a
+    literal of two or more "test_*.py" names), as conftest.py's SLOW_FILES once did."""
+    out = []
+    for path, tree in ts.items():
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call) and _name(n.func) == "add_marker":
+                marks = [a for a in n.args if _name(a) == "slow"]
+                out += [f"{path}:{n.lineno} adds the slow mark"] * bool(marks)
+            elif isinstance(n, ast.Tuple | ast.List | ast.Set):
+                files = [
+                    e.value
+                    for e in n.elts
+                    if isinstance(e, ast.Constant)
+                    and isinstance(e.value, str)
+                    and e.value.startswith("test_")
+                    and e.value.endswith(".py")
+                ]
+                if len(files) >= 2:
+                    out.append(f"{path}:{n.lineno} lists {len(files)} test files")
+    return sorted(out)
+
+
+def test_the_slow_lane_is_declared_by_marks_alone():
+    ts = {
+        p.relative_to(REPO).as_posix(): ast.parse(p.read_text())
+        for p in sorted((REPO / "tests").glob("*.py"))
+    }
+    assert "tests/conftest.py" in ts
+    assert slow_lane_lists(ts) == []
+    planted = (
+        "SLOW_FILES = {'test_ab_cli.py', 'test_tui.py'}\n"
+        "def pytest_collection_modifyitems(config, items):\n"
+        "    for item in items:\n"
+        "        if item.path.name in SLOW_FILES:\n"
+        "            item.add_marker(pytest.mark.slow)\n"
+    )
+    assert slow_lane_lists({"tests/conftest.py": ast.parse(planted)}) == [
+        "tests/conftest.py:1 lists 2 test files",
+        "tests/conftest.py:5 adds the slow mark",
+    ]
 
 
 def test_the_vocabulary_is_what_the_modules_use():

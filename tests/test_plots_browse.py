@@ -22,6 +22,8 @@ from workbench.plots.replicates import fig_replicates
 from workbench.plots.timeline import fig_nvml
 from workbench.store.session import load_session
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 REAL = REPO / "sessions"
 BLOCKS = "20261130T201628Z_default-r1"  # 6 blocks, placement seed, peers 1.7x and 25x slower
 

@@ -26,6 +26,8 @@ from workbench.plots import (
 )
 from workbench.store.session import load_session
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 MAX_SVG = 500 * 1024
 SESSIONS = REPO / "sessions"
 DEFAULT = SESSIONS / "20261129T140359Z_default"

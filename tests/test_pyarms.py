@@ -21,6 +21,8 @@ from workbench.core.errors import EXIT_BAD_ARGS, EXIT_NUMERICS_DIFFER, BadArgume
 from workbench.kernels.specs import REPO, load_spec
 from workbench.store.session import load_session
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 EXAMPLE = REPO / "examples" / "torch_arm" / "arm.toml"
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
 FAST = ["--calls", "4", "--replays", "5", "--blocks", "2", "--pairs", "2"]
@@ -349,8 +351,9 @@ def test_gpu_the_torch_example_captures_and_is_timed(tmp_path, capsys):
         assert torch.equal(out.view(torch.int16), eager.view(torch.int16)), kernel
     code = cli.main(
         ["ab", "--kernel", "w13", "--set", "hot", "--a", "b3-scalar", "--b", str(EXAMPLE),
-         "--no-reference", "--no-confirm", "--blocks", "2", "--sessions-dir", str(tmp_path),
-         "--no-plots", "--json"]
+         "--no-reference", "--no-confirm", "--blocks", "2", "--workers", "2", "--pairs", "2",
+         "--calls", "8", "--replays", "10", "--sessions-dir", str(tmp_path), "--no-plots",
+         "--json"]
     )  # fmt: skip
     out = capsys.readouterr()
     assert code == 0, out.err

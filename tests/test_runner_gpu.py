@@ -129,9 +129,13 @@ def test_ab_end_to_end(tmp_path, capsys):
     assert sess.environment["gpu"]["l2_bytes"] > 0
     assert sess.provenance["builds"]
     mem = {(m["kernel"], m["layout"]): m for m in s["memory"]}
+    # the b4 banks cost more than the b3 ones: by the allocator's exact count (NVML's window,
+    # below, sees whole driver pages and segments reserved before it: at this small shape it
+    # read b4 50 MiB against b3 64.25 MiB on an H100, so it only has to see the banks at all)
+    assert mem[("w13", "b4")]["torch_allocated"] >= mem[("w13", "b3")]["torch_allocated"] > 0
+    assert mem[("w13", "b4")]["bank_nbytes"] > mem[("w13", "b3")]["bank_nbytes"]
     if mem[("w13", "b3")]["measured"] is not None:
-        # NVML sees the banks; the b4 banks cost more than the b3 ones
-        assert mem[("w13", "b4")]["measured"] >= mem[("w13", "b3")]["measured"] > 0
+        assert mem[("w13", "b4")]["measured"] > 0 and mem[("w13", "b3")]["measured"] > 0
     assert len(sess.nvml) > 0 or "unavailable" in s["nvml"]
 
 

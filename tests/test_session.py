@@ -319,9 +319,9 @@ def test_list_sessions(tmp_path):
     assert infos[0].status == "interrupted" and infos[0].samples == 0
     assert [p for p, _ in infos.skipped] == [broken.path]
     assert "unknown schema" in infos.skipped[0][1]
-    with pytest.raises(BadArgument, match="--root .*absent.* does not exist"):
+    with pytest.raises(BadArgument, match="--sessions-dir .*absent.* does not exist"):
         list_sessions(tmp_path / "absent")
-    with pytest.raises(BadArgument, match="--root"):
+    with pytest.raises(BadArgument, match="--sessions-dir"):
         list_sessions(tmp_path / "README.txt")
 
 

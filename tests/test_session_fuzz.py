@@ -40,6 +40,8 @@ from session_fuzz_mutations import REPO, make_base
 from workbench.cli import main
 from workbench.store.session_schema import MS_RANGE
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 EXIT_CODES = {0, 2}  # documented in workbench/commands/sessions.py
 GOOD = (BASE, "good-default-2", "good-calibrate")
 REAL = sorted(p.name for p in (REPO / "sessions").iterdir() if (p / "session.json").is_file())

@@ -16,6 +16,8 @@ from workbench.core.errors import EXIT_NUMERICS_DIFFER
 from workbench.kernels.specs import csrc_dir
 from workbench.store.session import load_session
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
 FAST = ["--calls", "4", "--replays", "5", "--blocks", "2", "--pairs", "2"]
 

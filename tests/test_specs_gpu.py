@@ -17,7 +17,8 @@ pytestmark = pytest.mark.gpu
 
 EXAMPLE = REPO / "examples" / "w13_unroll4" / "variant.toml"
 SMALL = ["--hidden", "256", "--inter", "512", "--experts", "32", "--top-k", "4", "--tp", "2"]
-FAST = ["--calls", "8", "--replays", "10", "--pairs", "4", "--blocks", "2"]
+FAST = ["--calls", "8", "--replays", "10", "--pairs", "4", "--blocks", "2", "--workers", "2"]
+GATES = 2 * 2  # one gate per counted block (--blocks) of each worker process (--workers)
 
 
 def _session(root: Path) -> tuple[dict, list[dict]]:
@@ -48,7 +49,7 @@ def test_user_spec_is_gated_timed_and_recorded(tmp_path, capsys):
     assert code == 0, capsys.readouterr().err[-3000:]
     meta, journal = _session(tmp_path)
     gates = [r for r in journal if r["type"] == "gate"]
-    assert len(gates) == 2 and all(g["ok"] and g["gated"] for g in gates)
+    assert len(gates) == GATES and all(g["ok"] and g["gated"] for g in gates)
     assert all("float64 reference" in g["kind"] and 0 < g["rel_l2"] <= 2e-3 for g in gates)
     assert set(gates[0]["arms"]) == {"b3-scalar", "w13-unroll4"}
     samples = [r for r in journal if r["type"] == "sample"]

@@ -28,6 +28,8 @@ from workbench.tui.widgets.nvml_panel import NvmlPanel, short_reason  # noqa: E4
 from workbench.tui.widgets.results_view import ResultsView  # noqa: E402
 from workbench.tui.widgets.variant_matrix import VariantMatrix  # noqa: E402
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 # ------------------------------------------------------------------- browse mode and NVML
 
 

@@ -19,6 +19,8 @@ from workbench.tui.widgets.results_table import ResultsTable  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
 from workbench.tui.widgets.variant_matrix import VariantMatrix  # noqa: E402
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 SMALL = (80, 24)
 
 

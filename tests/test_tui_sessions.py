@@ -35,6 +35,8 @@ from workbench.tui.screens.compare import CompareScreen  # noqa: E402
 from workbench.tui.widgets.results_view import ResultsView  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 # -------------------------------------------------------------------------------- sessions
 
 

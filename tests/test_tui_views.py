@@ -1,7 +1,9 @@
 """Every view of the TUI at 80x24 (the smallest terminal supported) and at 140x40: a snapshot of
-each, and in the same app run direct checks of what a newcomer found cut (issue 33): the
-compare table's cells, the no-GPU banner, Export in the footer, the sessions' dates, the
-recommendation and the deciding rows of the verdict table, B ms.
+each, and in the same app run direct checks of what a newcomer found cut (issues 33, 46, 57):
+the no-GPU banner, Export and the tab keys in the footer, the sessions' dates, the
+recommendation and the deciding rows of the verdict table, B ms and µs/call, no table cell cut
+at the edge, and both sessions' ratio, interval and verdict of every main comparison of a
+compare.
 
 The results and the compare are of committed H200 sessions (18 comparisons: the main ones,
 three references each, two step confirmations). Staleness against the working tree is switched
@@ -24,7 +26,10 @@ from tui_backend_double import make_app, settle  # noqa: E402
 
 from workbench.store import provenance  # noqa: E402
 from workbench.tui.widgets.recommendation import RecommendationPanel, short_arms  # noqa: E402
+from workbench.tui.widgets.results_table import ResultsTable  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
+
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
 
 REPO = Path(__file__).resolve().parent.parent
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((140, 40), id="140x40")]
@@ -64,6 +69,34 @@ def footer_problems(app, size, keys) -> list[str]:
     ]
 
 
+def tab_keys_problems(app, size) -> list[str]:
+    """The footer lists the tab keys (help names them: 1 2 3), on every tab."""
+    footer = screen_lines(app)[size[1] - 1]
+    return [] if "1 2 3 Tabs" in footer else [f"footer lacks the tab keys: {footer.strip()!r}"]
+
+
+def painted(app, widget) -> list[str]:
+    """The lines of ``widget`` as painted, the part of it in view only."""
+    geometry = app.screen.find_widget(widget)
+    r = geometry.region.intersection(geometry.clip)
+    return [ln[r.x : r.right] for ln in screen_lines(app)[r.y : r.bottom]]
+
+
+def cut_cells(app, table) -> list[str]:
+    """Each piece of text ``table`` shows (its cells stand two spaces or more apart) is a whole
+    cell or column label of it: "sou", "805", "3.91→3.9" are cut."""
+    whole = {c.label.plain for c in table.ordered_columns}
+    for i in range(table.row_count):
+        whole |= {str(getattr(c, "plain", c)) for c in table.get_row_at(i)}
+    shown = [t for ln in painted(app, table) for t in re.split(r"\s{2,}", ln.strip()) if t]
+    bars = {chr(c) for c in range(0x2580, 0x25A0)}  # a scrollbar's blocks
+    return [
+        f"{type(table).__name__}: cut cell {t!r}"
+        for t in shown
+        if t not in whole and not set(t) <= bars
+    ]
+
+
 # ---- how each view is reached, and what must be whole in it --------------------------------
 
 
@@ -80,6 +113,7 @@ async def reach_run(pilot, roots) -> None:
 
 def check_run(app, size) -> list[str]:
     problems = footer_problems(app, size, ("b", "r", "l", "question_mark", "q"))
+    problems += tab_keys_problems(app, size)
     # the form's preset whole (issue 46: "qwen3.8-flash-ne" at 80 columns)
     if not any("preset" in ln and "qwen3.8-flash-next " in ln for ln in screen_lines(app)):
         problems.append("the run form's preset is cut")
@@ -93,8 +127,9 @@ async def reach_sessions(pilot, roots) -> None:
 
 
 def check_sessions(app, size) -> list[str]:
-    problems = footer_problems(app, size, ("o", "m", "x", "e"))
+    problems = footer_problems(app, size, ("o", "m", "x", "e")) + tab_keys_problems(app, size)
     browser = app.query_one(SessionBrowser)
+    problems += cut_cells(app, browser)  # issue 57: "sources" cut to "s" at 80 columns
     lines = screen_lines(app)
     same_slug = [i for i in browser.infos.values() if i.name.endswith("_default-r2")]
     assert len(same_slug) == 2
@@ -119,7 +154,8 @@ async def reach_results(pilot, roots) -> None:
 
 
 def check_results(app, size) -> list[str]:
-    problems = footer_problems(app, size, ("e", "end"))
+    problems = footer_problems(app, size, ("e", "end")) + tab_keys_problems(app, size)
+    problems += cut_cells(app, app.query_one(ResultsTable))
     view = app.query_one("#results-view").view
     footer_top = size[1] - 3  # the GPU line, the status line and the footer below
     panel = app.query_one(RecommendationPanel)
@@ -140,8 +176,10 @@ def check_results(app, size) -> list[str]:
         row = re.compile(rf"^\s*{re.escape(r.id)}\s+{head}\s+{r.verdict.median:.4f}\b")
         if not any(row.match(ln) for ln in lines):
             problems.append(f"table row {r.id} not on screen")
-    if size[0] >= 140 and not any(re.search(r"\bA ms\s+B ms\b", ln) for ln in lines):
-        problems.append("column B ms not on screen")
+    if size[0] >= 140 and not any(re.search(r"\bA ms\s+B ms\s+µs/call A→B\b", ln) for ln in lines):
+        problems.append("columns B ms and µs/call not on screen")
+    if any("…" in ln for ln in lines):  # the recommendation's reasons whole or left out
+        problems.append("a line is cut: " + next(ln for ln in lines if "…" in ln).strip())
     return problems
 
 
@@ -151,18 +189,46 @@ async def reach_compare(pilot, roots) -> None:
     await settle(pilot)
 
 
-def check_compare(app, size) -> list[str]:
-    body = app.screen.query_one(".modal-body").region
-    lines = [ln[body.x : body.right] for ln in screen_lines(app)[body.y : body.bottom]]
+def compare_expected(sessions: Path) -> dict[str, list[list[str]]]:
+    """Per main comparison of R1 → R2 (in the folder ``sessions``): what must be whole on one
+    line for session A, then for B: its ratio, its interval and its verdict (the analysis
+    model's)."""
+    from workbench.analysis import compare_sessions
+    from workbench.core.fmt import interval, num
+    from workbench.store.session import load_session
+
+    diff = compare_sessions(load_session(sessions / R1), load_session(sessions / R2))
+    return {
+        s.id: [
+            [num(r.verdict.median), interval(r.verdict.ci_low, r.verdict.ci_high), r.verdict_words]
+            for r in (s.a, s.b)
+        ]
+        for s in diff.shifts
+        if s.a.role == "main"
+    }
+
+
+def compare_problems(app) -> list[str]:
+    """Both sessions' ratio, interval and verdict of each main comparison on a line of the
+    compare screen as it is shown (no scrolling either way), whole."""
+    body = app.screen.query_one(".modal-body")
+    lines = painted(app, body)
     problems = [f"a cell is cut: {ln.strip()!r}" for ln in lines if "…" in ln]
-    markdown = app.backend.compare(app.backend.sessions_root / R1, app.backend.sessions_root / R2)
-    table = [ln for ln in markdown.split("\n") if ln.startswith("| ")][1:]
-    assert len(table) == 18
-    for line in table[:4]:  # the first rows' id, shift and interval, whole
-        cells = [c.strip() for c in line.strip("| ").split(" | ")][:3]
-        if not any(all(c in ln for c in cells) for ln in lines):
-            problems.append(f"row {cells} not whole on screen")
+    expected = compare_expected(app.backend.sessions_root)
+    assert len(expected) == 4  # w13 and w2, hot and rotating
+    for cmp_id, sides in expected.items():
+        if not any(re.search(rf"\b{re.escape(cmp_id)}\s", ln) for ln in lines):
+            problems.append(f"{cmp_id} not on screen")
+        for side, cells in zip("AB", sides, strict=True):
+            if not any(all(c in ln for c in cells) for ln in lines):
+                problems.append(
+                    f"{cmp_id}: session {side}'s {' '.join(cells)!r} not whole on screen"
+                )
     return problems
+
+
+def check_compare(app, size) -> list[str]:
+    return compare_problems(app)
 
 
 async def reach_live(pilot, roots) -> None:
@@ -258,21 +324,69 @@ def test_tab_goes_between_the_tab_bar_and_the_results_table(views):
     assert asyncio.run(drive()) == ["ResultsTable", "ContentTabs", "ResultsTable"]
 
 
-def test_compare_keeps_the_comparison_names_while_it_scrolls_sideways(views):
+# ---- issue 57: the compare at 80x24 ----------------------------------------------------------
+
+
+async def _open_compare(app, views, pilot) -> None:
+    await settle(pilot)
+    app.compare_sessions(views[1] / R1, views[1] / R2)
+    await settle(pilot)
+
+
+def test_compare_at_80x24_shows_both_sessions_of_every_main_comparison_whole(views):
+    """At 80x24 the compare showed "ratio in A [" and no more: B's figures took Tab and →.
+    Now each main comparison's ratio, interval and verdict of A and of B are on screen whole,
+    as it opens, without scrolling either way."""
     add_committed(views)
     app, _ = make_app(views)
 
     async def drive() -> list[str]:
         async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot)
-            app.compare_sessions(views[1] / R1, views[1] / R2)
-            await settle(pilot)
-            await pilot.press("tab")
-            for _ in range(12):  # to the last column
-                await pilot.press("right")
-            await pilot.pause()
-            body = app.screen.query_one(".modal-body").region
-            return [ln[body.x : body.right] for ln in screen_lines(app)[body.y : body.bottom]]
+            await _open_compare(app, views, pilot)
+            return compare_problems(app)
 
-    lines = asyncio.run(drive())
-    assert any("w13/hot " in ln for ln in lines), "\n".join(lines)
+    problems = asyncio.run(drive())
+    assert not problems, "\n".join(problems)
+
+
+def test_compare_page_down_after_tab_reaches_the_method(views):
+    """Tab used to focus the compare's table, which then kept PageDown to itself (it shows all
+    its rows): the method text at the end was out of reach."""
+    add_committed(views)
+    app, _ = make_app(views)
+
+    async def drive() -> tuple[list[str], list[str]]:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await _open_compare(app, views, pilot)
+            body = app.screen.query_one(".modal-body")
+            before = painted(app, body)
+            await pilot.press("tab")
+            for _ in range(6):
+                await pilot.press("pagedown")
+            await pilot.pause()
+            return before, painted(app, body)
+
+    before, after = asyncio.run(drive())
+    assert not any("Method:" in ln for ln in before)
+    assert any("Method:" in ln for ln in after), "\n".join(after)
+
+
+def test_compare_cards_list_the_main_comparisons_first_then_confirm_then_references(views):
+    """The cards' order is by role; within a role, the table's; every comparison is there."""
+    from workbench.tui.screens.tables import split_tables
+    from workbench.tui.widgets.shift_cards import cards
+
+    add_committed(views)
+    _, backend = make_app(views)
+    view = backend.compare(views[1] / R1, views[1] / R2)
+    table = next(p for p in split_tables(view.markdown) if isinstance(p, list))
+    text = [line.plain for line in cards(table, view.roles).renderables]
+    named = [t.split()[0] for t in text if t.split() and t.split()[0] in view.roles]
+    roles = [view.roles[n] for n in named]
+    assert roles == sorted(roles, key=["main", "confirm", "reference"].index)
+    assert sorted(named) == sorted(row[0] for row in table[1:])
+    assert [t for t in text if t in ("main", "confirm", "reference")] == [
+        "main",
+        "confirm",
+        "reference",
+    ]

@@ -18,8 +18,11 @@ from workbench import cli
 from workbench.analysis.words import SINGLE_PROCESS
 from workbench.data.shapes import resolve_shape
 from workbench.measure.abba import ProtocolConfig
+from workbench.run import pool, runner
 from workbench.store.session import load_session
 from workbench.tune import space, tuner
+
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
 
 SHAPE = dict(hidden=64, inter=128, experts=8, top_k=2, tp=1)
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
@@ -58,7 +61,7 @@ def run_tune(tmp_path, unroll=(3, 4, 5, 6), top=2, workers=1, cancel=None, event
                                 protocol=ProtocolConfig(pairs=2, blocks=3),
                                 sessions_dir=str(tmp_path / "sessions"),
                                 workers=confirm_workers)  # fmt: skip
-    r = tuner.TuneRunner(cfg, tc, cancel=cancel, events=events)
+    r = tuner.tune_runner(cfg, tc, cancel=cancel, events=events)
     return r.run()
 
 
@@ -145,7 +148,7 @@ def test_a_candidate_screened_before_the_session_opens_is_cached_once_it_does(
     """Only one worker describes the run; another's candidate may end before that hello
     arrives (CI saw it): the candidate waits for the session instead of failing the run."""
     held: list = []
-    real_hello, real_group = tuner.TuneRunner.on_hello, tuner.TuneRunner.on_group
+    real_hello, real_group = runner.Runner.on_hello, runner.Runner.on_group
 
     def hello(self, job, data):
         if "provenance" in data and not held:
@@ -156,11 +159,11 @@ def test_a_candidate_screened_before_the_session_opens_is_cached_once_it_does(
     def group(self, job, h, data):
         real_group(self, job, h, data)
         if held and self.session is None:
-            assert self.screened  # a candidate screened while there was no session
+            assert self.work.screened  # a candidate screened while there was no session
             real_hello(self, *held[0])
 
-    monkeypatch.setattr(tuner.TuneRunner, "on_hello", hello)
-    monkeypatch.setattr(tuner.TuneRunner, "on_group", group)
+    monkeypatch.setattr(runner.Runner, "on_hello", hello)
+    monkeypatch.setattr(runner.Runner, "on_group", group)
     first = run_tune(tmp_path)
     assert held and first.status == "complete"
     second = run_tune(tmp_path)  # its screen comes from the cache the first one wrote
@@ -254,8 +257,6 @@ def test_cli_end_to_end_with_json_and_sweep_plot(device, capsys, tmp_path):
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(monkeypatch, capsys, argv, names):
-    from workbench.run import runner
-
     def boom(*a, **k):
         raise AssertionError("GPU work started before the arguments were checked")
 
@@ -350,3 +351,23 @@ def test_the_confirmation_runs_in_workers_and_a_faulting_candidate_ends_its_work
     assert {s["worker"] for s in sess.samples_for(f"tune/{name(FASTEST)}/hot")} == {0, 1, 2}
     assert {s["worker"] for s in sess.samples if s["cmp"].startswith(f"tune/{name(EQUAL)}/")} <= {0}
     assert sess.comparison(f"tune/{name(FASTEST)}/rotating")["workers"] == 3
+
+
+def test_every_record_of_a_tune_carries_the_gpu_that_measured_it(device, tmp_path, monkeypatch):
+    """Every round's samples carry "gpu" (tests/test_tune_gpu.py once saw {0, None}): the
+    screen's workers on two simulated GPUs, the confirmation's and the reader round's worker
+    processes on two boards, each sample the index of its worker's GPU lane."""
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)  # the screen: one worker per GPU
+    gpus = [pool.GPU(str(i), i, "Simulated H200", f"GPU-sim-{i}") for i in range(2)]
+    monkeypatch.setattr(pool, "visible_gpus", lambda: gpus)  # the confirmation's boards
+    res = run_tune(tmp_path, unroll=(4, 5), top=1, workers=2, confirm_workers=2)
+    assert res.status == "complete"
+    sess = load_session(res.session_path)
+    assert not sess.warnings
+    rounds = {s["cmp"].split("/")[0] for s in sess.samples}
+    assert rounds == {"screen", "tune", "reader"}
+    assert all(isinstance(s.get("gpu"), int) for s in sess.samples)
+    for s in sess.samples:
+        if not s["cmp"].startswith("screen/"):  # worker i of a round runs on lane i % 2
+            assert s["gpu"] == s["worker"] % 2, s
+    assert {s["gpu"] for s in sess.samples if s["cmp"].startswith("tune/")} == {0, 1}

@@ -25,7 +25,7 @@ from test_tune import FASTEST, SLOW, SMALL, key, name, run_tune  # noqa: E402
 from workbench import cli  # noqa: E402
 from workbench.store.session import load_session  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 TESTS = Path(__file__).resolve().parent
 
 

@@ -21,6 +21,8 @@ from tui_backend_double import ReplayBackend, write_synthetic_session  # noqa: E
 from workbench.tui.app import WorkbenchApp  # noqa: E402
 from workbench.tui.screens.tune import TuneScreen, parse_params  # noqa: E402
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 
 def drive(test):
     @functools.wraps(test)

@@ -89,7 +89,7 @@ def test_report_into_a_read_only_folder(read_only, capsys, session):
     assert list(read_only.iterdir()) == []
 
 
-@pytest.mark.parametrize("fmt", ["json", "vllm"])
+@pytest.mark.parametrize("fmt", ["json", "per-shape", "vllm"])
 def test_export_into_a_read_only_folder(read_only, capsys, session, fmt):
     out = read_only / "x.json" if fmt == "json" else read_only
     code = cli.main(["export", session, "--format", fmt, "--out", str(out)])

@@ -28,6 +28,8 @@ from fixtures_sessions import REPO
 
 from workbench.core.errors import DIST, EXIT_NO_GPU
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 
 def _sh(cmd: list[str], cwd: Path, env: dict | None = None, timeout: int = 900):
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

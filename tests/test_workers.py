@@ -19,6 +19,8 @@ from workbench.run import pool, runner, worker_proc
 from workbench.run.phases import phase_lines, phase_table
 from workbench.store.session import load_session
 
+pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
+
 SMALL = ["--hidden", "64", "--inter", "128", "--experts", "8", "--top-k", "2", "--tp", "1"]
 FAST = ["--calls", "4", "--replays", "5", "--blocks", "2", "--pairs", "2"]
 

@@ -5,10 +5,11 @@ commands and the TUI:
 
 * ``model``: per-comparison results (pair ratios, block-level verdicts through
   ``workbench.core.stats``) of one session, ``analyse(session) -> Analysis``;
-* ``recommend``: which comparisons are reader comparisons, and the reader recommendation;
+* ``recommend``: which comparisons are reader comparisons, and the reader recommendation (its
+  evidence as data, ``SetEvidence``, worded by ``words``);
 * ``method_check``: a cell timed by two timing methods, each method's verdict side by side;
 * ``calibration``: the calibration resolution (smallest injected delay detected reliably);
-* ``compare``: the shift of each comparison between two sessions;
+* ``compare``: the shift of each comparison between two sessions, and ``shifts`` its one table;
 * ``pool``: verdicts pooled over replicate sessions.
 
 Torch-free and textual-free (NumPy and SciPy only). Submodules import each other directly, never

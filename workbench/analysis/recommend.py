@@ -13,11 +13,11 @@ A comparison with no complete pair carries no evidence and does not count either
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import workbench.analysis.words as words
 from workbench.analysis.method_check import timer_evidence
-from workbench.analysis.words import legend, reason
 from workbench.core.errors import BadArgument
 from workbench.core.stats import DEFAULT_CONF, DEFAULT_M, LEGACY_RULE, RULE, Verdict
 from workbench.core.vocab import KERNELS
@@ -34,25 +34,100 @@ class Judged(Protocol):
     verdict: Verdict
 
 
+@dataclass(frozen=True)
+class SetEvidence:
+    """One expert set's part in a recommendation, as data: its verdict (the word, the ratio, the
+    interval and the branch of the rule that decided, ``code``), the words given for it where
+    they are not one verdict's (a pool's, the fleet's), and whether it decided the direction (a
+    slower set where B is slower, a faster one where B is faster). Worded by
+    ``words.set_evidence_text``; a face lays its fields out (the TUI's evidence panel)."""
+
+    set: str
+    verdict: Verdict
+    given: str | None = None
+    decides: bool = False
+
+    @property
+    def word(self) -> str:
+        return self.verdict.words
+
+    @property
+    def ratio(self) -> float:
+        return self.verdict.median
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return (self.verdict.ci_low, self.verdict.ci_high)
+
+    @property
+    def code(self) -> str:
+        return self.verdict.code
+
+    @property
+    def open(self) -> bool:
+        """Unresolved: AMBIGUOUS, FASTER~m or SLOWER~m (the verdict's class AMBIGUOUS)."""
+        return self.verdict.verdict == "AMBIGUOUS"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"set": self.set, "verdict": self.verdict.to_dict(), "decides": self.decides}
+        return d | ({"given": self.given} if self.given is not None else {})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SetEvidence:
+        try:
+            return cls(d["set"], Verdict.from_dict(d["verdict"]), d.get("given"), d["decides"])
+        except KeyError as e:
+            raise BadArgument(f"set evidence dict lacks {e.args[0]!r}") from None
+
+
 @dataclass
 class Recommendation:
     """Per-kernel choice of reader. ``arm`` is the variant to use: B for "cooperative", A for
-    "scalar", and A for "inconclusive" too (the status quo stays until measured better)."""
+    "scalar", and A for "inconclusive" too (the status quo stays until measured better).
+    ``sets``: the evidence per expert set, as data; ``evidence``: it in sentences
+    (``words.evidence_lines``), what the report, the CLI and `export` print, followed by
+    ``timers``: the method check's line of each reader cell whose timing methods disagree
+    beyond their intervals (docs/DESIGN.md §5.11; worded by ``words.method_check_text``)."""
 
     kernel: str
     decision: str
     arm: str
     rule: str
-    evidence: list[str] = field(default_factory=list)
+    sets: tuple[SetEvidence, ...] = ()
     verdicts: dict[str, str] = field(default_factory=dict)
+    timers: tuple[str, ...] = ()
+
+    @property
+    def caution(self) -> tuple[SetEvidence, ...]:
+        """The unresolved sets, named beside a cooperative decision where a set's CI contains 1
+        (they never count as evidence for it); () otherwise."""
+        if self.decision == "cooperative" and any(e.word == "AMBIGUOUS" for e in self.sets):
+            return tuple(e for e in self.sets if e.open)
+        return ()
+
+    @property
+    def evidence(self) -> list[str]:
+        return [*words.evidence_lines(self), *self.timers]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "kernel": self.kernel,
+            "decision": self.decision,
+            "arm": self.arm,
+            "rule": self.rule,
+            "evidence": self.evidence,  # the sentences, for a reader of the JSON
+            "verdicts": dict(self.verdicts),
+            "sets": [e.to_dict() for e in self.sets],
+            **({"timers": list(self.timers)} if self.timers else {}),  # absent before §5.11
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Recommendation:
+        """The inverse of ``to_dict`` ("evidence" is worded from "sets" again)."""
         try:
-            return cls(**{f.name: d[f.name] for f in fields(cls)})
+            sets = tuple(SetEvidence.from_dict(e) for e in d["sets"])
+            return cls(d["kernel"], d["decision"], d["arm"], d["rule"], sets, dict(d["verdicts"]),
+                       tuple(d.get("timers", ())))  # fmt: skip
         except KeyError as e:
             raise BadArgument(f"recommendation dict lacks {e.args[0]!r}") from None
 
@@ -66,7 +141,7 @@ def rule_text(
     """The reader rule in words, its interval named by the ``methods`` the verdicts used, the
     words by the ``rule`` that made them (stats.RULES: a session before the interval rule keeps
     the text it was read with)."""
-    estimate, interval = legend(methods, conf)
+    estimate, interval = words.legend(methods, conf)
     if rule == RULE:
         return (
             "Take the cooperative reader (B) if it is faster in at least one expert set (FASTER "
@@ -172,9 +247,10 @@ def recommendations(
             verdicts = {str(r.cmp["set"]): r.verdict for r in mains}
             why = {str(r.cmp["set"]): (reasons or {}).get(r.cmp["id"]) for r in mains}
             a, b = str(mains[0].cmp["a"]), str(mains[0].cmp["b"])
-            out[kernel] = combine(kernel, verdicts, a, b, why)
+            rec = combine(kernel, verdicts, a, b, why)
             if reasons is None:  # one session's verdicts: do its timers disagree (§5.11)?
-                out[kernel].evidence += timer_evidence(results, mains)
+                rec.timers = tuple(timer_evidence(results, mains))
+            out[kernel] = rec
     return out
 
 
@@ -183,10 +259,10 @@ def overall(verdicts: Mapping[str, Verdict]) -> str:
     "SLOWER" if any set is slower (SLOWER or SLOWER~m), else "FASTER" if any is faster (FASTER or
     FASTER~m), else "SAME" if every set is SAME, else "AMBIGUOUS". The reader recommendation
     (``combine``) and the tuner's verdict on a candidate both read it."""
-    words = {v.words for v in verdicts.values()}
-    if words & set(SLOWER_WORDS):
+    said = {v.words for v in verdicts.values()}
+    if said & set(SLOWER_WORDS):
         return "SLOWER"
-    if words & set(FASTER_WORDS):
+    if said & set(FASTER_WORDS):
         return "FASTER"
     if verdicts and all(v.verdict == "SAME" for v in verdicts.values()):
         return "SAME"
@@ -200,8 +276,9 @@ def combine(
     b: str = "b3-coop",
     reasons: Mapping[str, str | None] | None = None,
 ) -> Recommendation:
-    """Combine one kernel's verdicts per expert set (e.g. {"hot": v, "rotating": v}); each set's
-    evidence is ``reasons[set]`` where given, else ``words.reason`` of its verdict.
+    """Combine one kernel's verdicts per expert set (e.g. {"hot": v, "rotating": v}) into a
+    decision and its evidence per set (``SetEvidence``, data: ``words.evidence_lines`` words it,
+    each set by ``reasons[set]`` where given, else by ``words.reason`` of its verdict).
 
     Conservative by construction: one slower set (SLOWER or SLOWER~m) vetoes the cooperative
     reader, and sets whose CI contains 1 never count as evidence for it (they are named as a
@@ -211,7 +288,9 @@ def combine(
     """
     if not verdicts:
         raise BadArgument(f"verdicts for kernel {kernel!r} are empty: nothing to recommend from")
-    vs = {name: v.label for name, v in verdicts.items()}  # one word per set (Verdict.label)
+    # the set's word as every cell prints it (Verdict.words): a session of the estimate rule
+    # reads SLOWER<m here too, never the SAME its verdict class decides as (issue 57)
+    vs = {name: v.words for name, v in verdicts.items()}
     ms = sorted({v.m for v in verdicts.values()})
     confs = sorted({v.conf for v in verdicts.values()})
     rules = {v.rule for v in verdicts.values()}
@@ -220,30 +299,15 @@ def combine(
     if len(ms) > 1 or len(confs) > 1:
         rule += f" (the sets used different thresholds: m in {ms}, conf in {confs})"
     given = reasons or {}
-    evidence = [f"{k}: {v.words} ({given.get(k) or reason(v)})" for k, v in verdicts.items()]
-    words = {name: v.words for name, v in verdicts.items()}
-    # the unresolved sets with their words (AMBIGUOUS, FASTER~m or SLOWER~m)
-    open_sets = ", ".join(
-        f"{k} {words[k]}" for k, v in verdicts.items() if v.verdict == "AMBIGUOUS"
-    )
-    named = lambda group: ", ".join(  # noqa: E731
-        f"{k} ({w})" for k, w in words.items() if w in group
-    )
     direction = overall(verdicts)
-    if direction == "SLOWER":
-        decision = "scalar"
-        evidence.append(f"scalar: B is slower in {named(SLOWER_WORDS)}")
-    elif direction == "FASTER":
+    decisive = {"SLOWER": SLOWER_WORDS, "FASTER": FASTER_WORDS}.get(direction, ())
+    sets = tuple(
+        SetEvidence(k, v, given.get(k) or None, v.words in decisive) for k, v in verdicts.items()
+    )
+    if direction == "FASTER":
         decision = "cooperative"
-        evidence.append(f"cooperative: B is faster in {named(FASTER_WORDS)} and SLOWER nowhere")
-        if "AMBIGUOUS" in set(words.values()):
-            evidence.append(f"caution: {open_sets}: the CI contains 1")
-    elif direction == "SAME":
+    elif direction in ("SLOWER", "SAME"):
         decision = "scalar"
-        evidence.append("scalar: no set shows an effect of m or more (SAME everywhere)")
     else:
         decision = "inconclusive"
-        evidence.append(f"inconclusive: {open_sets} and no set faster or slower; scalar stays")
-    return Recommendation(
-        kernel, decision, b if decision == "cooperative" else a, rule, evidence, vs
-    )
+    return Recommendation(kernel, decision, b if decision == "cooperative" else a, rule, sets, vs)

@@ -212,7 +212,14 @@ def more_text(v: Verdict) -> str | None:
 
 
 def _why(v: Verdict) -> str:
-    """The rule ``v.code`` names, with its thresholds."""
+    """The rule ``v.code`` names, with its thresholds (and the side of 1, where it says it)."""
+    rule, aside = _why_parts(v)
+    return rule if aside is None else f"{rule}; {aside}"
+
+
+def _why_parts(v: Verdict) -> tuple[str, str | None]:
+    """(the rule ``v.code`` names, with its thresholds; what the CI says beside it, or None:
+    "B is faster, by less than m (the CI excludes 1)" for a CI inside the band on one side of 1)."""
     m, lo_m, hi_m = v.m, 1.0 - v.m, 1.0 + v.m
     est = "median" if v.method == "pairs" else "estimate"
     side = "faster" if v.ci_high < 1.0 else "slower" if v.ci_low > 1.0 else None
@@ -224,21 +231,22 @@ def _why(v: Verdict) -> str:
             "one-side": f"B is {side} (the CI excludes 1) but the CI straddles "
             f"{lo_m if side == 'faster' else hi_m:.4f} (1 {'-' if side == 'faster' else '+'} m): "
             f"whether the effect reaches m = {m * 100:g} % is not resolved",
-        }[v.code]
+        }[v.code], None
+    if v.code == "inside":
+        aside = None if side is None else f"B is {side}, by less than m (the CI excludes 1)"
+        return f"no effect of m = {m * 100:g} % or more: the whole CI lies inside {band}", aside
     return {
         "faster": f"B is faster: the CI lies entirely below 1 and the {est} is <= {lo_m:.4f} "
         "(1 - m)",
         "slower": f"B is slower: the CI lies entirely above 1 and the {est} is >= {hi_m:.4f} "
         "(1 + m)",
-        "inside": f"no effect of m = {m * 100:g} % or more: the whole CI lies inside {band}"
-        + ("" if side is None else f"; B is {side}, by less than m (the CI excludes 1)"),
         "one-side": f"B is {side} (the CI excludes 1) but the {est} is within m = {m * 100:g} % "
         f"of 1 and the CI is not inside {band}: whether the effect reaches m is not resolved",
         "contains-1": f"the CI contains 1 and is not inside {band}",
         "too-few-pairs": f"only {v.n} pair(s): a distribution-free {_pct(v.conf)} CI needs at "
         f"least {min_pairs(v.conf)}",
         "no-pairs": "no complete pairs",
-    }[v.code]
+    }[v.code], None
 
 
 def _facts(v: Verdict) -> str:
@@ -331,6 +339,56 @@ def timings_legend(timings: Iterable[str]) -> str:
     return "; ".join(f"{t} = {TIMING_WORDS.get(t, t)}" for t in dict.fromkeys(timings))
 
 
+# ------------------------------------------------------------------------------ a recommendation
+
+
+def set_evidence_text(e: Any) -> str:
+    """One expert set's evidence (``recommend.SetEvidence``) in a sentence: "hot: FASTER (why;
+    figures)", in the words given for it where there are (a pool's, the fleet's)."""
+    return f"{e.set}: {e.word} ({e.given or reason(e.verdict)})"
+
+
+def set_figures(e: Any) -> str:
+    """A set's evidence without the rule's branch, for a face that prints the rule once (the
+    TUI's evidence panel): the side of 1, how many more units would settle it, and the figures;
+    the given words whole where there are."""
+    if e.given:
+        return e.given
+    v = e.verdict
+    return "; ".join(x for x in (_why_parts(v)[1], more_text(v), _facts(v)) if x)
+
+
+def decision_text(rec: Any) -> str:
+    """A recommendation's decision (``recommend.Recommendation``) and the sets it rests on."""
+    named = ", ".join(f"{e.set} ({e.word})" for e in rec.sets if e.decides)
+    if rec.decision == "cooperative":
+        return f"cooperative: B is faster in {named} and SLOWER nowhere"
+    if rec.decision == "scalar":
+        if named:
+            return f"scalar: B is slower in {named}"
+        return "scalar: no set shows an effect of m or more (SAME everywhere)"
+    opened = ", ".join(f"{e.set} {e.word}" for e in rec.sets if e.open)
+    return f"inconclusive: {opened} and no set faster or slower; scalar stays"
+
+
+def caution_text(rec: Any) -> str | None:
+    """The unresolved sets beside a cooperative decision (``Recommendation.caution``), or None."""
+    if not rec.caution:
+        return None
+    return f"caution: {', '.join(f'{e.set} {e.word}' for e in rec.caution)}: the CI contains 1"
+
+
+def evidence_lines(rec: Any) -> list[str]:
+    """A recommendation's evidence in sentences: one per set, the decision, any caution (the
+    report's, the CLI's, `export`'s)."""
+    caution = caution_text(rec)
+    return [
+        *(set_evidence_text(e) for e in rec.sets),
+        decision_text(rec),
+        *([caution] if caution else []),
+    ]
+
+
 # ------------------------------------------------------------------------------ settling looks
 
 LOOK_STOPS = {
@@ -402,21 +460,25 @@ def shape_text(session: Session) -> str:
 def protocol_text(an: Any) -> str:
     """Protocol in words from the comparisons of ``an`` (a workbench.analysis.Analysis, which
     this module cannot import: the model's reader rule words its evidence here): calls per
-    replay, replays per sample, pairs, blocks and worker processes."""
+    replay, replays per sample, then per role its pairs, blocks and worker processes ("main: 24
+    ABBA pairs in 12 blocks of 6 worker processes; confirm: 12 ABBA pairs in 6 blocks of 3 ...")."""
     main = an.by_role("main", "confirm") or an.results
     if not main:
         return "no comparisons"
-    calls = sorted({r.calls for r in main})
-    replays = sorted({int(r.cmp["replays"]) for r in main})
-    pairs = sorted({r.verdict.n for r in main})
-    blocks = sorted({r.verdict.blocks for r in main if r.verdict.method != "pairs"})
-    workers = sorted({r.verdict.workers for r in main if r.verdict.method == "workers"})
-    j = lambda xs: "/".join(map(str, xs))  # noqa: E731
-    text = f"{j(calls)} calls per replay, {j(replays)} replays per sample, {j(pairs)} ABBA pairs"
-    if blocks:
+    j = lambda xs: "/".join(map(str, sorted(xs)))  # noqa: E731
+    calls, replays = {r.calls for r in main}, {int(r.cmp["replays"]) for r in main}
+    parts = []
+    for role in dict.fromkeys(r.role for r in main):  # in the session's order
+        rows = [r for r in main if r.role == role]
+        blocks = {r.verdict.blocks for r in rows if r.verdict.method != "pairs"}
+        workers = {r.verdict.workers for r in rows if r.verdict.method == "workers"}
+        part = f"{role}: {j({r.verdict.n for r in rows})} ABBA pairs"
+        part += f" in {j(blocks)} blocks" if blocks else ""
+        part += f" of {j(workers)} worker processes" if workers else ""
+        parts.append(part)
+    text = f"{j(calls)} calls per replay, {j(replays)} replays per sample; " + "; ".join(parts)
+    if any(r.verdict.method != "pairs" for r in main):
         seed = an.session.config.get("protocol", {}).get("placement_seed")
-        text += f" in {j(blocks)} blocks"
-        text += f" of {j(workers)} worker processes" if workers else ""
         text += f" (placement seed {seed})"
     return text
 

@@ -152,15 +152,17 @@ def not_stdout(path: str | None, option: str, what: str) -> None:
         raise BadArgument(f"{option} - (stdout) takes one text; {what}: name a folder or a file")
 
 
-def console(stderr: bool = True, pipe_width: int = 180):
+def console(stderr: bool = True, pipe_width: int = 180, width: int | None = None):
     """A rich Console on stderr (messages, progress) or stdout (results).
 
-    On a terminal, the terminal's width. Redirected to a file or a pipe, rich would assume 80
-    columns and squeeze a table; ``pipe_width`` (180) fits the messages, and a table is printed
-    at its own width there (``_tables.print_table``). soft_wrap keeps messages (paths, errors) as
+    ``width`` where given (a fitting command's, workbench/commands/_fit.py); else on a
+    terminal, the terminal's width. Redirected to a file or a pipe, rich would assume 80 columns
+    and squeeze a table; ``pipe_width`` (180) fits the messages, and a table is laid out at its
+    own width there (``_tables.results_lines``). soft_wrap keeps messages (paths, errors) as
     whole lines."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else pipe_width
+    if width is None:
+        width = None if stream.isatty() else pipe_width
     return Console(file=stream, highlight=False, soft_wrap=True, width=width)

@@ -8,7 +8,25 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from workbench.core import defaults
 from workbench.core.errors import BadArgument
+
+SESSIONS_DIR = "--sessions-dir"  # the sessions folder's one option name, in every command
+
+
+def add_sessions_dir(p, what: str, dest: str = "root", old: str = "--root", default=None) -> None:
+    """``--sessions-dir DIR`` (``what`` it is for), the option every command names the sessions
+    folder by; ``old``, the name this command knew it by, stays as an alias. ``default`` None:
+    the command tells a folder it was given from the default (``sessions``) it looked in."""
+    p.add_argument(
+        SESSIONS_DIR,
+        old,
+        dest=dest,
+        default=default,
+        metavar="DIR",
+        help=f"{what} (default: {defaults.SESSIONS_DIR}, in the current folder; {old} is its "
+        "old name)",
+    )
 
 
 def output_dir(path: str | Path, option: str) -> Path:

@@ -14,9 +14,12 @@ VERDICT_STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "cyan", "AMBIGUOUS"
 # the columns `workbench ab` and `sessions show` print (workbench.analysis.table.COLUMNS)
 RESULT_COLUMNS = ("comparison", "role", "a", "b", "pairs", "a_ms", "b_ms", "us", "ratio",
                   "change", "ci", "p", "k/n", "flagged", "gate", "ws_l2", "verdict")  # fmt: skip
-# the same cells as records (a terminal too narrow for the table), the answer first
-RECORD_FIELDS = ("ratio", "ci", "change", "p", "k/n", "a", "b", "a_ms", "b_ms", "us", "pairs",
-                 "role", "flagged", "gate", "ws_l2")  # fmt: skip
+# fitted to a terminal (workbench/commands/_fit.py): the verdict's word kept apart from the
+# blocks it rests on (a column that folds), and the columns left out first to last
+FITTED_COLUMNS = (*RESULT_COLUMNS[:-1], "verdict_word", "rests_on")
+KEEP = ("comparison", "ratio", "ci", "verdict_word")
+LEAVE_OUT = ("a_ms", "b_ms", "p", "ws_l2", "gate", "pairs", "k/n", "flagged", "us", "a", "b",
+             "role", "change")  # fmt: skip
 
 
 def _f(x: float | None, fmt: str, none: str = "–") -> str:
@@ -65,114 +68,91 @@ def event_line(kind: str, data: Any) -> str | None:
     return None
 
 
-def results_table(results: list[Any]):
-    """A rich Table of the analysis model's comparisons: the cells of
-    workbench.analysis.table, laid out (verdicts coloured by their class)."""
-    from rich.table import Table
+def results_lines(results: list[Any], width: int | None):
+    """The analysis model's comparisons as lines of rich Text, the cells of
+    workbench.analysis.table laid out by the width layer (workbench/commands/_fit.py: None,
+    whole rows), verdicts coloured by their class; and what was left out to fit."""
     from rich.text import Text
 
     from workbench.analysis.table import comparison_table
+    from workbench.commands._fit import Col, fit_table
 
-    tab = comparison_table(results, RESULT_COLUMNS)
-    # no column is squeezed: a table that does not fit the terminal is laid out as records
-    # instead (results_records), never with a cell cut short
-    t = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for c, h in zip(tab.columns, tab.headers, strict=True):
-        t.add_column(h, justify="left" if c.align == "l" else "right", no_wrap=True)
-    verdict = tab.index("verdict")
-    for row in tab.rows:
+    keys = RESULT_COLUMNS if width is None else FITTED_COLUMNS
+    tab = comparison_table(results, keys)
+    rank = {k: i for i, k in enumerate(LEAVE_OUT)}
+    cols = [
+        Col(h, c.align, c.key in KEEP, rank.get(c.key), c.key == "rests_on")
+        for c, h in zip(tab.columns, tab.headers, strict=True)
+    ]
+    fitted = fit_table(cols, [row.cells for row in tab.rows], width)
+    words = {tab.index(k) for k in ("verdict", "verdict_word") if k in keys}
+    lines = []
+    for line, row in zip(fitted.lines, fitted.line_rows, strict=True):
         # Text, not markup: arm names carry brackets ("b3-scalar[unroll=4]")
-        cells = [Text(x) for x in row.cells]
-        cells[verdict].stylize(VERDICT_STYLE.get(row.verdict, ""))
-        t.add_row(*cells)
-    return t
+        text = Text()
+        for part, col in line:
+            style = (
+                VERDICT_STYLE.get(tab.rows[row].verdict, "")
+                if col in words and row is not None
+                else ""
+            )
+            text.append(part, style=style or ("bold" if row is None else ""))
+        text.rstrip()
+        lines.append(text)
+    return lines, fitted
 
 
-def results_records(results: list[Any], width: int) -> list[Any]:
-    """The comparisons one record each, for a terminal too narrow for their table: the id and
-    the verdict, then every other cell as "header: value", as many to a line as ``width`` holds
-    (a cell is never split: one wider than the line gets a line of its own)."""
-    from rich.text import Text
-
-    from workbench.analysis.table import comparison_table
-
-    tab = comparison_table(results, ("comparison", "verdict", *RECORD_FIELDS))
-    out = []
-    for row in tab.rows:
-        head = Text(row.cells[0], style="bold")
-        head.append("  ")
-        head.append(row.cells[1], style=VERDICT_STYLE.get(row.verdict, ""))
-        out.append(head)
-        line = ""
-        for h, cell in zip(tab.headers[2:], row.cells[2:], strict=True):
-            item = f"{h}: {cell}"
-            if line and 2 + len(line) + 3 + len(item) > width:
-                out.append(Text(f"  {line}"))
-                line = ""
-            line = f"{line}   {item}" if line else item
-        if line:
-            out.append(Text(f"  {line}"))
-    return out
-
-
-def print_table(out, table, records=None) -> None:
-    """``table`` at its natural width into a file or a pipe (rich would squeeze it into the
-    console's width). On a terminal, the table where it fits; where it does not, ``records``
-    (the same cells one record per line, a callable of the width), else the table wrapped by
-    rich."""
-    from rich.measure import Measurement
-
-    need = Measurement.get(out, out.options.update(max_width=100_000), table).maximum
-    if out.is_terminal:
-        if need <= out.width or records is None:
-            out.print(table)
-        else:
-            for line in records(out.width):
-                out.print(line, soft_wrap=True)
-        return
-    width = out.width
-    out.width = max(width, need)  # print caps its own width at the console's
-    try:
-        out.print(table)
-    finally:
-        out.width = width
-
-
-def render_results(out, an: Any) -> None:
+def render_results(out, an: Any, width: int | None = -1, hint: str = "") -> None:
     """What `workbench ab` and `sessions show` print of an analysis (workbench.analysis.analyse):
     the comparison table, why each AMBIGUOUS verdict is one, what the block diagnostic finds, the
-    recommendation per kernel and its rule."""
+    recommendation per kernel and its rule. ``width``: the width the table fits (None: whole
+    rows; -1: the console's where it is a terminal); ``hint``: how to see every column."""
     from rich.text import Text
 
     from workbench.analysis.words import method_check_text, methods_text, reason
+    from workbench.commands._fit import WIDE_HINT, fold_line, left_out_line
+
+    if width == -1:
+        width = out.width if out.is_terminal else None
+    hint = hint or WIDE_HINT
+
+    def say(text: str, style: str = "") -> None:
+        # prose, as Text (never markup: arm names carry brackets), folded at a fitted width
+        for line in [text] if width is None else fold_line(text, width):
+            out.print(Text(line, style=style), soft_wrap=True)
 
     results = an.results
     if results:
-        print_table(out, results_table(results), lambda w: results_records(results, w))
-        out.print(
+        lines, fitted = results_lines(results, width)
+        for line in lines:
+            out.print(line, soft_wrap=True)  # laid out to the width already
+        note = None if width is None else left_out_line(fitted, width, hint)
+        if note:
+            say(note)
+        say(
             f"(m = {an.m * 100:g} %; ratio = B/A, below 1 favours B; p: Wilcoxon signed-rank over "
             "the pairs; k/n: pairs favouring B; verdicts recomputed from the journal)"
         )
         # what the intervals were computed over, from the verdicts' methods (analysis.words)
-        out.print(methods_text([r.verdict for r in results], len(an.session.boards)), markup=False)
-        # the journal's words, never read as markup (arm names carry brackets)
+        say(methods_text([r.verdict for r in results], len(an.session.boards)))
         for r in results:
             if r.verdict.verdict == "AMBIGUOUS":
-                out.print(f"  {r.id}: {reason(r.verdict)}", markup=False)
+                say(f"  {r.id}: {reason(r.verdict)}")
         for r in results:  # the block diagnostic (§7.8), where it finds something
             d = r.diagnostic
             if d is not None and (d.rests_on or d.flagged):
-                out.print(f"  {r.id}: blocks: {d.summary()}", markup=False)
+                say(f"  {r.id}: blocks: {d.summary()}")
         for chk in an.method_checks():  # a cell timed by two methods (§5.11)
-            out.print(f"  {method_check_text(chk)}", markup=False)
+            say(f"  {method_check_text(chk)}")
     recs = list(an.recommendations.values())
     for rec in recs:
         head = Text.assemble("\n", (f"recommendation {rec.kernel}", "bold"))
-        out.print(head + Text(f": {rec.decision} ({rec.arm})"))
+        out.print(head + Text(f": {rec.decision} ({rec.arm})"), soft_wrap=True)
         for line in rec.evidence:
-            out.print(f"  {line}", markup=False)
+            say(f"  {line}")
     if recs:
-        out.print(Text(f"\nrule: {recs[0].rule}", style="dim"))
+        out.print()
+        say(f"rule: {recs[0].rule}", "dim")
 
 
 def memory_table(memory: list[dict[str, Any]]):
@@ -215,7 +195,9 @@ def render_ab(out, result: Any) -> None:
     (what `sessions show` prints), then the run's memory, flagged samples and notes."""
     summary = result.summary
     if result.analysis is not None:
-        render_results(out, result.analysis)
+        name = result.session_path.name if result.session_path else "SESSION"
+        every = f"`workbench sessions show {name} --wide` shows every column"
+        render_results(out, result.analysis, hint=every)
     if summary.get("memory"):
         out.print(memory_table(summary["memory"]))
         for line in saving_lines(summary["memory"]):

@@ -1,13 +1,14 @@
-"""`workbench export SESSION... [--format json|vllm] [--out PATH] [--model]`: the decision file
-an inference engine reads (docs/EXPORT.md).
+"""`workbench export SESSION... [--format json|per-shape] [--out PATH] [--model]`: the decision
+file an inference engine reads (docs/EXPORT.md).
 
 Per device (named as vLLM keys it) and MoE shape: the reader chosen per kernel and layout, the
 verdicts, ratios, intervals and block counts behind the choice, the sessions and their source
 hashes. Sessions of several GPUs of one model merge into one entry (pooled; over two or more
 boards the model's decision, the board the unit; ``--model`` refuses any other). ``--format json``
-writes one file (stdout by default); ``--format vllm`` writes one
-``E=...,N=...,device_name=....json`` per device and (E, N) into a folder: named as vLLM names its
+writes one file (stdout by default); ``--format per-shape`` writes a folder of per-shape decision
+files, one ``E=...,N=...,device_name=....json`` per device and (E, N): named as vLLM names its
 tuned MoE configs, but read by workbench/core/decision.py (vLLM's own loader would fail on them).
+``--format vllm`` is its old name, kept for one release with a deprecation line.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ import argparse
 import json
 import sys
 
+from workbench.commands._paths import add_sessions_dir
+from workbench.core import defaults
 from workbench.core.errors import BadArgument
 
 HELP = "write the reader decisions of sessions as a file an inference engine reads"
-FORMATS = ("json", "vllm")
-DEFAULT_VLLM_DIR = "decisions"
+FORMATS = ("json", "per-shape")
+# old names kept for one release (each run says so in one line), then gone
+DEPRECATED = {"vllm": "per-shape"}
+DEFAULT_FOLDER = "decisions"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,15 +35,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--format",
         default="json",
-        help="json (one file) or vllm (a folder of E=..,N=.. files, named as vLLM names its MoE "
-        "configs but read by workbench/core/decision.py, not by vLLM's loader)",
+        help="json (one file) or per-shape (a folder of per-shape decision files, E=..,N=.., "
+        "named as vLLM names its MoE configs but read by workbench/core/decision.py, not by "
+        "vLLM's loader; 'vllm' is its deprecated name)",
     )
     p.add_argument(
         "--out",
         default=None,
-        help=f"json: a file (default stdout); vllm: a folder (default {DEFAULT_VLLM_DIR}/)",
+        help=f"json: a file (default stdout); per-shape: a folder (default {DEFAULT_FOLDER}/)",
     )
-    p.add_argument("--root", default="sessions", help="where session names are looked up")
+    add_sessions_dir(p, "where session names are looked up", default=defaults.SESSIONS_DIR)
     p.add_argument("--m", type=float, default=None, help="minimum effect (default: each session's)")
     p.add_argument(
         "--model",
@@ -56,22 +62,23 @@ def run(args: argparse.Namespace) -> int:
     from workbench.report import decisions
     from workbench.store.session import load_session
 
-    if args.format not in FORMATS:
+    fmt = DEPRECATED.get(args.format, args.format)
+    if fmt not in FORMATS:
         raise BadArgument(f"--format {args.format!r} is unknown: use one of {', '.join(FORMATS)}")
     if args.m is not None and not 0 < args.m < 0.5:
         raise BadArgument(f"--m {args.m!r} must be a fraction in (0, 0.5)")
     # the output first (pre-flight): a bad one costs no session load
     target = output_target(args.out)
-    if args.format == "json":
+    if fmt == "json":
         out = None if target is None else output_file(target, "--out", "decisions.json")
     else:
-        not_stdout(args.out, "--out", "--format vllm writes a folder of files")
-        folder = output_dir(args.out or DEFAULT_VLLM_DIR, "--out")
+        not_stdout(args.out, "--out", f"--format {args.format} writes a folder of files")
+        folder = output_dir(args.out or DEFAULT_FOLDER, "--out")
     paths = [resolve(a, args.root) for a in args.sessions]
     distinct_sessions(args.sessions, paths, "its decisions would count twice")
     sessions = [load_session(p) for p in paths]
     doc, notes = decisions.build(sessions, args.m, model=args.model)
-    if args.format == "json":
+    if fmt == "json":
         text = json.dumps(doc, indent=1, sort_keys=False) + "\n"
         if out is None:
             sys.stdout.write(text)
@@ -90,6 +97,13 @@ def run(args: argparse.Namespace) -> int:
         "not a vLLM config folder: vLLM's loader would fail on these files",
         file=sys.stderr,
     )
+    if args.format in DEPRECATED:  # once the files are written: a refusal stays one line
+        print(
+            f"workbench export: --format {args.format} is deprecated, its files are no vLLM "
+            f"configs: use --format {fmt} (the same files; '{args.format}' goes in the next "
+            "release)",
+            file=sys.stderr,
+        )
     _said(notes, sessions)
     return 0
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from workbench.commands._output import not_stdout
-from workbench.commands._paths import distinct_sessions, output_dir, writable_dir
+from workbench.commands._paths import add_sessions_dir, distinct_sessions, output_dir, writable_dir
 from workbench.core import defaults
 from workbench.core.errors import EXIT_INTERRUPTED, BadArgument
 
@@ -22,15 +22,17 @@ HELP = (
 )
 
 
+SESSIONS = defaults.SESSIONS_DIR
+
+
 def add_session_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "session",
         metavar="SESSION",
-        help='session folder, its session.json, or "latest" (the newest under --root)',
+        help='session folder, its session.json, a name under --sessions-dir, or "latest" (the '
+        "newest there)",
     )
-    p.add_argument(
-        "--root", default=defaults.SESSIONS_DIR, help='where "latest" looks (default: %(default)s)'
-    )
+    add_sessions_dir(p, 'where session names and "latest" are looked up', default=SESSIONS)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,9 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="+",
         help='session folder, its session.json, or "latest"; several: replicates too',
     )
-    p.add_argument(
-        "--root", default=defaults.SESSIONS_DIR, help='where "latest" looks (default: %(default)s)'
-    )
+    add_sessions_dir(p, 'where session names and "latest" are looked up', default=SESSIONS)
     p.add_argument(
         "--out",
         default=defaults.PLOTS_DIR,

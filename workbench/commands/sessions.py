@@ -1,7 +1,8 @@
 """`workbench sessions list | show SESSION | compare A B | pool S1 S2 ...`: browse, compare and
 pool saved sessions (pool: verdicts that must hold in every replicate run, workbench/analysis/pool.py).
 
-SESSION is a path to a session folder (or its session.json), a folder name under --root, a
+SESSION is a path to a session folder (or its session.json), a folder name under --sessions-dir
+(--root: its old name), a
 unique part of one (e.g. the slug or the timestamp), or "latest".
 
 Exit codes: 0 done; 2 bad arguments or a session that cannot be loaded (one line on stderr naming
@@ -18,32 +19,37 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from workbench.commands._paths import distinct_sessions
+from workbench.commands import _fit
+from workbench.commands._paths import add_sessions_dir, distinct_sessions
 from workbench.core import defaults
 from workbench.core.errors import BadArgument
-from workbench.core.fmt import interval, num
+from workbench.core.fmt import DASH, num
 
 if TYPE_CHECKING:
     from workbench.store.session import Session
 
 HELP = "list, show or compare saved sessions"
 
-DASH = "-"  # the tables' placeholder for a number there is none of
+# fitted to a terminal (workbench/commands/_fit.py), by the words of the column titles: the
+# columns never left out, those left out first to last, the one that may fold
+LIST_FIT = {"keep": ("session", "recommendation"), "fold": ("recommendation",),
+            "ranks": ("when", "commit", "GPU", "sources", "status")}  # fmt: skip
+COMPARE_FIT = {"keep": ("comparison", "ratio", "verdict"),
+               "ranks": ("ms", "changed", "interval", "shift")}  # fmt: skip
+FITTED = ("list", "show", "compare")  # the actions whose output fits the terminal
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--root",
-        default=defaults.SESSIONS_DIR,
-        help="folder holding the sessions (default: %(default)s)",
-    )
+    add_sessions_dir(common, "folder holding the sessions")
     common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    fitting = argparse.ArgumentParser(add_help=False)  # tables that fit the terminal
+    _fit.add_arguments(fitting)
     sub.add_parser(
         "list",
-        parents=[common],
-        help="sessions under --root, newest first: status, GPU, commit, kernel sources "
+        parents=[common, fitting],
+        help="sessions under --sessions-dir, newest first: status, GPU, commit, kernel sources "
         "(STALE when they differ from the working tree), recommendation",
     )
     stats = argparse.ArgumentParser(add_help=False)
@@ -51,7 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--m", type=float, default=None, help="minimum effect (default: the session's, else 0.01)"
     )
     show = sub.add_parser(
-        "show", parents=[common, stats], help="config, GPU and verdicts recomputed from the journal"
+        "show",
+        parents=[common, stats, fitting],
+        help="config, GPU and verdicts recomputed from the journal",
     )
     show.add_argument("session", metavar="SESSION")
     show.add_argument(
@@ -61,7 +69,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "per phase, and the parent's steps (docs/DESIGN.md §5.10)",
     )
     cmp = sub.add_parser(
-        "compare", parents=[common, stats], help="shift of each comparison's ratio from A to B"
+        "compare",
+        parents=[common, stats, fitting],
+        help="shift of each comparison's ratio from A to B",
     )
     cmp.add_argument("a", metavar="A")
     cmp.add_argument("b", metavar="B")
@@ -117,14 +127,33 @@ def _recs(recs: dict[str, str]) -> str:
 
 def _sources(i: Any) -> str:
     """Short csrc/ digest, with STALE when it differs from the working tree's ("?": unknown)."""
+    from workbench.store.provenance import STALE
+
     if i.sources is None:
         return "?"
-    return i.sources + (" STALE" if i.stale else "")
+    return i.sources + (f" {STALE}" if i.stale else "")
+
+
+def _nothing_here(args: argparse.Namespace) -> str:
+    """Where `sessions list` looked and found nothing, and how to point it elsewhere."""
+    where = Path(args.root).resolve()
+    notes = [] if where.is_dir() else ["no such folder"]
+    if not args.root_given:
+        notes.append(f"the default, ./{defaults.SESSIONS_DIR} of the current folder")
+    why = f" ({'; '.join(notes)})" if notes else ""
+    return f"no sessions under {where}{why}: --sessions-dir DIR lists another folder"
 
 
 def _list(args: argparse.Namespace) -> int:
     from workbench.store.listing import list_sessions
 
+    if not Path(args.root).is_dir():  # the default, outside a checkout (a given one: exit 2)
+        if args.json:
+            _dump({"root": str(Path(args.root).resolve()), "sessions": [], "skipped": [],
+                   "missing": True})  # fmt: skip
+        else:
+            print(_nothing_here(args))
+        return 0
     infos = list_sessions(args.root)
     if args.json:
         _dump(
@@ -135,7 +164,7 @@ def _list(args: argparse.Namespace) -> int:
             }
         )
     elif not infos:
-        print(f"no sessions under {args.root}")
+        print(_nothing_here(args))
     else:
         # the folder name (<when>_<slug>) is what SESSION arguments match
         rows = [["session", "when (UTC)", "status", "GPU", "commit", "sources", "recommendation"]]
@@ -151,9 +180,11 @@ def _list(args: argparse.Namespace) -> int:
             ]
             for i in infos
         ]
-        print(_table(rows))
+        _fit.print_rows(rows[0], rows[1:], _fit.policy(rows[0], **LIST_FIT), args.fit_width)
         if any(i.stale for i in infos):
-            print("STALE: kernel sources (csrc/) differ from the working tree: re-measure")
+            from workbench.store.provenance import STALE_NOTE
+
+            print(STALE_NOTE)
     for p, e in infos.skipped:
         print(f"skipped {p.name}: {e}", file=sys.stderr)
     return 0
@@ -169,6 +200,7 @@ def _show(args: argparse.Namespace) -> int:
     from workbench.analysis import analyse
     from workbench.analysis.counters import text_lines
     from workbench.analysis.words import boards_text
+    from workbench.report.rerun import session_rerun
     from workbench.store import counters
     from workbench.store.provenance import session_staleness, source_digest
     from workbench.store.session import load_session
@@ -209,7 +241,14 @@ def _show(args: argparse.Namespace) -> int:
     digest = source_digest(files)
     print(f"sources   {digest + '  ' if digest else ''}{st.text()}")
     cfg = " ".join(f"{k}={json.dumps(v)}" for k, v in s.config.items())
-    print(f"config    {cfg or '-'}")
+    if args.fit_width is None or len(cfg) + 10 <= args.fit_width:
+        print(f"config    {cfg or '-'}")
+    else:  # a line of a thousand characters: the command below says what differs
+        print(f"config    (left out to fit {args.fit_width} columns; {_fit.WIDE_HINT})")
+    again = session_rerun(s)
+    print(f"rerun     {again.text()}" + (f"  (not rebuilt: {again.error})" if again.error else ""))
+    if again.unmatched:
+        print(f"          and, set by no option today: {', '.join(again.unmatched)}")
     print(f"samples   {len(s.samples)} in {len(results)} comparisons; {len(s.nvml)} NVML readings")
     workers = boards_text(s)
     if workers:
@@ -223,7 +262,7 @@ def _show(args: argparse.Namespace) -> int:
         from workbench.commands._tables import render_results
 
         print(flush=True)
-        render_results(console(stderr=False), an)
+        render_results(console(stderr=False, width=args.fit_width), an, args.fit_width)
     for line in text_lines(hw):
         print(line)
     return 0
@@ -241,15 +280,13 @@ def _phases(s: Session, as_json: bool) -> int:
     return 0
 
 
-def _changed(s: Any) -> str:
-    """What moved from A to B: never "no" beside two different verdicts."""
-    if s.changed:
-        return "yes"
-    return "verdict only" if s.verdict_changed else "no"
+# `sessions compare`'s columns of the shift table (workbench/analysis/shifts.py), in order
+CMP_COLUMNS = ("comparison", "ms_a", "ms_b", "ratio_a", "ratio_b", "verdicts", "shift", "interval",
+               "changed")  # fmt: skip
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from workbench.analysis import compare_sessions
+    from workbench.analysis import compare_sessions, shifts
     from workbench.store.session import load_session
 
     paths = [resolve(args.a, args.root), resolve(args.b, args.root)]
@@ -271,44 +308,20 @@ def _compare(args: argparse.Namespace) -> int:
         for n in d.notes:
             print(f"note: {n}")
         if d.shifts:
-            rows = [
-                [
-                    "comparison",
-                    "A: ms A/B",
-                    "B: ms A/B",
-                    "A: ratio [95% CI]",
-                    "B: ratio [95% CI]",
-                    "verdicts A/B",
-                    "shift B-A",
-                    f"{d.shifts[0].conf * 100:g}% interval",
-                    "changed",
-                ]
-            ]
-            for s in d.shifts:
-                va, vb = s.a.verdict, s.b.verdict
-                rows.append(
-                    [
-                        s.id,
-                        f"{num(s.a.a_ms, none='-')}/{num(s.a.b_ms, none='-')}",
-                        f"{num(s.b.a_ms, none='-')}/{num(s.b.b_ms, none='-')}",
-                        f"{num(va.median, none='-')} {interval(va.ci_low, va.ci_high)}",
-                        f"{num(vb.median, none='-')} {interval(vb.ci_low, vb.ci_high)}",
-                        f"{s.a.verdict_words}/{s.b.verdict_words}",
-                        num(s.shift, "+.4f", none=DASH),
-                        interval(s.low, s.high),
-                        _changed(s),
-                    ]
-                )
-            print(_table(rows))
+            table = shifts.shift_table(d, CMP_COLUMNS)
+            head = list(table.headers)
+            _fit.print_rows(
+                head,
+                [list(r.cells) for r in table.rows],
+                _fit.policy(head, **COMPARE_FIT),
+                args.fit_width,
+            )
             for s in d.shifts:  # the block diagnostic (§7.8), where it finds something
                 for name, r in (("A", s.a), ("B", s.b)):
                     g = r.diagnostic
                     if g is not None and (g.rests_on or g.flagged):
                         print(f"  {name} {s.id}: blocks: {g.summary()}")
-            print(
-                "changed: yes when the shift's interval excludes 0; 'verdict only' when the "
-                "verdicts differ but the shift is within the noise"
-            )
+            print(shifts.CHANGED_LEGEND)
             print(f"method: {d.method}")
         else:
             print("no comparison id is present in both sessions")
@@ -477,16 +490,21 @@ def _check_args(args: argparse.Namespace) -> None:
     from workbench.commands._paths import existing_dir
     from workbench.core.limits import check_min_effect
 
-    if args.action == "list":
-        existing_dir(args.root, "--root")
+    if args.action == "list" and (args.root_given or Path(args.root).exists()):
+        existing_dir(args.root, "--sessions-dir")
     elif getattr(args, "m", None) is not None:
         check_min_effect(args.m, "--m")  # the rule of ab --min-effect (workbench.core.limits)
 
 
 def run(args: argparse.Namespace) -> int:
+    args.root_given = args.root is not None  # else the default, ./sessions, is where it looks
+    args.root = defaults.SESSIONS_DIR if args.root is None else args.root
     _check_args(args)
     actions = {"list": _list, "show": _show, "compare": _compare, "pool": _pool, "pack": _pack}
-    return actions[args.action](args)
+    # on a terminal (or --width N) the tables and lines fit it; piped or --wide, whole rows
+    args.fit_width = _fit.width_of(args) if args.action in FITTED else None
+    with _fit.folded_stdout(args.fit_width):
+        return actions[args.action](args)
 
 
 def _pack(args: argparse.Namespace) -> int:

@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import argparse
 
+from workbench.commands._paths import add_sessions_dir
 from workbench.core import defaults
 
 HELP = "open the interactive workbench (the default with no command)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_sessions_dir(p, "folder of saved sessions, where runs are saved too", dest="sessions",
+                     old="--sessions", default=defaults.SESSIONS_DIR)  # fmt: skip
     p.add_argument(
-        "--sessions",
-        default=defaults.SESSIONS_DIR,
-        metavar="DIR",
-        help="folder of saved sessions, where runs are saved too (default: %(default)s)",
-    )
-    p.add_argument(
+        "--plots-dir",
         "--plots",
+        dest="plots",
         default=defaults.PLOTS_DIR,
         metavar="DIR",
-        help="where exports go (default: %(default)s)",
+        help="where exports go (default: %(default)s; --plots is its old name)",
     )
     p.add_argument(
         "--browse",
@@ -54,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from workbench.commands._paths import not_a_file
     from workbench.core.errors import BadArgument
 
-    not_a_file(args.sessions, "--sessions")
-    not_a_file(args.plots, "--plots")
+    not_a_file(args.sessions, "--sessions-dir")
+    not_a_file(args.plots, "--plots-dir")
     if not args.nvml_interval > 0:
         raise BadArgument(f"--nvml-interval={args.nvml_interval} must be > 0 seconds")
     if args.run and not args.screenshot:

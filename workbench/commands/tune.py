@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.commands._measure import _Live, show_build_error
     from workbench.commands._output import console as _console
     from workbench.run.runner import require_gpu
-    from workbench.tune.tuner import TuneRunner
+    from workbench.tune.tuner import tune_runner
 
     cfg, tcfg, floor = configs_from_args(args)
     require_gpu()
@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             return
         raise KeyboardInterrupt
 
-    runner = TuneRunner(cfg, tcfg, progress=live.progress, events=event, cancel=cancel)
+    runner = tune_runner(cfg, tcfg, progress=live.progress, events=event, cancel=cancel)
     in_main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGINT, on_sigint) if in_main else None
     try:

@@ -156,7 +156,7 @@ def merge(docs: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A decision document from a plain JSON file (``--format json``) or a folder of vLLM-style
-    files (``--format vllm``; every ``E=*,N=*,device_name=*.json`` in it, merged)."""
+    files (``--format per-shape``; every ``E=*,N=*,device_name=*.json`` in it, merged)."""
     p = Path(path)
     if p.is_dir():
         files = sorted(p.glob("E=*,N=*,device_name=*.json"))

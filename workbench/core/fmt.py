@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 NA = "n/a"
+DASH = "-"  # the CLI tables' placeholder for a number there is none of
 KIB, MIB, GIB = 1024, 1 << 20, 1 << 30
 
 

@@ -139,9 +139,9 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        """The one word this verdict is read by, wherever one is printed or compared (a pool's
-        agreement, a recommendation's sets): its words under the interval rule; under the
-        estimate rule (sessions before it), its verdict, as those sessions were read."""
+        """The one word this verdict is compared by (a pool's agreement): its words under the
+        interval rule; under the estimate rule (sessions before it), its verdict, as those
+        sessions were read. What is printed is ``words``, everywhere."""
         return self.words if self.rule == RULE else self.verdict
 
     def to_dict(self) -> dict[str, Any]:

@@ -384,6 +384,13 @@ def _install(tmp: Path, final: Path) -> None:
     os.rename(tmp, final)
 
 
+def cached_builds(root: Path | None = None) -> int:
+    """How many complete builds the cache holds: folders whose build record says ok (not its
+    .locks, a .building-* folder in flight, tune's screened results or a killed build's)."""
+    root = cache_root() if root is None else root
+    return sum(1 for p in root.iterdir() if _cached_dir_ok(p)) if root.is_dir() else 0
+
+
 def _cached_dir_ok(bdir: Path) -> bool:
     try:
         meta = json.loads((bdir / BUILD_META).read_text())

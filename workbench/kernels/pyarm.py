@@ -28,7 +28,15 @@ from typing import Any
 from workbench.core.errors import BadArgument, WorkbenchError
 from workbench.core.vocab import KERNELS
 from workbench.data.layouts import layout_info
-from workbench.kernels.specs import ARMS, REPO, _fail, _promise, _str, read_toml
+from workbench.kernels.specs import (
+    ARMS,
+    DEFAULT_TOLERANCE,
+    REPO,
+    _fail,
+    _promise,
+    _str,
+    read_toml,
+)
 from workbench.kernels.variants import PEER_ARMS
 
 _KEYS = {"name", "kind", "kernel", "layout", "entry", "promise", "sources", "description"}
@@ -51,7 +59,7 @@ BUILTIN: dict[str, dict[str, Any]] = {
     "triton-moe": {
         "name": "triton-moe", "kind": "python", "kernel": list(KERNELS), "layout": "b3",
         "entry": "workbench.kernels.triton_moe:make_arm", "sources": ["triton_moe_kernels.py"],
-        "promise": {"tolerance": 2e-3},
+        "promise": {"tolerance": DEFAULT_TOLERANCE},
         "description": "fused W4A16 MoE Triton kernel, fp16",
     },
 }  # fmt: skip

@@ -194,7 +194,7 @@ def gather_nvcc(facts: Facts, nvcc: str | None = None) -> None:
 
 def gather_cache(facts: Facts) -> None:
     from workbench.core.errors import WorkbenchError
-    from workbench.kernels.build import cache_root, writable_cache
+    from workbench.kernels.build import cache_root, cached_builds, writable_cache
 
     root = cache_root()
     facts.build_cache = str(root)
@@ -202,7 +202,7 @@ def gather_cache(facts: Facts) -> None:
         writable_cache()  # what a build checks first: a bad $WORKBENCH_CACHE shows here
     except WorkbenchError as e:  # BadArgument, or MissingDependency without platformdirs
         facts.build_cache_error = str(e).partition(": set ")[0]  # the fix is the finding's
-    facts.build_cache_entries = sum(1 for p in root.iterdir() if p.is_dir()) if root.is_dir() else 0
+    facts.build_cache_entries = cached_builds(root)  # builds, never the .locks folder
 
 
 def gather(nvml: Any = None) -> Facts:

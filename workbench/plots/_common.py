@@ -160,6 +160,24 @@ def suptitle(fig: Any, an: Analysis, what: str) -> None:
     fig.suptitle("\n".join([f"{what}: {s.path.name}{state}", *facts]), fontsize=10)
 
 
+def panel_grid(n: int, height: float, extra: float) -> tuple[Any, list[Any]]:
+    """A figure of ``n`` panels, two a row (one where there is a single panel), each row
+    ``height`` inches tall plus ``extra`` for the titles; the panels in reading order, those past
+    ``n`` switched off. The one grid of the per-(kernel, set) figures."""
+    import matplotlib.pyplot as plt
+
+    nc = 2 if n > 1 else 1
+    nr = max(-(-n // nc), 1)
+    fig, axes = plt.subplots(
+        nr, nc, figsize=(max(10.0, 5.2 * nc), height * nr + extra), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[n:]:
+        ax.set_axis_off()
+    return fig, flat
+
+
 def session_start(s: Session) -> float:
     ts = [r["t"] for r in (*s.comparisons, *s.samples, *s.memory, *s.nvml)]
     return min(ts) if ts else 0.0

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis
-from workbench.plots._common import OFF_SCALE, no_data, short_arm, suptitle, variant_color
+from workbench.plots._common import (
+    OFF_SCALE,
+    no_data,
+    panel_grid,
+    short_arm,
+    suptitle,
+    variant_color,
+)
 from workbench.analysis.words import variant_order
 
 NEAR = 0.10  # a reference arm within 10 % of the readers' range is drawn beside them
@@ -25,7 +32,6 @@ def _on_scale(meds: dict[str, float], readers: set[str]) -> list[str]:
 
 
 def fig_distributions(an: Analysis) -> Any:
-    import matplotlib.pyplot as plt
     import numpy as np
 
     s = an.session
@@ -45,15 +51,8 @@ def fig_distributions(an: Analysis) -> Any:
             cells.setdefault((r.kernel, r.set), {}).setdefault(v, []).extend(map(float, reps))
     rank = {"w13": 0, "w2": 1, "step": 2, "hot": 0, "rotating": 1}
     keys = sorted(cells, key=lambda c: (rank.get(c[0], 9), c[0], rank.get(c[1], 9), c[1]))
-    nc = 2 if len(keys) > 1 else 1
-    nr = max(-(-len(keys) // nc), 1)
-    fig, axes = plt.subplots(
-        nr, nc, figsize=(max(10.0, 5.2 * nc), 3.4 * nr + 1), squeeze=False, layout="constrained"
-    )
+    fig, flat = panel_grid(len(keys), 3.4, 1)
     suptitle(fig, an, "Time per replay of each variant")
-    flat = [ax for row in axes for ax in row]
-    for ax in flat[len(keys) :]:
-        ax.set_axis_off()
     if not cells:
         no_data(flat[0], "no samples in this session")
         return fig

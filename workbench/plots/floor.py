@@ -16,6 +16,7 @@ from workbench.core.errors import BadArgument
 from workbench.plots._common import (
     COLOR_FLAG,
     OFF_SCALE,
+    panel_grid,
     short_arm,
     suptitle,
     variant_color,
@@ -71,21 +72,13 @@ def read_floor_file(path: str | Path, option: str = "--floor-file") -> dict[tupl
 def fig_floor(an: Analysis, floor: dict[tuple[str, str], float], source: str) -> Any:
     """One panel per (kernel, set) with a floor: bars at each arm's median µs per call, the
     samples as dots, the floor as a dashed line, and each median as a multiple of the floor."""
-    import matplotlib.pyplot as plt
     import numpy as np
 
     us = an.variant_us()
     have = {(k, st) for k, st, _ in us}
     keys = [k for k in floor if k in have]
-    nc = 2 if len(keys) > 1 else 1
-    nr = max(-(-len(keys) // nc), 1)
-    fig, axes = plt.subplots(
-        nr, nc, figsize=(max(10.0, 5.2 * nc), 3.6 * nr + 1.2), squeeze=False, layout="constrained"
-    )
+    fig, flat = panel_grid(len(keys), 3.6, 1.2)
     suptitle(fig, an, "µs per call against the streaming floor")
-    flat = [ax for row in axes for ax in row]
-    for ax in flat[len(keys) :]:
-        ax.set_axis_off()
     rng = np.random.default_rng(0)  # fixed jitter: the same session draws the same figure
     colors: dict[str, str] = {}
     for ax, (kernel, st) in zip(flat, keys, strict=False):

@@ -249,7 +249,7 @@ def build(
 
 
 def split(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """{file name: document} for ``--format vllm``: one file per device and (E, N), each a
+    """{file name: document} for ``--format per-shape``: one file per device and (E, N), each a
     document of its own (the same schema, ``decision.load`` merges a folder of them)."""
     out: dict[str, dict[str, Any]] = {}
     for dev, d in doc["devices"].items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from workbench.analysis import TIMING_ROLES, Analysis, analyse, words
 from workbench.analysis.counters import markdown_lines as counter_markdown
+from workbench.analysis.recommend import reader_results
 from workbench.analysis.table import BLOCK_COLUMNS, comparison_table
 from workbench.analysis.words import (
     KERNEL_TITLES,
@@ -29,6 +31,7 @@ from workbench.analysis.words import (
 )
 from workbench.core.fmt import MIB, change_pct, interval, nbytes, num, signed_pct
 from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
+from workbench.report.rerun import session_rerun
 from workbench.store import counters
 from workbench.store.listing import find_session
 from workbench.store.plot_files import existing_plots
@@ -81,46 +84,42 @@ def _seed_tables(an: Analysis) -> list[str]:
             cells = [num(None if u is None else u * calls / 1000.0) for u in med]
             body.append([variant_label(v), *cells, *(num(u, ".2f") for u in med)])
         out += _table(header, body, "l" + "r" * 2 * len(sets)) + [""]
-    if out:
-        out.append(
-            "Medians of the sample medians (each sample: the median of its timed replays) over "
-            "the complete ABBA pairs; excluded samples left out."
-        )
-    return out
+    return out[:-1]
 
 
-def _verdict_table(an: Analysis) -> list[str]:
-    blocked = any(r.verdict.method != "pairs" for r in an.results)
-    keys = ("comparison", "role", "a", "b", "ratio", "change", "ci", "p", "k/n")
-    keys += BLOCK_COLUMNS * blocked + ("flagged", "verdict")
+SEED_LEGEND = (
+    "Operator results: medians of the sample medians (each sample: the median of its timed "
+    "replays) over the complete ABBA pairs; excluded samples left out."
+)
+
+
+def _md_table(an: Analysis, keys: tuple[str, ...]) -> list[str]:
+    """The one comparison table's cells (workbench.analysis.table) as Markdown: identifiers as
+    code, the verdict in bold."""
     t = comparison_table(an.results, keys)
-    header = list(t.headers)
     body = [
         [f"`{x}`" if c.name else f"**{x}**" if c.key == "verdict" else x for c, x in
          zip(t.columns, row.cells, strict=True)]
         for row in t.rows
     ]  # fmt: skip
-    lines = _table(header, body, t.aligns)
-    lines.append("")
-    # what was computed, from the verdicts' own methods (workbench.analysis.words)
-    method = words.methods_text([r.verdict for r in an.results], len(an.session.boards))
-    columns = words.TABLE_COLUMNS if blocked else ""
-    lines.append(
-        f"Ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B. {method} {columns}"
-        "p (Wilcoxon signed-rank on log-ratios) and k/n (pairs favouring B) describe the pairs. "
-        f"Minimum effect m = {an.m * 100:g} %. {words.WORDS_LEGEND}"
-    )
+    return _table(list(t.headers), body, t.aligns)
+
+
+VERDICT_KEYS = ("comparison", "role", "a", "b", "ratio", "change", "ci", "p", "k/n", "flagged",
+                "verdict")  # fmt: skip
+
+
+def _blocked(an: Analysis) -> bool:
+    return any(r.verdict.method != "pairs" for r in an.results)
+
+
+def _verdict_table(an: Analysis) -> list[str]:
+    lines = _md_table(an, VERDICT_KEYS)
     dropped = [f"`{r.id}`: {len(r.ratios.dropped)}" for r in an.results if r.ratios.dropped]
     if dropped:
-        lines.append(f"Incomplete pairs dropped: {', '.join(dropped)}.")
-    for r in an.results:
-        d = r.diagnostic
-        if d is not None and (d.rests_on or d.flagged):
-            lines.append(f"`{r.id}`, blocks: {d.summary()}.")
-    for r in an.results:
-        more = words.more_text(r.verdict)
-        if more and r.verdict.more_pairs:
-            lines.append(f"`{r.id}`: {more}.")
+        lines += ["", f"Incomplete pairs dropped: {', '.join(dropped)}."]
+    more = [(r.id, words.more_text(r.verdict)) for r in an.results if r.verdict.more_pairs]
+    lines += [""] * any(m for _, m in more) + [f"`{cid}`: {m}." for cid, m in more if m]
     return lines
 
 
@@ -132,6 +131,29 @@ def _method_checks(an: Analysis) -> list[str]:
     out = [f"- {words.method_check_text(c, f'`{c.id}`')}." for c in checks]
     legend = words.timings_legend(r.timing for c in checks for r in c.readings)
     return [*out, "", f"Each method's ratio and interval as in the verdicts above: {legend}."]
+
+
+def _block_table(an: Analysis) -> list[str]:
+    """The block-level columns and what the block diagnostic finds (docs/DESIGN.md §7.8)."""
+    if not _blocked(an):
+        return []
+    lines = _md_table(an, ("comparison", *BLOCK_COLUMNS))
+    found = [
+        r for r in an.results if r.diagnostic and (r.diagnostic.rests_on or r.diagnostic.flagged)
+    ]
+    lines += [""] * bool(found) + [f"- `{r.id}`: {r.diagnostic.summary()}." for r in found]
+    return lines
+
+
+def _verdict_legend(an: Analysis) -> str:
+    # what was computed, from the verdicts' own methods (workbench.analysis.words)
+    method = words.methods_text([r.verdict for r in an.results], len(an.session.boards))
+    columns = words.TABLE_COLUMNS if _blocked(an) else ""
+    return (
+        f"Verdicts: ratio = (B1+B2)/(A1+A2) per ABBA/BAAB pair, < 1 favours B. {method} "
+        f"{columns}p (Wilcoxon signed-rank on log-ratios) and k/n (pairs favouring B) describe "
+        f"the pairs. Minimum effect m = {an.m * 100:g} %. {words.WORDS_LEGEND}"
+    )
 
 
 def _recommendations(an: Analysis) -> list[str]:
@@ -155,9 +177,7 @@ def _recommendations(an: Analysis) -> list[str]:
         if kernel in planned and kernel not in an.recommendations:
             title = KERNEL_TITLES[kernel]
             out.append(f"- **{title}: not measured** (planned, but no reader comparison was run)")
-    out += why_not
-    out += ["", f"Rule: {next(iter(an.recommendations.values())).rule}"]
-    return out
+    return out + why_not
 
 
 def _confirmation(an: Analysis) -> list[str]:
@@ -230,11 +250,6 @@ def _memory(an: Analysis) -> list[str]:
         header = ["kernel", "banks b4 / b3", "NVML Δused b4", "NVML Δused b3"]
         header += ["saving per bank, measured", "saving per bank, computed", "measured vs computed"]
         out += _table(header, body, "lrrrrrr")
-        out += [
-            "",
-            "A bank is one layer's experts. NVML counts whole pages, so a measured figure is "
-            "rounded to a few MiB.",
-        ]
     elif an.by_role("calibration"):
         return []  # calibration measures time only
     else:
@@ -256,6 +271,16 @@ def _memory(an: Analysis) -> list[str]:
             line += f"; {meas:,.0f} bytes ({meas / MIB:,.1f} MiB) from the measured banks"
         out += ["", line + "."]
     return out
+
+
+MEMORY_LEGEND = (
+    "Metadata memory: a bank is one layer's experts. NVML counts whole pages, so a measured "
+    "figure is rounded to a few MiB."
+)
+WORKING_SET_LEGEND = (
+    "Working set: rotating sets below 5× L2 get extra banks and alternate several captured "
+    "graphs, so that consecutive replays touch disjoint memory (docs/DESIGN.md §5.3)."
+)
 
 
 def _working_set(an: Analysis) -> list[str]:
@@ -292,11 +317,7 @@ def _working_set(an: Analysis) -> list[str]:
             + ". A hot set counts as resident up to half the L2 (docs/DESIGN.md §5.3); above it, "
             "its calls read part of their weights from DRAM and its verdict is not an L2 verdict.",
         ]
-    return lines + [
-        "",
-        "Rotating sets below 5× L2 get extra banks and alternate several captured graphs, so "
-        "that consecutive replays touch disjoint memory (docs/DESIGN.md §5.3).",
-    ]
+    return lines
 
 
 def _numerics(an: Analysis) -> list[str]:
@@ -360,14 +381,16 @@ def _calibration(an: Analysis) -> list[str]:
             )
             + f"; controls (spin 0): {', '.join(g['controls']) or 'none'}"
         )
-    return out + [
-        "",
-        "Clears m = that spin's comparison is SLOWER and so is every larger one; detectable = "
-        "the effect whose 95 % interval would exclude 1 in 95 % of runs with this block spread "
-        "(it can lie below m: such an effect reads SLOWER<m, not SAME or AMBIGUOUS); resolved "
-        "above 1 = the interval of that spin and of every larger one lies above 1. The control "
-        "(B = A) should read SAME or AMBIGUOUS, never FASTER/SLOWER.",
-    ]
+    return out
+
+
+CALIBRATION_LEGEND = (
+    "Calibration: clears m = that spin's comparison is SLOWER and so is every larger one; "
+    "detectable = the effect whose 95 % interval would exclude 1 in 95 % of runs with this block "
+    "spread (it can lie below m: such an effect reads SLOWER<m, not SAME or AMBIGUOUS); resolved "
+    "above 1 = the interval of that spin and of every larger one lies above 1. The control "
+    "(B = A) should read SAME or AMBIGUOUS, never FASTER/SLOWER."
+)
 
 
 def _counters(session: Session) -> list[str]:
@@ -390,26 +413,130 @@ def _plot_links(session: Session, plots_dir: Path | None, link_base: Path | None
     return out
 
 
+# ------------------------------------------------------------------------------ the answer
+
+ANSWER_ROLES = ("main", "aa", "tune", "screen")  # what a session without a recommendation says
+ANSWER_ROWS = 4  # comparisons in such an answer; the Verdicts table below holds every one
+
+
+def _said(r: Any) -> str:
+    """A set's answer: its word (bold), ratio and interval, the Verdicts table's own cells."""
+    word, ratio, ci = comparison_table([r], ("verdict", "ratio", "ci")).rows[0].cells
+    return f"**{word}** {ratio} {ci}"
+
+
+def _answer_table(an: Analysis) -> list[str]:
+    """Per kernel the reader chosen and each set's word, ratio and interval; the step
+    confirmation of the mix below them."""
+    recs = an.recommendations
+    rows = {k: {r.set: r for r in reader_results(an.results, k)} for k in recs}
+    rows["step"] = {r.set: r for r in an.by_role("confirm")}
+    sets = [st for st in SETS if any(st in by for by in rows.values())]
+    sets += sorted({st for by in rows.values() for st in by} - set(sets))
+    conf = f"{an.results[0].verdict.conf * 100:g} %"
+    header = ["kernel", "reader", *(f"{st}: verdict, B/A, {conf} CI" for st in sets)]
+    body = []
+    for kernel, rec in recs.items():
+        cells = [_said(rows[kernel][st]) if st in rows[kernel] else "–" for st in sets]
+        body.append([KERNEL_TITLES.get(kernel, kernel), f"**{rec.decision}** `{rec.arm}`", *cells])
+    if rows["step"]:
+        mix = next(iter(rows["step"].values())).cmp
+        cells = [_said(rows["step"][st]) if st in rows["step"] else "–" for st in sets]
+        reader = f"the mix `{mix['b']}` vs `{mix['a']}`"
+        body.append([KERNEL_TITLES["step"], reader, *cells])
+    return _table(header, body, "ll" + "l" * len(sets))
+
+
+def _answer_calibration(an: Analysis) -> list[str]:
+    out = []
+    for group, g in (an.calibration() or {}).get("groups", {}).items():
+        found, det = g["resolution"], g.get("detectable_pct")
+        clears = "no spin clears m" if not found else f"spin={found['spin_cycles']} clears m"
+        if found and found.get("effect_pct") is not None:
+            clears += f" ({signed_pct(found['effect_pct'])})"
+        seen = "n/a" if det is None else f"{det:.2f} %"
+        counts = Counter(g["controls"])
+        controls = ", ".join(f"{w} ×{n}" if n > 1 else w for w, n in counts.items()) or "none"
+        out.append(f"- **{group}**: {clears}; detects {seen}; controls (spin 0) {controls}")
+    return out
+
+
+def _answer_rows(an: Analysis) -> list[str]:
+    role = next((x for x in ANSWER_ROLES if an.by_role(x)), None)
+    shown = an.by_role(role) if role else []
+    if not shown:
+        return ["No comparison was measured."]
+    conf = f"{shown[0].verdict.conf * 100:g} %"
+    t = comparison_table(shown[:ANSWER_ROWS], ("comparison", "a", "b"))
+    body = [[f"`{x}`" for x in row.cells] + [_said(row.result)] for row in t.rows]
+    out = _table(["comparison", "A", "B", f"verdict, B/A, {conf} CI"], body, "llll")
+    more = len(shown) - ANSWER_ROWS
+    left = f"{more} more {role} comparisons under Verdicts; " if more > 0 else ""
+    return [*out, "", f"{left}no reader recommendation (see Recommendation)."]
+
+
+def answer(an: Analysis) -> list[str]:
+    """What a report opens with (docs/DESIGN.md §8): the decision (per kernel the reader and
+    each set's word, ratio and interval), the GPU and board, the commit and whether the
+    sources match, and the command that reproduces the session."""
+    s = an.session
+    if an.recommendations:
+        out = _answer_table(an)
+    elif an.by_role("calibration"):
+        out = _answer_calibration(an)
+    else:
+        out = _answer_rows(an)
+    boards = ", ".join(b[:12] for b in s.boards) or "not recorded"
+    status = "complete" if s.status == "complete" else f"**{s.status}**"
+    out += ["", f"- GPU: {gpu_text(s)}, board{'s' * (len(s.boards) > 1)} {boards}; status {status}"]
+    git = s.provenance.get("git") or {}
+    commit = str(git.get("commit") or "not recorded")[:12] + (
+        " (dirty)" if git.get("dirty") else ""
+    )
+    st = session_staleness(s)
+    out.append(f"- Commit: {commit}; " + (f"**{st.text()}**" if st.stale else f"{st.text()}."))
+    again = session_rerun(s)
+    cmd = f"- Reproduce: `{again.text()}`"
+    if again.error:
+        cmd = f"- Reproduce: not rebuilt, the recorded config spells no command ({again.error})"
+    elif again.unmatched:
+        cmd += f" (recorded, and set by no option today: {', '.join(again.unmatched)})"
+    out += [cmd, f"- Shape {shape_text(s)}; {protocol_text(an)}"]
+    return out
+
+
+# ------------------------------------------------------------------------------ the report
+
+
+def _legends(an: Analysis) -> list[str]:
+    """Method and legends, folded at the end (GitHub renders <details>)."""
+    parts = [_verdict_legend(an)] if an.results else []
+    if an.recommendations:
+        parts.append(f"Rule: {next(iter(an.recommendations.values())).rule}")
+    parts.append(SEED_LEGEND)
+    if an.calibration() is not None:
+        parts.append(CALIBRATION_LEGEND)
+    if memory_rows(an.session):
+        parts.append(MEMORY_LEGEND)
+    parts.append(WORKING_SET_LEGEND)
+    body = [x for p in parts for x in (p, "")]
+    return ["<details>", "<summary>Method and legends</summary>", "", *body, "</details>"]
+
+
 def render_report(
     session: Session | str | os.PathLike,
     plots_dir: str | os.PathLike | None = None,
     link_base: str | os.PathLike | None = None,
 ) -> str:
-    """Markdown report of ``session`` (a loaded Session or a path), recomputed from its journals.
+    """Markdown report of ``session`` (a loaded Session or a path), recomputed from its journals:
+    the answer first, then the tables a reviewer checks, the method and legends folded last.
 
     ``plots_dir``: where `workbench plot` wrote this session's figures (linked if present);
     ``link_base``: the folder the links are relative to (the report file's folder; default cwd).
     """
     s = session if isinstance(session, Session) else load_session(session)
     an = analyse(s)
-    title = f"# Reader A/B on {gpu_text(s)}: `{s.path.name}`"
-    out = [title, ""]
-    out.append(
-        f"Shape {shape_text(s)} · {protocol_text(an)} · status **{s.status}** · "
-        f"created {s.created or 'n/a'}"
-    )
-    st = session_staleness(s)
-    out += ["", f"**{st.text()}**" if st.stale else f"{st.text()}."]
+    out = [f"# Reader A/B on {gpu_text(s)}: `{s.path.name}`", "", *answer(an)]
     if s.status != "complete" or s.warnings:
         out.append("")
         if s.status != "complete":
@@ -419,12 +546,14 @@ def render_report(
             )
         out += [f"> warning: {w}" for w in s.warnings]
     sections = [
-        ("Operator results", _seed_tables(an)),
-        ("Verdicts", _verdict_table(an) + [""] + _numerics(an)),
+        ("Verdicts", _verdict_table(an)),
+        ("Block checks", _block_table(an)),
         ("Timing methods", _method_checks(an)),
+        ("Numerics gate", _numerics(an)),
         ("Calibration", _calibration(an)),
         ("Recommendation", _recommendations(an)),
         ("Step confirmation", _confirmation(an)),
+        ("Operator results", _seed_tables(an)),
         ("Metadata memory: measured vs computed", _memory(an)),
         ("Working set and L2", _working_set(an)),
         ("Hardware counters", _counters(s)),
@@ -432,10 +561,11 @@ def render_report(
     links = _plot_links(s, Path(plots_dir) if plots_dir else None, link_base and Path(link_base))
     if links:
         sections.append(("Plots", links))
-    sections.append(("Provenance", [provenance_line(s)]))
+    sections.append(("Provenance", [f"Created {s.created or 'n/a'} · {provenance_line(s)}"]))
     for name, body in sections:
         if body:
             out += ["", f"## {name}", "", *body]
+    out += ["", *_legends(an)]
     return "\n".join(out).rstrip() + "\n"
 
 

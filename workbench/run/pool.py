@@ -32,10 +32,12 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from workbench.core.errors import WorkbenchError
+from workbench.run import messages as msg
 from workbench.run import setup as run_setup
 from workbench.run.gpus import GPU, check_one_model, visible_gpus
 from workbench.run.worker_proc import WorkerJob, run_job, worker_main
@@ -94,7 +96,7 @@ class Listener(Protocol):
     def on_nvml(self, data: dict[str, Any]) -> None: ...
     def on_progress(self, p: Any) -> None: ...
     def on_event(self, kind: str, data: Any) -> None: ...
-    def on_group(self, job: WorkerJob, hello: dict[str, Any] | None, data: Any) -> None: ...
+    def on_group(self, job: WorkerJob, hello: dict[str, Any] | None, group: msg.Group) -> None: ...
     def note(self, text: str) -> None: ...
     def on_ended(self, outcome: Outcome) -> None: ...
 
@@ -186,7 +188,7 @@ class Pool:
             job = WorkerJob(i, round_, self.job_cfg(i, round_, todo), self.gpus[g],
                             ROUND_GROUP[round_], numerics=numerics, inline=self.inline,
                             replicas=1 if split else first + n, expect_gpu=self.expect_gpu,
-                            split=split)  # fmt: skip
+                            split=split, lane=g)  # fmt: skip
             lanes.setdefault(g, []).append(_Worker(job))
         return lanes
 
@@ -263,47 +265,72 @@ class Pool:
             w.told = True
             self._listener.on_ended(self._outcome(w))
 
-    def _message(self, w: _Worker, kind: str, data: Any) -> None:
-        lis = self._listener
-        if kind == "record":
-            w.records.append(data)
-        elif kind == "nvml":
-            lis.on_nvml(data)
-        elif kind == "progress":
-            lis.on_progress(self._progress(w, data))
-        elif kind == "event":
-            lis.on_event(*data)
-        elif kind == "group":
-            lis.on_group(w.job, w.hello, data)
-            if w.job.split and not self.inline:  # inline, the worker asks (_Handler.get)
-                self._hand(w)
-        elif kind == "hello":
-            w.hello = data
-            lis.on_hello(w.job, data)
-        elif kind == "done":
-            w.status = data
-        elif kind == "fault":
-            w.status, w.fault = "fault", data
-            self.excluded.update(self._faulted(data))
-            self.dead = self.dead or self.inline
-            lis.note(f"worker {w.job.index}: {data['error']}")
-        elif kind == "excluded":  # a group's gate failed in this worker; it went on
-            self.excluded.update(data["cmps"])
-            w.excluded.append((tuple(data["cmps"]), data["error"]))
-            lis.note(f"worker {w.job.index}: {', '.join(data['cmps'])} left out: {data['error']}")
-        elif kind == "numerics":
-            w.status, w.error = "numerics", data
-            self.numerics = data
-        elif kind in ("error", "build"):
-            w.status, w.error = "failed", data
-            if not self.inline:  # inline, the exception itself reaches the runner
-                lis.note(f"worker {w.job.index} failed: {data}")
-        elif kind == "exit":
-            w.exit = data
-            w.ended = time.monotonic()
-            run_setup.merge(self.handover, data.get("handover"))
-            if w.job.describe and w.hello is None:  # it never described: the next one will
-                self._describing = False
+    def _message(self, w: _Worker, m: msg.Message) -> None:
+        """Handle worker ``w``'s message ``m`` by its type (``HANDLERS``)."""
+        handler = self.HANDLERS.get(type(m))
+        if handler is None:
+            raise WorkbenchError(f"the pool has no handler for a worker's {m.kind!r} message")
+        handler(self, w, m)
+
+    def _on_record(self, w: _Worker, m: msg.Record) -> None:
+        w.records.append(m.record)
+
+    def _on_nvml(self, w: _Worker, m: msg.Nvml) -> None:
+        self._listener.on_nvml(m.reading)
+
+    def _on_progress(self, w: _Worker, m: msg.Progress) -> None:
+        self._listener.on_progress(self._progress(w, m.progress))
+
+    def _on_event(self, w: _Worker, m: msg.Event) -> None:
+        self._listener.on_event(m.name, m.data)
+
+    def _on_group(self, w: _Worker, m: msg.Group) -> None:
+        self._listener.on_group(w.job, w.hello, m)
+        if w.job.split and not self.inline:  # inline, the worker asks (_Handler.get)
+            self._hand(w)
+
+    def _on_hello(self, w: _Worker, m: msg.Hello) -> None:
+        w.hello = m.facts
+        self._listener.on_hello(w.job, m.facts)
+
+    def _on_done(self, w: _Worker, m: msg.Done) -> None:
+        w.status = m.status
+
+    def _on_fault(self, w: _Worker, m: msg.Fault) -> None:
+        w.status, w.fault = "fault", m.as_record()
+        self.excluded.update(self._faulted(w.fault))
+        self.dead = self.dead or self.inline
+        self._listener.note(f"worker {w.job.index}: {m.error}")
+
+    def _on_excluded(self, w: _Worker, m: msg.Excluded) -> None:
+        """A group's gate failed in this worker; it went on."""
+        self.excluded.update(m.cmps)
+        w.excluded.append((tuple(m.cmps), m.error))
+        self._listener.note(f"worker {w.job.index}: {', '.join(m.cmps)} left out: {m.error}")
+
+    def _on_numerics(self, w: _Worker, m: msg.Numerics) -> None:
+        w.status, w.error = "numerics", m.error
+        self.numerics = m.error
+
+    def _on_failed(self, w: _Worker, m: msg.Failed | msg.BuildFailed) -> None:
+        w.status, w.error = "failed", m.error
+        if not self.inline:  # inline, the exception itself reaches the runner
+            self._listener.note(f"worker {w.job.index} failed: {m.error}")
+
+    def _on_exit(self, w: _Worker, m: msg.Exit) -> None:
+        w.exit = msg.fields(m)
+        w.ended = time.monotonic()
+        run_setup.merge(self.handover, m.handover)
+        if w.job.describe and w.hello is None:  # it never described: the next one will
+            self._describing = False
+
+    # every kind of workbench.run.messages, handled (tests/test_messages.py)
+    HANDLERS: ClassVar[dict[type[msg.Message], Callable[[Any, _Worker, Any], None]]] = {
+        msg.Record: _on_record, msg.Nvml: _on_nvml, msg.Progress: _on_progress,
+        msg.Event: _on_event, msg.Group: _on_group, msg.Hello: _on_hello, msg.Done: _on_done,
+        msg.Fault: _on_fault, msg.Excluded: _on_excluded, msg.Numerics: _on_numerics,
+        msg.Failed: _on_failed, msg.BuildFailed: _on_failed, msg.Exit: _on_exit,
+    }  # fmt: skip
 
     def _next_group(self) -> list[str] | None:
         """The next group of a split round for a worker that is free, or None: no more (or the
@@ -331,14 +358,13 @@ class Pool:
 
 
 class _Handler:
-    """The inline worker's outbox: each message handled as it is put."""
+    """The inline worker's outbox: each message decoded and handled as it is put."""
 
     def __init__(self, pool: Pool, w: _Worker) -> None:
         self.pool, self.w = pool, w
 
     def put(self, item: tuple[str, int, Any]) -> None:
-        kind, _, data = item
-        self.pool._message(self.w, kind, data)
+        self.pool._message(self.w, msg.decode(item))
 
     def get(self, timeout: float | None = None) -> list[str] | None:
         """A split round's next group, straight from the pool."""
@@ -502,14 +528,14 @@ class ProcessPool(Pool):
             if self.cancel.is_set():
                 self.stop.set()
             try:
-                kind, idx, data = self.out.get(timeout=0.2)
+                m = msg.decode(self.out.get(timeout=0.2))
             except queue.Empty:
                 for g, lane in lanes.items():  # a worker that died without a word
                     w = lane[pos[g]] if pos[g] < len(lane) else None
                     if w is None or w.proc is None or w.exit is not None or w.proc.is_alive():
                         continue
                     try:  # let its last messages arrive first
-                        kind, idx, data = self.out.get(timeout=1.0)
+                        m = msg.decode(self.out.get(timeout=1.0))
                     except queue.Empty:
                         w.exit = {"phases": {}, "wall_s": time.monotonic() - w.spawned}
                         w.ended = time.monotonic()
@@ -518,15 +544,15 @@ class ProcessPool(Pool):
                         self._listener.note(w.error)
                         live -= self._next(lane, g, pos)
                         break
-                    self._message(by_index[idx], kind, data)
+                    self._message(by_index[m.worker], m)
                     break
                 continue
-            w = by_index[idx]
-            self._message(w, kind, data)
+            w = by_index[m.worker]
+            self._message(w, m)
             g = next(k for k, lane in lanes.items() if w in lane)
-            if kind == "hello" and self.go_on():  # the next process imports while this measures
+            if isinstance(m, msg.Hello) and self.go_on():  # the next imports while this measures
                 self._spare(g)
-            if kind == "exit":
+            if isinstance(m, msg.Exit):
                 live -= self._next(lanes[g], g, pos)
 
     def _next(self, lane: list[_Worker], g: int, pos: dict[int, int]) -> int:

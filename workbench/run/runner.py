@@ -1,10 +1,12 @@
 """Orchestration of a run (docs/DESIGN.md §5-§8): the order of work and the session.
 
-``Runner(cfg).run()`` walks the rounds of a command (``Round``: data; `workbench ab`: the plan's
-comparisons, then the recommendation, then its step confirmation). A pool (workbench.run.pool:
-this process, spawned worker processes, or Ray tasks) runs each round's jobs and hands back
-their outcomes; the runner alone writes the session (workbench.run.journal merges the workers'
-records) and analyses it once per round. The device work is the engine's, inside each worker
+``Runner(cfg, work=...).run()`` walks the rounds of a command (``Round``: data; `workbench ab`:
+the plan's comparisons, then the recommendation, then its step confirmation) and calls the
+hooks of its ``Work`` (workbench.run.rounds; a tune's is workbench.tune.tuner.Tune); rounds and
+hooks see it only as a ``rounds.Host``. A pool (workbench.run.pool: this process, spawned
+worker processes, or Ray tasks) runs each round's jobs and hands back their outcomes; the
+runner alone writes the session (workbench.run.journal merges the workers' records) and
+analyses it once per round. The device work is the engine's, inside each worker
 (workbench.measure.engine); what the results mean (the recommendation, the calibration
 resolution) is the analysis model's (workbench.analysis, §7.7), the same rule the report
 applies to the journal. The CLI (`workbench ab`, `workbench calibrate`) and the TUI drive the
@@ -47,7 +49,7 @@ from workbench.run.config import RunConfig, config_from_settings
 from workbench.run.journal import Merge, worker_record
 from workbench.run.pool import Outcome, Pool, ProcessPool
 from workbench.run.progress import ProgressEvent
-from workbench.run.rounds import AB_ROUNDS, Round
+from workbench.run.rounds import AB_WORK, Round, Work
 from workbench.run.settings import RunSettings
 
 NO_GPU_MESSAGE = (
@@ -88,23 +90,26 @@ class RunResult:
 class Runner:
     """Runs one plan on the GPU into one session. Not reusable: make one per run.
 
-    It owns the order of work (``rounds``: data it walks) and the session: a pool
-    (workbench.run.pool) runs each round's jobs and hands back their outcomes, which the runner
-    alone journals; it analyses the session once per round."""
+    It owns the order of work (``work``: the command's rounds, data it walks, and its hooks;
+    `ab`'s by default) and the session: a pool (workbench.run.pool) runs each round's jobs and
+    hands back their outcomes, which the runner alone journals; it analyses the session once
+    per round."""
 
-    rounds: tuple[Round, ...] = AB_ROUNDS
     worker_setup: Any = None  # ("module:function", kwargs) first in every worker (tests)
-    faults_fail = True  # a worker's GPU fault fails the run (a tune excludes its candidate)
 
     def __init__(
         self,
         cfg: RunConfig,
         *,
+        work: Work = AB_WORK,
         progress: Callable[[Any], Any] | None = None,
         events: Callable[[str, Any], Any] | None = None,
         cancel: threading.Event | None = None,
     ) -> None:
         self.cfg = cfg
+        self.work = work
+        if work.worker_setup is not None:
+            self.worker_setup = work.worker_setup
         self.progress = progress
         self._events = events
         self.cancel = cancel or threading.Event()
@@ -122,6 +127,7 @@ class Runner:
         self._pool_now: Any = None  # the pool of the round in flight
         self._merge = Merge(cfg)
         self._pending: list[Outcome] = []  # ended before the session began: journaled once it has
+        self._early: list[tuple[str, dict[str, Any]]] = []  # records before it (work.keep_early)
         self._said: set[str] = set()
         self._an: Any = None  # the analysis of the journal as it stands (None: read it anew)
         self.timeline: dict[str, float] = {}  # the parent's instants of the run (run/phases)
@@ -145,11 +151,23 @@ class Runner:
         self._say(text)
 
     def record(self, type: str, **fields: Any) -> dict[str, Any] | None:
-        """One record into the session (None before it exists: a note while building)."""
+        """One record into the session; None before it exists (a note while building), when
+        the record is dropped, or kept to be written once it opens (``work.keep_early``)."""
         if self.session is None:
+            if self.work.keep_early:
+                self._early.append((type, fields))
             return None
         self._an = None
         return self.session.record(type, **fields)
+
+    def recommend(self, recs: Mapping[str, Recommendation]) -> None:
+        """The run's recommendations (``recs``: kernel -> its recommendation), each said."""
+        self.recommendations = dict(recs)
+        for rec in recs.values():
+            self.emit("recommendation", rec)
+
+    def session_path(self) -> Path | None:
+        return None if self.session is None else self.session.path
 
     # ------------------------------------------------------------------ the run
 
@@ -190,7 +208,7 @@ class Runner:
         self.prepare()
         self._build()
         self.mark("built")
-        self.walk(self.rounds)
+        self.walk(self.work.rounds)
 
     def walk(self, rounds: tuple[Round, ...]) -> None:
         """Each round planned from the analysis of the session so far, run on the pool,
@@ -282,17 +300,23 @@ class Runner:
         self.timeline[name] = time.time()
 
     def prepare(self) -> None:
-        """The run's pool, started: its first worker processes import while this one builds."""
-        self.start_workers(early=False)
-        self.pool.start()
+        """The run's pool, started: its first worker processes import while this one builds
+        (unless the work starts its pools as its rounds come: a tune's screen holds the GPUs
+        first)."""
+        if self.work.pool_ahead:
+            self.start_workers(early=False)
+            self.pool.start()
 
     def pool_for(self, name: str) -> Any:
-        """The pool of round ``name``: the run's (a tune screens on a pool of its own)."""
+        """The pool of round ``name``: the work's own for it (a tune's screen), else the run's."""
+        own = self.work.pool_for(name)
+        if own is not None:
+            return own
         self.start_workers(early=False)
         return self.pool
 
     def pools(self) -> list[Any]:
-        return [p for p in (self.pool,) if p is not None]
+        return [*self.work.pools(), *(p for p in (self.pool,) if p is not None)]
 
     def go_on(self) -> bool:
         """Not cancelled, no fault that lost this process's GPU, no numerics failure."""
@@ -312,7 +336,7 @@ class Runner:
         """How the run ended, from its workers' outcomes: (status, error)."""
         for o in self.outcomes:
             # the first fault ends the run's status where faults fail it, or in this process
-            if o.fault and self.fault is None and (self.faults_fail or o.inline):
+            if o.fault and self.fault is None and (self.work.faults_fail or o.inline):
                 self.fault = o.fault if o.inline else {**o.fault, "worker": o.job.index}
         if self.fault is not None:
             return "failed", self.fault["error"]
@@ -358,6 +382,7 @@ class Runner:
         if self.session is None and "provenance" in data:
             self._open_session(data)
             self._journal_pending()
+        self.work.on_hello(self, job, data)
 
     def on_nvml(self, data: dict[str, Any]) -> None:
         if self.session is not None:
@@ -374,12 +399,9 @@ class Runner:
         elif kind != "builds":
             self.emit(kind, data)
 
-    def on_group(self, job: Any, hello: dict[str, Any] | None, data: Any) -> None:
+    def on_group(self, job: Any, hello: dict[str, Any] | None, group: Any) -> None:
         """A group of a worker's share ended (a tune's candidate screened)."""
-
-    def tags(self, o: Outcome) -> dict[str, Any]:
-        """More fields on each of ``o``'s records (a tune: the GPU and host that measured it)."""
-        return {}
+        self.work.on_group(self, job, hello, group)
 
     def on_ended(self, o: Outcome) -> None:
         if self.session is None:
@@ -408,11 +430,15 @@ class Runner:
         self.emit("session", self.session.path)
         if self.nvml_status != "available":
             self.note(str(self.nvml_status))
+        early, self._early = self._early, []
+        for type, fields in early:
+            self.record(type, **fields)
+        self.work.on_session(self)
 
     def _journal(self, o: Outcome) -> None:
         """A worker's outcome into the session (workbench.run.journal), then its worker record."""
         self._an = None
-        tags = self.tags(o)
+        tags = self.work.tags(o)  # more fields on each record (a tune: its GPU and host)
         for t, rec in self._merge.records(o):
             rec = {**tags, **rec}
             if t == "note":
@@ -517,6 +543,7 @@ class Runner:
             out["settle"] = [look._asdict() for look in self.looks]
         if self.cfg.mode == "calibrate":
             out["calibration"] = calibration_summary(out["comparisons"], self.cfg.m, self.clock_mhz)
+        out.update(self.work.summary(self))  # a tune's sweep
         return json_safe(out)
 
     def phase_totals(self) -> dict[str, float]:

@@ -3,9 +3,9 @@
 A worker imports first (that overlaps the worker before it on its GPU), waits for its job, then
 initializes CUDA, makes its banks, places, captures, gates and times its share of blocks of every
 comparison of its round. Every record, reading and outcome goes to ``out`` as a message
-``(kind, worker, data)``; the last is "exit". ``run_job`` is the measuring part alone, which a
-Ray task (workbench.run.ray_workers) runs too, in the fresh process Ray gives it, and the inline
-pool in the run's own process.
+(workbench.run.messages: a dataclass per kind, encoded); the last is ``Exit``. ``run_job`` is
+the measuring part alone, which a Ray task (workbench.run.ray_workers) runs too, in the fresh
+process Ray gives it, and the inline pool in the run's own process.
 
 Torch-free at module level: a worker imports torch only after its CUDA_VISIBLE_DEVICES is set.
 """
@@ -31,7 +31,9 @@ from workbench.core.errors import (
     fault_line,
     is_sticky_cuda_error,
 )
+from workbench.run import messages as msg
 from workbench.run.gpus import GPU
+from workbench.run.messages import send
 from workbench.run.sink import Sink
 
 PHASES = (
@@ -75,6 +77,7 @@ class WorkerJob:
     split: bool = False
     # what the run set up once and hands over (workbench.run.setup): None for the first worker
     setup: dict[str, Any] | None = None
+    lane: int = 0  # its GPU's index among its pool's GPUs (the pool's lane it runs in)
 
 
 def call_setup(setup: tuple[str, dict[str, Any]] | None) -> None:
@@ -155,9 +158,10 @@ def run_job(
     inbox: Any = None,
 ) -> None:
     """Measure ``job`` in this process (its imports done, ``info`` their seconds): CUDA, the
-    engine, its blocks; every message to ``out``, "exit" last. ``hello_extra``: more facts of
-    where it runs (a Ray worker's host); ``inbox``: where a split job's groups come from (the
-    comparison ids of one group at a time, None when there are no more)."""
+    engine, its blocks; every message to ``out`` (workbench.run.messages), ``Exit`` last.
+    ``hello_extra``: more facts of where it runs (a Ray worker's host); ``inbox``: where a split
+    job's groups come from (the comparison ids of one group at a time, None when there are no
+    more)."""
     from workbench.run import setup as run_setup
 
     idx = job.index
@@ -167,11 +171,11 @@ def run_job(
 
     def record(type: str, **fields: Any) -> dict[str, Any]:
         rec = {"type": type, "t": fields.pop("t", time.time()), **fields}
-        out.put(("record", idx, rec))
+        send(out, msg.Record(idx, rec))
         return rec
 
     def progress(p: Any) -> None:
-        out.put(("progress", idx, p))
+        send(out, msg.Progress(idx, p))
 
     try:
         if early is not None:
@@ -184,12 +188,12 @@ def run_job(
         t1 = time.monotonic()
         sink = Sink(record=record, progress=progress, cancel=stop)
         if job.inline:
-            sink.emit = lambda kind, data: out.put(("event", idx, (kind, data)))
+            sink.emit = lambda kind, data: send(out, msg.Event(idx, kind, data))
         monitor = Monitor(device_index=job.gpu.nvml)
-        monitor.sink = lambda r: out.put(
-            ("nvml", idx, {"t": time.time(), **(dataclasses.asdict(r) if dataclasses.is_dataclass(r)
-                                                else dict(r))})
-        )  # fmt: skip
+        monitor.sink = lambda r: send(out, msg.Nvml(
+            idx, {"t": time.time(), **(dataclasses.asdict(r) if dataclasses.is_dataclass(r)
+                                       else dict(r))}
+        ))  # fmt: skip
         torch.cuda.init()  # the CUDA context: what every fresh process pays first
         engine = Engine(job.cfg, sink, monitor)
         given = run_setup.install(job.setup, engine)
@@ -206,7 +210,7 @@ def run_job(
         hello["clock_mhz"] = engine.clock_mhz
         info["describe_s"] = time.monotonic() - t3
         monitor.start()
-        out.put(("hello", idx, hello))
+        send(out, msg.Hello(idx, hello))
         name = (hello["environment"].get("gpu") or {}).get("name")
         if job.expect_gpu and name != job.expect_gpu:
             where = f"host {hello.get('host') or socket.gethostname()} GPU {job.gpu.visible}"
@@ -218,23 +222,23 @@ def run_job(
             _each_group(engine, job, out, stop, inbox)
         else:
             engine.run_plan(list(job.cfg.comparisons), first_group=job.first_group)
-        out.put(("done", idx, "interrupted" if stop.is_set() else "complete"))
+        send(out, msg.Done(idx, "interrupted" if stop.is_set() else "complete"))
     except GPUFault as e:
         fault = True
-        out.put(("fault", idx, {"cmp": e.cmp, "arm": e.arm, "error": str(e)}))
+        send(out, msg.Fault(idx, e.cmp, e.arm, str(e)))
     except NumericsError as e:
-        out.put(("numerics", idx, str(e)))
+        send(out, msg.Numerics(idx, str(e)))
     except KeyboardInterrupt:  # only in the run's own process (a worker ignores SIGINT)
-        out.put(("done", idx, "interrupted"))
+        send(out, msg.Done(idx, "interrupted"))
         raise
     except BaseException as e:  # reported to the parent, which names the worker
         if is_sticky_cuda_error(e):
             fault = True
             text = fault_line(None, None, f"{type(e).__name__}: {e}")
-            out.put(("fault", idx, {"cmp": None, "arm": None, "error": text}))
+            send(out, msg.Fault(idx, None, None, text))
         else:
-            kind = "build" if isinstance(e, BuildError) else "error"
-            out.put((kind, idx, f"{type(e).__name__}: {e}"))
+            failed = msg.BuildFailed if isinstance(e, BuildError) else msg.Failed
+            send(out, failed(idx, f"{type(e).__name__}: {e}"))
             if job.inline:
                 raise
     finally:
@@ -254,11 +258,11 @@ def run_job(
         if engine is not None and not fault:
             with contextlib.suppress(Exception):  # a hand-over is a saving, never a failure
                 handed = run_setup.collect(engine)
-        out.put(("exit", idx, {"phases": phases, "import_s": info.get("import_s"),
-                               "wait_s": info.get("wait_s"),
-                               "wall_s": time.monotonic() - t0, "handover": handed,
-                               "setup": run_setup.counts(given, engine) if engine else None,
-                               "overlap": info.get("overlap")}))  # fmt: skip
+        send(out, msg.Exit(idx, phases, import_s=info.get("import_s"),
+                           wait_s=info.get("wait_s"), wall_s=time.monotonic() - t0,
+                           handover=handed,
+                           setup=run_setup.counts(given, engine) if engine else None,
+                           overlap=info.get("overlap")))  # fmt: skip
 
 
 def _handed(job: WorkerJob, inbox: Any, stop: Any) -> Any:
@@ -278,7 +282,7 @@ def _handed(job: WorkerJob, inbox: Any, stop: Any) -> Any:
 def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any, inbox: Any = None) -> None:
     """The job's groups one by one (a tune: one group per candidate): a numerics failure leaves
     that group's comparisons out, said to the parent as "excluded", and the worker goes on.
-    Each group's outcome goes to the parent as it ends ("group": its status, seconds and, per
+    Each group's outcome goes to the parent as it ends (``Group``: its status, seconds and, per
     set, the ratio of its comparison as the engine judged it)."""
     from workbench.measure.engine import plan_groups
 
@@ -293,9 +297,8 @@ def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any, inbox: Any = N
         try:
             g = engine.run_plan(part, keep=engine.banks_needed(later), first_group=g)
         except NumericsError as e:  # passed its screening gate, failed on this placement
-            out.put(("excluded", job.index, {"cmps": ids, "error": str(e)}))
-            out.put(("group", job.index, {"cmps": ids, "status": "excluded", "sets": {},
-                                          "reason": f"numerics: {e}"}))  # fmt: skip
+            send(out, msg.Excluded(job.index, ids, str(e)))
+            send(out, msg.Group(job.index, ids, "excluded", {}, reason=f"numerics: {e}"))
             g += 1
             continue
         sets = {}
@@ -308,8 +311,7 @@ def _each_group(engine: Any, job: WorkerJob, out: Any, stop: Any, inbox: Any = N
             }  # fmt: skip
         complete = len(sets) == len(part) and all(x["pairs"] for x in sets.values())
         status = "cancelled" if stop.is_set() and not complete else "measured"
-        out.put(("group", job.index, {"cmps": ids, "status": status, "sets": sets,
-                                      "seconds": time.monotonic() - t0}))  # fmt: skip
+        send(out, msg.Group(job.index, ids, status, sets, seconds=time.monotonic() - t0))
 
 
 def _parent_alive() -> bool:

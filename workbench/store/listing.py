@@ -111,9 +111,9 @@ def list_sessions(root: str | os.PathLike, current: Mapping[str, str] | None = N
 
     root = Path(root)
     if not root.exists():
-        raise BadArgument(f"--root {str(root)!r} does not exist")
+        raise BadArgument(f"--sessions-dir {str(root)!r} does not exist")
     if not root.is_dir():
-        raise BadArgument(f"--root {str(root)!r} is not a folder")
+        raise BadArgument(f"--sessions-dir {str(root)!r} is not a folder")
     from workbench.store.index import SessionIndex, signature
 
     if current is None:
@@ -192,7 +192,8 @@ def find_session(arg: str, root: str | os.PathLike) -> Path:
     if len(hits) == 1:
         return root / hits[0]
     if not hits:
+        gone = "" if root.is_dir() else ", which does not exist: --sessions-dir DIR looks elsewhere"
         raise BadArgument(
-            f"SESSION {arg!r} not found (not a path, nor a session under {str(root)!r})"
+            f"SESSION {arg!r} not found (not a path, nor a session under {str(root)!r}{gone})"
         )
     raise BadArgument(f"SESSION {arg!r} is ambiguous: {', '.join(hits[:6])}")

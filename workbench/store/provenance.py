@@ -128,6 +128,10 @@ def collect(
 # ------------------------------------------------------------------------ stale evidence
 
 KERNEL_PREFIX = "csrc/"  # provenance "files" keys of kernel sources (build.source_hashes)
+# A session measured on other kernel sources than the working tree's: its mark in a listing and
+# the sentences that say it, here beside the rule (`staleness`), the one home of both
+STALE = "STALE"
+STALE_NOTE = f"{STALE}: kernel sources (csrc/) differ from the working tree: re-measure"
 
 
 def kernel_files(files: Mapping[str, str] | None) -> dict[str, str]:
@@ -278,4 +282,4 @@ def staleness_text(stale: list[str] | None, limit: int = 6) -> str:
         return "kernel sources unknown: the session recorded no csrc/ hashes"
     if not stale:
         return "kernel sources match the working tree"
-    return f"STALE: kernel sources differ from the working tree: {_files_text(stale, limit)}"
+    return f"{STALE}: kernel sources differ from the working tree: {_files_text(stale, limit)}"

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench import analysis
+from workbench.analysis import shifts, words
 from workbench.analysis.model import session_rule
 from workbench.analysis.words import reason, sample_size
 from workbench.core import stats
-from workbench.core.fmt import num
 from workbench.store.provenance import staleness_text
 from workbench.tui.backend import (
     RatioPoint,
@@ -69,23 +69,15 @@ def info_from_session(s: Any) -> SessionInfo:
     return info_from_listing(session_info(s))
 
 
-def _compact(line: str) -> str:
-    head, sep, rest = line.partition(" (")
-    why, sep2, facts = rest.partition("; ")
-    if not (sep and sep2 and facts.endswith(")")):
-        return line
-    return f"{head} — {facts[:-1]}"
-
-
 def _recommendation(rec: analysis.Recommendation) -> Recommendation:
-    # analysis.combine lists one line per set, then the decision, then any caution.
-    n = len(rec.verdicts)
-    per_set, rest = rec.evidence[:n], rec.evidence[n:]
-    # "hot: FASTER (why; figures)": the panel keeps the verdict and its figures (the why
-    # restates the rule, printed once below them)
-    per_set = [_compact(line) for line in per_set]
+    """The panel's record of ``rec``, laid out from its evidence data (``rec.sets``): per set its
+    word and figures (the why restates the rule, printed once below them), the decision as the
+    reason, then any caution."""
+    per_set = [f"{e.set}: {e.word} — {words.set_figures(e)}" for e in rec.sets]
+    caution = words.caution_text(rec)
     choice = rec.arm if rec.decision != "inconclusive" else f"inconclusive ({rec.arm} stays)"
-    return Recommendation(rec.kernel, choice, rest[0] if rest else "", tuple(per_set + rest[1:]))
+    lines = (*per_set, *([caution] if caution else []))
+    return Recommendation(rec.kernel, choice, words.decision_text(rec), lines)
 
 
 def view_from_session(s: Any) -> SessionView:
@@ -136,6 +128,10 @@ def view_from_session(s: Any) -> SessionView:
     )
 
 
+# the compare view's columns of the shift table (workbench/analysis/shifts.py), in order
+COMPARE_COLUMNS = ("comparison", "shift", "interval", "changed", "ratio_a", "ratio_b", "verdicts")
+
+
 def compare_markdown(diff: analysis.SessionDiff) -> str:
     """Markdown of `analysis.compare_sessions`: warnings first, then the shift per comparison."""
     a, b = diff.a, diff.b
@@ -150,21 +146,11 @@ def compare_markdown(diff: analysis.SessionDiff) -> str:
     if diff.warnings or diff.notes:
         lines.append("")
     if diff.shifts:
-        conf = f"{diff.shifts[0].conf * 100:g}%"
         # what changed first, the figures behind it after (at 80 columns the table scrolls)
-        lines += [
-            f"| comparison | shift B−A | {conf} interval | changed | ratio in A [CI] | ratio in B [CI] | verdicts A/B |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for s in diff.shifts:
-            va, vb = s.a.verdict, s.b.verdict
-            lines.append(
-                f"| {s.id} | {num(s.shift, '+.4f')} | [{num(s.low, '+.4f')}, {num(s.high, '+.4f')}] "
-                f"| {'yes' if s.changed else 'no'} "
-                f"| {num(va.median)} [{num(va.ci_low)}, {num(va.ci_high)}] "
-                f"| {num(vb.median)} [{num(vb.ci_low)}, {num(vb.ci_high)}] "
-                f"| {s.a.verdict_words}/{s.b.verdict_words} |"
-            )
+        table = shifts.shift_table(diff, COMPARE_COLUMNS)
+        lines += [f"| {' | '.join(table.headers)} |", "|" + "---|" * len(table.headers)]
+        lines += [f"| {' | '.join(r.cells)} |" for r in table.rows]
+        lines += ["", shifts.CHANGED_LEGEND]
         lines += ["", f"Method: {diff.method}"]
     else:
         lines.append("No comparison id is present in both sessions.")

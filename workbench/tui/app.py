@@ -1,34 +1,26 @@
-"""The workbench app: composes the widgets, owns the workers, turns messages into updates.
+"""The workbench app: its keys, its layout, and the wiring of workers' messages to widgets.
 
-All blocking calls go to the `Backend` from thread workers (``@work(thread=True)``) that post
-messages back; the event loop only ever updates widgets, so the UI never freezes.
+All blocking calls go to the `Backend` from thread workers (`workbench.tui.workers`) that post
+messages back; the event loop only ever updates widgets, so the UI never freezes. Each tab,
+screen and widget lives in a file of its own (docs/ARCHITECTURE.md, "TUI").
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
-import signal
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
-from textual.worker import Worker, get_current_worker
 
 from workbench.core.errors import BadArgument, WorkbenchError
 from workbench.tui.backend import Backend, BuildStatus, GpuStatus, RunConfig
 from workbench.tui.commands import WorkbenchCommands
-from workbench.tui.detached import Abandoned, detached
-from workbench.tui.headless import EXIT_INTERRUPTED
 from workbench.tui.messages import (
     BuildEnded,
     BuildProgressed,
@@ -43,53 +35,31 @@ from workbench.tui.messages import (
     WorkFailed,
 )
 from workbench.tui.screens.compare import CompareScreen
+from workbench.tui.screens.counters import CountersScreen, NoCounters
 from workbench.tui.screens.help import HelpScreen
 from workbench.tui.screens.log import CompilerLogScreen
+from workbench.tui.stopping import Stopping
+from workbench.tui.widgets.mode_banner import ModeBanner
 from workbench.tui.widgets.nvml_panel import NvmlPanel
 from workbench.tui.widgets.results_view import ResultsView
 from workbench.tui.widgets.run_form import RunForm
+from workbench.tui.widgets.run_pane import RunPane
 from workbench.tui.widgets.run_progress import RunProgress
 from workbench.tui.widgets.session_browser import SessionBrowser
 from workbench.tui.widgets.variant_matrix import VariantMatrix
+from workbench.tui.workers import AppWorkers, while_running
 
-M = TypeVar("M")
-
-
-def while_running(handler: Callable[[WorkbenchApp, M], None]) -> Callable[[WorkbenchApp, M], None]:
-    """For handlers of worker messages: a worker may post while the app shuts down (quit,
-    Ctrl-C, the end of a headless run), when its widgets are already gone; then there is
-    nothing left to show and the message is dropped."""
-
-    @functools.wraps(handler)
-    def guarded(self: WorkbenchApp, message: M) -> None:
-        if self.is_running:
-            handler(self, message)
-
-    return guarded
+TABS = Binding.Group("Tabs")
 
 
-def _cancelled(stop: threading.Event) -> Callable[[], bool]:
-    """The predicate a build or run polls, from its worker's thread: the user cancelled (``stop``)
-    or textual cancelled the worker (the app is closing)."""
-    worker = get_current_worker()
-    return lambda: stop.is_set() or worker.is_cancelled
-
-
-def describe(error: BaseException) -> str:
-    """One line for the user: our errors speak for themselves, others get their type."""
-    if isinstance(error, WorkbenchError):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
-
-
-class WorkbenchApp(App[None]):
+class WorkbenchApp(AppWorkers, Stopping, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "workbench"
     SUB_TITLE = "AWQ int4 MoE metadata readers"
     COMMANDS = App.COMMANDS | {WorkbenchCommands}
-    # Every key works on every tab; the footer shows help, quit and cancel, and the keys of
-    # the focused table (its BINDINGS name the same app actions): at 80 columns a footer of
-    # every key lost Export (issue 33).
+    # Every key works on every tab; the footer (compact) shows help, quit, cancel and the tab
+    # keys, and the keys of the focused table (its BINDINGS name the same app actions): at 80
+    # columns a footer of every key lost Export (issue 33).
     BINDINGS = [
         Binding("question_mark", "help", "Help"),
         Binding("f1", "help", "Help", show=False),
@@ -104,9 +74,15 @@ class WorkbenchApp(App[None]):
         Binding("h", "counters", "Counters", show=False),
         Binding("s", "rescan", "Rescan", show=False),
         Binding("t", "tune", "Tune", show=False),
-        Binding("1", "tab('run')", "Build & run", show=False),
-        Binding("2", "tab('results')", "Results", show=False),
-        Binding("3", "tab('sessions')", "Sessions", show=False),
+        # the tab keys, one footer entry ("1 2 3 Tabs") on every tab
+        *(
+            Binding(key, f"tab('{tab}')", name, group=TABS)
+            for key, tab, name in (
+                ("1", "run", "Build & run"),
+                ("2", "results", "Results"),
+                ("3", "sessions", "Sessions"),
+            )
+        ),
         # Ctrl-C stops, as in any terminal program (a focused field keeps it for copying)
         Binding("ctrl+c", "interrupt", "Interrupt", show=False),
     ]
@@ -140,23 +116,18 @@ class WorkbenchApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("Checking for a GPU…", id="mode-banner")
+        yield ModeBanner(id="mode-banner")
         with Horizontal(id="body"):
             with TabbedContent(initial="run", id="tabs"):
-                with TabPane("Build & run", id="run"), Vertical(id="run-pane"):
-                    # the matrix spans the pane: its eight columns need ~70 cells
-                    yield VariantMatrix(id="variants")
-                    with Horizontal(id="run-lower"):
-                        yield RunProgress(id="progress")
-                        with VerticalScroll(id="form-scroll"):
-                            yield RunForm(self.initial_config, id="form")
+                with TabPane("Build & run", id="run"):
+                    yield RunPane(self.initial_config, id="run-pane")
                 with TabPane("Results", id="results"):
                     yield ResultsView(id="results-view")
                 with TabPane("Sessions", id="sessions"):
                     yield SessionBrowser(id="browser")
             yield NvmlPanel(id="nvml")
         yield Static("", id="status")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#variants").focus()  # the footer shows its keys: b, r, l
@@ -165,13 +136,7 @@ class WorkbenchApp(App[None]):
         self.refresh_monitor()
         if self.monitor_interval:
             self.set_interval(self.monitor_interval, self.refresh_monitor)
-        # SIGINT from outside (in the terminal's raw mode Ctrl-C is a key, not a signal) must
-        # not tear the app down mid-run: it interrupts like Ctrl-C. Not where signals cannot
-        # be caught (a thread other than the main one, Windows).
-        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-            asyncio.get_running_loop().add_signal_handler(
-                signal.SIGINT, lambda: self.call_later(self.action_interrupt)
-            )
+        self.catch_sigint()
 
     # ---- state --------------------------------------------------------------------------
 
@@ -184,30 +149,11 @@ class WorkbenchApp(App[None]):
 
     def watch_gpu(self, gpu: GpuStatus | None) -> None:
         self.refresh_bindings()
-        banner = self.query_one("#mode-banner", Static)
         if gpu is None:
             return
-        if gpu.available:
-            banner.update(
-                Text.assemble(("GPU ", "bold"), gpu.name or "available", "  ", gpu.reason)
-            )
-            banner.set_class(False, "browse")
-        else:
-            tools = self.build_tools
-            can_build = tools is not None and tools.available
-            # what works first, then why runs do not: the banner wraps rather than cut it
-            banner.update(
-                Text.assemble(
-                    ("Browse mode", "bold"),
-                    ": saved sessions and builds (b). No runs: "
-                    if can_build
-                    else ": saved sessions only. No runs: ",
-                    gpu.reason,
-                    "" if can_build else f"; no builds: {tools.reason if tools else 'unknown'}",
-                )
-            )
-            banner.set_class(True, "browse")
-            self.query_one("#form", RunForm).query_one("#run-button", Button).disabled = True
+        self.query_one(ModeBanner).show(gpu, self.build_tools)
+        if not gpu.available:
+            self.query_one("#run-button", Button).disabled = True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("build", "run"):
@@ -277,56 +223,6 @@ class WorkbenchApp(App[None]):
     def _run_pressed(self) -> None:
         self.action_run()
 
-    def action_cancel(self) -> None:
-        # A flag the worker's thread polls, not Worker.cancel: that cancels the asyncio task
-        # waiting on the thread, so the worker would read as finished (wait_for_complete
-        # returns) while its thread is still closing the session.
-        if self.busy == "run":
-            self.stop_work.set()
-            self.query_one(RunProgress).state = "cancelling"
-            self.set_status("Cancelling the run…")
-        elif self.busy == "build":
-            self.stop_work.set()
-            self.set_status("Cancelling the build…")
-
-    def exporting(self) -> bool:
-        return any(w.group == "export" and not w.is_finished for w in self.workers)
-
-    async def action_quit(self) -> None:
-        """Quit; during a build or run, cancel it first so that its session is closed properly
-        ("interrupted", every measured sample kept); during an export, once it is written. The
-        screen stays up meanwhile, saying so. A second q quits at once."""
-        if (self.busy or self.exporting()) and not self.quit_when_idle:
-            self.quit_when_idle = True
-            if self.busy:
-                self.action_cancel()
-                self.set_status("Quitting once the sample in flight is saved (q again: quit now)…")
-            else:
-                self.set_status(
-                    "Quitting once the export is written (q again: quit now, leaving it unfinished)…"
-                )
-            return
-        self.leave()
-
-    def leave_if_idle(self) -> None:
-        """After a build, run or export ended: quit if a q is waiting for it and nothing else
-        is left running."""
-        if self.quit_when_idle and not self.busy and not self.exporting():
-            self.leave()
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "export" and event.worker.is_finished:
-            self.leave_if_idle()
-
-    async def action_interrupt(self) -> None:
-        """Ctrl-C: quit as q does (a build or run is cancelled first, its session kept), with
-        the exit code of an interrupted program."""
-        self.interrupted = True
-        await self.action_quit()
-
-    def leave(self) -> None:
-        self.exit(return_code=EXIT_INTERRUPTED if self.interrupted else 0)
-
     def action_tune(self) -> None:
         """Open the tune screen (docs/DESIGN.md §11); it starts the backend's tune, if any."""
         from workbench.tui.screens.tune import TuneScreen
@@ -371,28 +267,17 @@ class WorkbenchApp(App[None]):
 
     def action_counters(self) -> None:
         """The open (else highlighted) session's hardware counters, A beside B (ab --counters)."""
-        from workbench.analysis.counters import markdown_lines
-        from workbench.store import counters
-
         path = self._session_in_view()
         if path is None:
             self.notify("Open or highlight a session first.", title="Counters", severity="warning")
             return
         try:
-            doc = counters.load(path)
+            screen = CountersScreen.of(path)
         except WorkbenchError as e:
-            self.notify(str(e), title="Counters", severity="error")
+            severity = "warning" if isinstance(e, NoCounters) else "error"
+            self.notify(str(e), title="Counters", severity=severity)
             return
-        if doc is None:
-            self.notify(
-                f"{path.name} has no counters: `workbench ab --counters` records them.",
-                title="Counters",
-                severity="warning",
-            )
-            return
-        self.push_screen(
-            CompareScreen(f"Hardware counters: {path.name}", "\n".join(markdown_lines(doc)))
-        )
+        self.push_screen(screen)
 
     def action_compare(self) -> None:
         browser = self.query_one(SessionBrowser)
@@ -412,103 +297,6 @@ class WorkbenchApp(App[None]):
 
     def on_session_browser_open_requested(self, message: SessionBrowser.OpenRequested) -> None:
         self.open_session(message.path)
-
-    # ---- workers (threads: they call the backend and only post messages) ---------------
-
-    def _fail(self, what: str, error: BaseException) -> None:
-        self.post_message(WorkFailed(what, describe(error)))
-
-    @work(thread=True, group="probe", exit_on_error=False)
-    def probe_gpu(self) -> None:
-        with contextlib.suppress(Abandoned):
-            self.post_message(detached(self._probe))
-
-    def _probe(self) -> GpuProbed:
-        try:
-            status = self.backend.gpu_status()
-        except Exception as e:  # a probe must never take the app down
-            status = GpuStatus(False, describe(e))
-        try:
-            build = self.backend.build_status()
-        except Exception as e:
-            build = BuildStatus(False, describe(e))
-        try:
-            variants = self.backend.variants()
-        except Exception as e:
-            variants = []
-            self._fail("variants", e)
-        return GpuProbed(status, variants, build)
-
-    @work(thread=True, group="sessions", exclusive=True, exit_on_error=False)
-    def list_sessions(self) -> None:
-        try:
-            self.post_message(SessionsListed(detached(self.backend.sessions)))
-        except Abandoned:
-            pass
-        except Exception as e:
-            self._fail("list sessions", e)
-
-    @work(thread=True, group="monitor", exclusive=True, exit_on_error=False)
-    def refresh_monitor(self) -> None:
-        try:
-            reading = self.backend.monitor_reading()
-            note = "" if reading is not None else self.backend.monitor_note()
-        except Exception as e:
-            reading, note = None, describe(e)
-        self.post_message(MonitorRead(reading, note))
-
-    @work(thread=True, group="build", exit_on_error=False)
-    def build_variants(self, names: list[str], stop: threading.Event) -> None:
-        cancelled = _cancelled(stop)
-        try:
-            self.backend.build(
-                names, lambda row: self.post_message(BuildProgressed(row)), cancelled
-            )
-        except Exception as e:
-            self.post_message(BuildEnded(cancelled(), describe(e)))
-            return
-        self.post_message(BuildEnded(cancelled()))
-
-    @work(thread=True, group="run", exit_on_error=False)
-    def run_ab(self, config: RunConfig, stop: threading.Event) -> None:
-        cancelled = _cancelled(stop)
-        try:
-            path = self.backend.run(
-                config, lambda event: self.post_message(RunProgressed(event)), cancelled
-            )
-        except Exception as e:
-            self.post_message(RunEnded(None, cancelled(), describe(e)))
-            return
-        self.post_message(RunEnded(path, cancelled()))
-
-    @work(thread=True, group="open", exclusive=True, exit_on_error=False)
-    def open_session(self, path: Path) -> None:
-        try:
-            self.post_message(SessionOpened(detached(lambda: self.backend.open_session(path))))
-        except Abandoned:
-            pass
-        except Exception as e:
-            self.post_message(WorkFailed(f"open {path.name}", describe(e)))
-
-    @work(thread=True, group="export", exit_on_error=False)
-    def export_session(self, path: Path) -> None:
-        try:
-            self.post_message(Exported(detached(lambda: self.backend.export(path))))
-        except Abandoned:
-            pass
-        except Exception as e:
-            self._fail(f"export {path.name}", e)
-
-    @work(thread=True, group="compare", exclusive=True, exit_on_error=False)
-    def compare_sessions(self, a: Path, b: Path) -> None:
-        try:
-            text = detached(lambda: self.backend.compare(a, b))
-        except Abandoned:
-            return
-        except Exception as e:
-            self._fail("compare", e)
-            return
-        self.post_message(Compared(f"{a.name} → {b.name}", text))
 
     # ---- messages from the workers ------------------------------------------------------
 
@@ -605,7 +393,7 @@ class WorkbenchApp(App[None]):
 
     @while_running
     def on_compared(self, message: Compared) -> None:
-        self.push_screen(CompareScreen(message.title, message.markdown))
+        self.push_screen(CompareScreen(message.title, message.view))
 
     @while_running
     def on_monitor_read(self, message: MonitorRead) -> None:

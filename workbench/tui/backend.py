@@ -145,6 +145,16 @@ class SessionView:
 
 
 @dataclass(frozen=True)
+class CompareView:
+    """Two sessions compared, for the compare screen: the comparison as Markdown (its notes and
+    its shift table, `tui.analysis.compare_markdown`), and each comparison's role by id, by
+    which the screen puts the main comparisons first."""
+
+    markdown: str
+    roles: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ExportResult:
     plots: tuple[Path, ...]
     report: Path
@@ -199,8 +209,8 @@ class Backend(Protocol):
         """Load and analyse one session; raises a WorkbenchError with a clear message."""
         ...
 
-    def compare(self, a: Path, b: Path) -> str:
-        """Markdown comparing two sessions (shift in ratio per comparison, warnings)."""
+    def compare(self, a: Path, b: Path) -> CompareView:
+        """Two sessions compared (shift in ratio per comparison, warnings)."""
         ...
 
     def export(self, path: Path) -> ExportResult:

@@ -14,6 +14,7 @@ from pathlib import Path
 from workbench.core.errors import GPU_EXTRA, WorkbenchError, extra_install, gpu_stack_module
 from workbench.tui.backend import (
     BuildStatus,
+    CompareView,
     ExportResult,
     GpuStatus,
     ProgressEvent,
@@ -228,11 +229,11 @@ class EngineBackend:
         analysis = _engine("tui.analysis")
         return analysis.view_from_session(session.load_session(path, nvml=False))
 
-    def compare(self, a: Path, b: Path) -> str:
+    def compare(self, a: Path, b: Path) -> CompareView:
         session, model = _engine("store.session"), _engine("analysis")
         view = _engine("tui.analysis")
         diff = model.compare_sessions(session.load_session(a), session.load_session(b))
-        return view.compare_markdown(diff)
+        return CompareView(view.compare_markdown(diff), {s.id: s.a.role for s in diff.shifts})
 
     def export(self, path: Path) -> ExportResult:
         """Figures (PNG and SVG) and the Markdown report, side by side in the plots folder, so

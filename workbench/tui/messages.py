@@ -9,6 +9,7 @@ from textual.message import Message
 
 from workbench.tui.backend import (
     BuildStatus,
+    CompareView,
     ExportResult,
     GpuStatus,
     ProgressEvent,
@@ -79,7 +80,7 @@ class Exported(Message):
 @dataclass
 class Compared(Message):
     title: str
-    markdown: str
+    view: CompareView
 
 
 @dataclass

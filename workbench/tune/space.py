@@ -26,7 +26,7 @@ from workbench.measure.plan import ArmSpec, ComparisonSpec
 
 # Relative L2 of a candidate's outputs against the default's when its parameters reorder the
 # FP32 sums: a reordering moves an output by at most one FP16 ulp (~5e-4 relative), so 1e-3
-# is half of the reference tolerance (check.REL_L2_MAX, docs/DESIGN.md §3.6) and still catches
+# is half of the reference tolerance (specs.DEFAULT_TOLERANCE, docs/DESIGN.md §3.6) and still catches
 # a wrong result, which moves outputs by far more.
 REORDER_REL_L2 = 1e-3
 MAX_CANDIDATES = 256  # a sweep beyond this is a typo in --param, not a plan

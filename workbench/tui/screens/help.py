@@ -26,17 +26,19 @@ then times them as ABBA pairs of CUDA-Graph replays on a hot and a rotating expe
    current ratio B/A with its 95 % CI, and charts it. `escape` cancels: the samples measured so
    far are kept as an *interrupted* session.
 3. **Results** tab: first the recommendation, one line per kernel (the reader it names and
-   why); then per (kernel, set) the verdict (FASTER, SLOWER, SAME, AMBIGUOUS), the ratio, its
-   CI, the Wilcoxon p, how many pairs favour B, the median ms of A and B, the blocks a verdict
-   rests on and µs per call; the comparisons that decide come first, then the step
-   confirmations, then the references (dim). Below the table: the ratio chart, then the
-   evidence per set, the rule and the session's notes in full: `pagedown` or `end` scrolls
-   down to them. Opening a session focuses its table (the arrows move in it at once); `tab`
-   goes to the tab bar and back. The comparison's name stays when the table scrolls sideways.
+   why, where the line has room for it); then per (kernel, set) the verdict (FASTER, SLOWER,
+   SAME, AMBIGUOUS), the ratio, its CI, the median ms of A and B, µs per call, the Wilcoxon p,
+   how many pairs favour B and the blocks a verdict rests on; the comparisons that decide come
+   first, then the step confirmations, then the references (dim). Below the table: the ratio
+   chart, then the evidence per set, the rule and the session's notes in full: `pagedown` or
+   `end` scrolls down to them. Opening a session focuses its table (the arrows move in it at
+   once); `tab` goes to the tab bar and back. A column that does not fit is left blank, never
+   cut: `→` scrolls the table sideways to it, the comparison's name staying in view.
 4. **Sessions** tab: `enter` opens a saved session, `m` marks one, `x` compares the marked one
-   with the highlighted one (a table that scrolls sideways: `tab` to it, then the arrows), `e`
+   with the highlighted one (one card per comparison, the deciding ones first: the shift B−A,
+   then each session's ratio, CI and verdict on a line of its own; `pagedown` scrolls), `e`
    exports plots and the Markdown report of the open session. The footer shows the keys of
-   the table in focus; every key works on every tab.
+   the table in focus and the tab keys; every key works on every tab.
 
 Without a terminal (a GPU machine over ssh, CI): `workbench tui --screenshot out.svg --run`
 performs the default run headless and saves an SVG of the finished screen.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from rich.console import Group
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 from textual.widgets import Static
 
@@ -34,9 +34,21 @@ def title() -> Text:
     return Text.assemble(("Recommendation", "bold"), (f"   {HINT}", "dim"))
 
 
+class _Line:
+    """A recommendation's line: the reader chosen, then why where the line has room for it whole
+    (the evidence holds it at the end); never cut, never wrapped."""
+
+    def __init__(self, head: Text, reason: Text) -> None:
+        self.head, self.reason = head, reason
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        whole = self.head.cell_len + self.reason.cell_len <= options.max_width
+        yield self.head + self.reason if whole else self.head
+
+
 class RecommendationPanel(Static):
-    """One line per recommendation, cut to the width (never wrapped): the reader chosen, then
-    why. Empty until a session is open."""
+    """One line per recommendation: the reader chosen, then why where it fits whole. Empty
+    until a session is open."""
 
     def show(self, recommendations: tuple[Recommendation, ...]) -> None:
         if not recommendations:
@@ -44,15 +56,14 @@ class RecommendationPanel(Static):
             return
         lines = []
         for rec in recommendations:
-            line = Text.assemble(
+            head = Text.assemble(
                 (f"{rec.kernel.upper():<5}", "bold"),
                 " → ",
                 (short_arms(rec.choice), choice_style(rec.choice)),
-                (f"   {rec.reason}", "dim"),
                 no_wrap=True,
                 overflow="ellipsis",
             )
-            lines.append(line)
+            lines.append(_Line(head, Text(f"   {rec.reason}", "dim")))
         self.update(Group(*lines))
 
     def clear_view(

@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 from textual.binding import Binding
 
-from workbench.tui.widgets.table import Table
+from workbench.tui.widgets.table import Table, paging_keys
 
 VERDICT_STYLE = {
     "FASTER": "bold green",
@@ -29,6 +29,8 @@ def verdict_style(words: str) -> str:
 # a comparison's name by its role: the main ones bold, the references dim (the cell's text,
 # with its "(confirm)" tag, is the table's)
 ROLE_STYLE = {"main": "bold", "reference": "dim"}
+# the comparisons that decide the recommendation, then the one that confirms it, then the rest
+ROLE_ORDER = {"main": 0, "confirm": 1}
 
 
 class ResultsTable(Table):
@@ -39,25 +41,16 @@ class ResultsTable(Table):
     own), so that PageDown and End reach the evidence while the table keeps the focus."""
 
     BINDINGS = [
-        Binding("pagedown", "view('page_down')", "Page down", show=False),
-        Binding("pageup", "view('page_up')", "Page up", show=False),
-        Binding("end", "view('end')", "Evidence"),
+        *paging_keys("Evidence"),
         Binding("e", "app.export", "Export"),  # the app's key, shown in the footer
-        Binding("home", "view('home')", "Home", show=False),
     ]
 
-    def action_view(self, where: str) -> None:
-        view = self.parent
-        if view is None:
-            return
-        {"page_down": view.scroll_page_down, "page_up": view.scroll_page_up,
-         "end": view.scroll_end, "home": view.scroll_home}[where]()  # fmt: skip
-
-    # The decision first (verdict, ratio, CI), the evidence after, the arms last: on a narrow
-    # terminal the table scrolls sideways and what matters most stays in view; at 140 columns
-    # everything up to B ms is. Keys of workbench.analysis.table.COLUMNS.
-    COLUMNS = ("name", "verdict_word", "ratio", "ci", "p", "k/n", "a_ms", "b_ms", "rests_on",
-               "us", "flagged", "a", "b")  # fmt: skip
+    # The decision first (verdict, ratio, CI), the times it rests on (A ms, B ms, µs per call),
+    # then the statistics, the blocks and the arms: on a narrow terminal the table scrolls
+    # sideways and what matters most stays in view; at 140 columns everything up to p is.
+    # Keys of workbench.analysis.table.COLUMNS.
+    COLUMNS = ("name", "verdict_word", "ratio", "ci", "a_ms", "b_ms", "us", "p", "k/n",
+               "rests_on", "flagged", "a", "b")  # fmt: skip
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)

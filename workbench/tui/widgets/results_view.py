@@ -19,10 +19,7 @@ from workbench.tui.widgets import recommendation
 from workbench.tui.widgets.evidence import EvidencePanel
 from workbench.tui.widgets.ratio_chart import RatioChart
 from workbench.tui.widgets.recommendation import RecommendationPanel
-from workbench.tui.widgets.results_table import ResultsTable
-
-# the comparisons that decide the recommendation, then the one that confirms it, then the rest
-ROLE_ORDER = {"main": 0, "confirm": 1}
+from workbench.tui.widgets.results_table import ROLE_ORDER, ResultsTable
 
 
 class ResultsView(Vertical):

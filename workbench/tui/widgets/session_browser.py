@@ -50,8 +50,9 @@ class SessionBrowser(Table):
         for key, label in (
             # what tells sessions apart, then the answer (the date, the recommendation, the
             # status, STALE sources): at 80 columns the table shows about 75 cells before it
-            # scrolls sideways, and the longest slug with the longest recommendation fits;
-            # at 140 (beside the GPU panel), up to the shape
+            # scrolls sideways, and the longest slug with the longest recommendation fits (the
+            # sources there are blank, not cut: → brings them in); at 140 (beside the GPU
+            # panel), up to the shape
             ("mark", " "),
             ("created", "when (UTC)"),
             ("slug", "session"),

@@ -1,10 +1,27 @@
-"""The DataTable the TUI's tables share: its lines are redrawn when its column widths change."""
+"""The DataTable the TUI's tables share: its lines are redrawn when its column widths change,
+it never shows a column cut at its right edge, and its paging keys can scroll the column it
+sits in."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from textual.binding import Binding
+from textual.containers import ScrollableContainer
+from textual.strip import Strip
 from textual.widgets import DataTable
+
+
+def paging_keys(end: str) -> list[Binding]:
+    """The bindings of a table that shows all its rows inside a scrolling column (the results,
+    a compare's tables): PageDown, PageUp, Home and End scroll that column, so that they reach
+    what follows the table while it keeps the focus. ``end``: the footer's word for End."""
+    return [
+        Binding("pagedown", "scroll_column('page_down')", "Page down", show=False),
+        Binding("pageup", "scroll_column('page_up')", "Page up", show=False),
+        Binding("end", "scroll_column('end')", end),
+        Binding("home", "scroll_column('home')", "Home", show=False),
+    ]
 
 
 class Table(DataTable):
@@ -20,6 +37,36 @@ class Table(DataTable):
     and the browse-mode snapshot failed whenever the suite's timing let that paint in. When the
     widths change, the cached lines go too.
     """
+
+    def action_scroll_column(self, where: str) -> None:
+        """The keys of `paging_keys`: scroll the nearest scrolling container around the table."""
+        column = next((n for n in self.ancestors if isinstance(n, ScrollableContainer)), None)
+        if column is None:
+            return
+        {"page_down": column.scroll_page_down, "page_up": column.scroll_page_up,
+         "end": column.scroll_end, "home": column.scroll_home}[where]()  # fmt: skip
+
+    def render_line(self, y: int) -> Strip:
+        # A column that does not fit whole is left blank, not cut: "sou" and "805" read as
+        # data (issue 57); the horizontal scrollbar says there is more, → brings it in.
+        strip = super().render_line(y)
+        width = self.size.width
+        edge = self._whole_edge(width)
+        if edge >= width:
+            return strip
+        return strip.crop(0, edge).extend_cell_length(width, self.rich_style)
+
+    def _whole_edge(self, width: int) -> int:
+        """Where the last column shown whole ends, in cells from the table's left edge."""
+        widths = self._widths()
+        edge = right = sum(widths[: self.fixed_columns])
+        right -= self.scroll_offset.x
+        for w in widths[self.fixed_columns :]:
+            right += w
+            if right > width:
+                break
+            edge = max(edge, right)
+        return edge
 
     def _widths(self) -> list[int]:
         return [column.get_render_width(self) for column in self.ordered_columns]
