@@ -20,6 +20,7 @@ from markdown_it import MarkdownIt
 from workbench.analysis import analyse
 from workbench.analysis.recommend import reader_results
 from workbench.cli import build_parser, main, parse
+from workbench.core import defaults
 from workbench.report.markdown import render_report
 from workbench.report.rerun import rerun, session_rerun
 from workbench.store.provenance import session_staleness
@@ -245,6 +246,11 @@ def test_the_command_reproduces_the_recorded_config(path, tmp_path, monkeypatch)
     monkeypatch.chdir(REPO)  # a user's spec is named relative to the checkout
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
     got, want = _rebuilt(again.argv).session_config(), s.config
+    if not any(c.endswith(f"/{defaults.CHECK_TIMING}") for c in want.get("comparisons", ())):
+        # a session from before the method check (docs/DESIGN.md §5.11): today's run adds
+        # its comparisons, right after their main ones, and nothing else changes
+        check = f"/{defaults.CHECK_TIMING}"
+        got["comparisons"] = [c for c in got["comparisons"] if not c.endswith(check)]
     for key in CONFIG_KEYS:
         if key in want:
             assert got.get(key) == want[key], (path.name, key)
