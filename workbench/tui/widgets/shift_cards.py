@@ -70,7 +70,10 @@ def cards(table: ShiftTable, roles: Mapping[str, str]) -> Group:
     # a session's columns are labelled once, by A's labels (B's columns hold the same figures)
     labels = [table.label(k) for k in SIDES[0][1]]
     # each column as wide as its widest cell, its header or label included
-    jw = [max(cell_len(h), *(cell_len(c.cells[k]) for c in laid)) for h, k in zip(heads, JOINT, strict=True)]
+    jw = [
+        max(cell_len(h), *(cell_len(c.cells[k]) for c in laid))
+        for h, k in zip(heads, JOINT, strict=True)
+    ]
     sw = [
         max(cell_len(label), *(cell_len(c.cells[side[n]]) for c in laid for _, side in SIDES))
         for n, label in enumerate(labels)
