@@ -23,6 +23,7 @@ from tui_backend_double import (  # noqa: E402
     drive,
     make_app,
     settle,
+    shown,
     status_text,
 )
 
@@ -34,6 +35,7 @@ from workbench.tui.engine import EngineBackend  # noqa: E402
 from workbench.tui.screens.compare import CompareScreen  # noqa: E402
 from workbench.tui.widgets.results_view import ResultsView  # noqa: E402
 from workbench.tui.widgets.session_browser import SessionBrowser  # noqa: E402
+from workbench.tui.widgets.shift_cards import ShiftCards  # noqa: E402
 
 pytestmark = pytest.mark.slow  # end to end, seconds a test: the full suite's, not the fast lane
 
@@ -96,7 +98,10 @@ async def test_open_export_and_compare_sessions(roots):
         await pilot.press("m", "up", "x")
         await settle(pilot)
         assert isinstance(app.screen, CompareScreen)
-        assert "w13/hot" in app.screen.markdown and "shift" in app.screen.markdown
+        table = app.screen.view.table
+        assert "w13/hot" in [table.cell(row, "comparison") for row in table.rows]
+        assert "B-A" in table.header("shift")
+        assert "w13/hot" in shown(app.screen.query_one(ShiftCards))
         await pilot.press("escape")
 
 

@@ -373,18 +373,21 @@ def test_compare_page_down_after_tab_reaches_the_method(views):
 
 def test_compare_cards_list_the_main_comparisons_first_then_confirm_then_references(views):
     """The cards' order is by role; within a role, the table's; every comparison is there."""
-    from workbench.tui.screens.tables import split_tables
     from workbench.tui.widgets.shift_cards import cards
 
     add_committed(views)
     _, backend = make_app(views)
     view = backend.compare(views[1] / R1, views[1] / R2)
-    table = next(p for p in split_tables(view.markdown) if isinstance(p, list))
-    text = [line.plain for line in cards(table, view.roles).renderables]
+    text = [line.plain for line in cards(view.table, view.roles).renderables]
     named = [t.split()[0] for t in text if t.split() and t.split()[0] in view.roles]
     roles = [view.roles[n] for n in named]
     assert roles == sorted(roles, key=["main", "confirm", "reference"].index)
-    assert sorted(named) == sorted(row[0] for row in table[1:])
+    table_order = [view.table.cell(row, "comparison") for row in view.table.rows]
+    assert sorted(named) == sorted(table_order) and len(named) == 18
+    for role in ("main", "confirm", "reference"):  # within a role, the table's order
+        assert [n for n in named if view.roles[n] == role] == [
+            n for n in table_order if view.roles[n] == role
+        ]
     assert [t for t in text if t in ("main", "confirm", "reference")] == [
         "main",
         "confirm",

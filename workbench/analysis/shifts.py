@@ -3,8 +3,10 @@ computed here once from ``compare.SessionDiff``, as ``analysis/table.py`` does f
 one session's comparisons.
 
 The front ends only lay the cells out: `workbench sessions compare` as aligned text
-(workbench/commands/sessions.py), the TUI's compare view as Markdown (workbench/tui/analysis.py).
-Each picks its columns by key; none formats a cell of its own (`tests/test_shifts.py` fails on a
+(workbench/commands/sessions.py), the TUI's compare view as one card per comparison
+(workbench/tui/widgets/shift_cards.py, the table handed over as data by workbench/tui/analysis.py).
+Each picks its columns by key, a session's by its own key (never out of a header's text or a
+joint cell's halves); none formats a cell of its own (`tests/test_shifts.py` fails on a
 second builder of shift rows, or on a front end that does not take its rows from here).
 """
 
@@ -42,27 +44,39 @@ def _ratio(r: ComparisonResult) -> str:
     return f"{num(v.median, none=DASH)} {interval(v.ci_low, v.ci_high)}"
 
 
+def _verdict(r: ComparisonResult) -> str:
+    return r.verdict_words
+
+
 @dataclass(frozen=True)
 class ShiftColumn:
-    """One column: ``key`` names it for the faces; in ``header``, "{conf}" becomes the shift's
-    confidence ("95%") and "{ratio_conf}" the sessions' verdicts' ("95%")."""
+    """One column: ``key`` names it for the faces; ``side`` is the session whose figures it
+    holds ("A" or "B"; "" for a column of the pair) and ``label`` its header without the
+    session, in which "{conf}" becomes the shift's confidence ("95%") and "{ratio_conf}" the
+    sessions' verdicts' ("95%")."""
 
     key: str
-    header: str
+    label: str
     cell: Callable[[Shift], str]
+    side: str = ""
+
+    def header(self, label: str) -> str:
+        """The column's header of its ``label`` as formatted: "A: ratio [95% CI]"."""
+        return f"{self.side}: {label}" if self.side else label
 
 
 COLUMNS: dict[str, ShiftColumn] = {
     c.key: c
     for c in (
         ShiftColumn("comparison", "comparison", lambda s: s.id),
-        ShiftColumn("ms_a", "A: ms A/B", lambda s: _ms(s.a)),
-        ShiftColumn("ms_b", "B: ms A/B", lambda s: _ms(s.b)),
-        ShiftColumn("ratio_a", "A: ratio [{ratio_conf} CI]", lambda s: _ratio(s.a)),
-        ShiftColumn("ratio_b", "B: ratio [{ratio_conf} CI]", lambda s: _ratio(s.b)),
-        ShiftColumn(
-            "verdicts", "verdicts A/B", lambda s: f"{s.a.verdict_words}/{s.b.verdict_words}"
-        ),
+        ShiftColumn("ms_a", "ms A/B", lambda s: _ms(s.a), "A"),
+        ShiftColumn("ms_b", "ms A/B", lambda s: _ms(s.b), "B"),
+        ShiftColumn("ratio_a", "ratio [{ratio_conf} CI]", lambda s: _ratio(s.a), "A"),
+        ShiftColumn("ratio_b", "ratio [{ratio_conf} CI]", lambda s: _ratio(s.b), "B"),
+        ShiftColumn("verdict_a", "verdict", lambda s: _verdict(s.a), "A"),
+        ShiftColumn("verdict_b", "verdict", lambda s: _verdict(s.b), "B"),
+        # both sessions' verdicts in one cell, for `sessions compare`'s narrow table
+        ShiftColumn("verdicts", "verdicts A/B", lambda s: f"{_verdict(s.a)}/{_verdict(s.b)}"),
         ShiftColumn("shift", "shift B-A", lambda s: num(s.shift, "+.4f", none=DASH)),
         ShiftColumn("interval", "{conf} interval", lambda s: interval(s.low, s.high)),
         ShiftColumn("changed", "changed", changed),
@@ -80,12 +94,27 @@ class ShiftRow:
 
 @dataclass(frozen=True)
 class ShiftTable:
+    """The rows with the columns ``keys``: ``headers`` as printed ("A: ratio [95% CI]"),
+    ``labels`` without the session ("ratio [95% CI]"), for a face that puts a session's cells on
+    a line of its own."""
+
     keys: tuple[str, ...]
     headers: tuple[str, ...]
+    labels: tuple[str, ...]
     rows: tuple[ShiftRow, ...]
 
     def index(self, key: str) -> int:
         return self.keys.index(key)
+
+    def header(self, key: str) -> str:
+        return self.headers[self.index(key)]
+
+    def label(self, key: str) -> str:
+        return self.labels[self.index(key)]
+
+    def cell(self, row: ShiftRow, key: str) -> str:
+        """``row``'s cell of the column ``key`` (ValueError where the table has no such column)."""
+        return row.cells[self.index(key)]
 
 
 def shift_table(diff: SessionDiff, keys: Sequence[str]) -> ShiftTable:
@@ -95,6 +124,7 @@ def shift_table(diff: SessionDiff, keys: Sequence[str]) -> ShiftTable:
     first = diff.shifts[0] if diff.shifts else None
     conf = f"{first.conf * 100:g}%" if first else ""
     ratio_conf = f"{first.a.verdict.conf * 100:g}%" if first else ""
-    heads = tuple(c.header.format(conf=conf, ratio_conf=ratio_conf) for c in cols)
+    labels = tuple(c.label.format(conf=conf, ratio_conf=ratio_conf) for c in cols)
+    heads = tuple(c.header(label) for c, label in zip(cols, labels, strict=True))
     rows = tuple(ShiftRow(s, tuple(c.cell(s) for c in cols)) for s in diff.shifts)
-    return ShiftTable(tuple(keys), heads, rows)
+    return ShiftTable(tuple(keys), heads, labels, rows)

@@ -19,6 +19,7 @@ from workbench.analysis.words import reason, sample_size
 from workbench.core import stats
 from workbench.store.provenance import staleness_text
 from workbench.tui.backend import (
+    CompareView,
     RatioPoint,
     Recommendation,
     SessionInfo,
@@ -128,36 +129,29 @@ def view_from_session(s: Any) -> SessionView:
     )
 
 
-# the compare view's columns of the shift table (workbench/analysis/shifts.py), in order
-COMPARE_COLUMNS = ("comparison", "shift", "interval", "changed", "ratio_a", "ratio_b", "verdicts")
-
-
-def compare_markdown(diff: analysis.SessionDiff) -> str:
-    """Markdown of `analysis.compare_sessions`: warnings first, then the shift per comparison."""
+def compare_view(diff: analysis.SessionDiff) -> CompareView:
+    """The compare screen's record of `analysis.compare_sessions`: the shift table with every
+    column (the screen picks its own by key), the Markdown before it (the sessions, warnings
+    first) and after it (the legend, the method), and each comparison's role."""
     a, b = diff.a, diff.b
-    lines = [
+    head = [
         f"- **A** `{a.path.name}` ({a.status}, {a.gpu_name or 'GPU unknown'})",
         f"- **B** `{b.path.name}` ({b.status}, {b.gpu_name or 'GPU unknown'})",
         "",
     ]
     # one paragraph each: lines of one quote would run together
-    lines += [f"- **WARNING:** {w}" for w in diff.warnings]
-    lines += [f"- note: {n}" for n in diff.notes]
-    if diff.warnings or diff.notes:
-        lines.append("")
+    head += [f"- **WARNING:** {w}" for w in diff.warnings]
+    head += [f"- note: {n}" for n in diff.notes]
     if diff.shifts:
-        # what changed first, the figures behind it after (at 80 columns the table scrolls)
-        table = shifts.shift_table(diff, COMPARE_COLUMNS)
-        lines += [f"| {' | '.join(table.headers)} |", "|" + "---|" * len(table.headers)]
-        lines += [f"| {' | '.join(r.cells)} |" for r in table.rows]
-        lines += ["", shifts.CHANGED_LEGEND]
-        lines += ["", f"Method: {diff.method}"]
+        table = shifts.shift_table(diff, tuple(shifts.COLUMNS))
+        tail = [shifts.CHANGED_LEGEND, "", f"Method: {diff.method}"]
     else:
-        lines.append("No comparison id is present in both sessions.")
+        table, tail = None, ["No comparison id is present in both sessions."]
     for name, ids in (("A", diff.only_a), ("B", diff.only_b)):
         if ids:
-            lines.append(f"\nOnly in {name}: {', '.join(ids)}")
-    return "\n".join(lines)
+            tail.append(f"\nOnly in {name}: {', '.join(ids)}")
+    roles = {s.id: s.a.role for s in diff.shifts}
+    return CompareView("\n".join(head), table, "\n".join(tail), roles)
 
 
 def _sample_size(v: stats.Verdict) -> str:

@@ -23,6 +23,7 @@ from workbench.run.settings import ARMS  # noqa: F401
 
 if TYPE_CHECKING:  # NumPy and the statistics load with the first session opened, not before
     from workbench.analysis.model import ComparisonResult
+    from workbench.analysis.shifts import ShiftTable
 
 # what the run form edits: the runner's settings, in their one form
 from workbench.run.settings import RunSettings as RunConfig  # noqa: E402
@@ -146,11 +147,15 @@ class SessionView:
 
 @dataclass(frozen=True)
 class CompareView:
-    """Two sessions compared, for the compare screen: the comparison as Markdown (its notes and
-    its shift table, `tui.analysis.compare_markdown`), and each comparison's role by id, by
-    which the screen puts the main comparisons first."""
+    """Two sessions compared, for the compare screen (`tui.analysis.compare_view`): the
+    analysis's shift table as data, every column of `analysis.shifts.COLUMNS` (None where the
+    sessions have no comparison in common), the Markdown shown before it (the sessions, the
+    warnings and notes) and after it (the legend, the method), and each comparison's role by
+    id, by which the screen puts the main comparisons first."""
 
-    markdown: str
+    head: str
+    table: ShiftTable | None
+    tail: str = ""
     roles: Mapping[str, str] = field(default_factory=dict)
 
 

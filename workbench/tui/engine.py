@@ -233,7 +233,7 @@ class EngineBackend:
         session, model = _engine("store.session"), _engine("analysis")
         view = _engine("tui.analysis")
         diff = model.compare_sessions(session.load_session(a), session.load_session(b))
-        return CompareView(view.compare_markdown(diff), {s.id: s.a.role for s in diff.shifts})
+        return view.compare_view(diff)
 
     def export(self, path: Path) -> ExportResult:
         """Figures (PNG and SVG) and the Markdown report, side by side in the plots folder, so

@@ -7,6 +7,8 @@ whole and scrolls sideways. PageDown and End scroll the screen, the table focuse
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -76,18 +78,19 @@ class TablesScreen(ModalScreen[None]):
         self.title_text = title
         self.markdown = markdown
 
-    def table(self, rows: Rows) -> Widget:
-        """The widget of one of the Markdown's tables (a subclass may lay out its own)."""
-        return MarkdownTable(rows)
+    def parts(self) -> Iterator[str | Widget]:
+        """What the screen shows, in order: Markdown text (a str) and widgets; here the
+        Markdown's text and each of its tables as a `MarkdownTable` (a subclass may show more)."""
+        for part in split_tables(self.markdown):
+            yield part if isinstance(part, str) else MarkdownTable(part)
 
     def compose(self) -> ComposeResult:
         body = VerticalScroll(id="tables-body", classes="modal-body")
         body.border_title = self.title_text
         body.border_subtitle = self.HINT
         with body:
-            for part in split_tables(self.markdown):
-                if isinstance(part, str):
-                    if part.strip():
-                        yield Markdown(part, classes="tables-notes")
-                else:
-                    yield self.table(part)
+            for part in self.parts():
+                if not isinstance(part, str):
+                    yield part
+                elif part.strip():
+                    yield Markdown(part, classes="tables-notes")

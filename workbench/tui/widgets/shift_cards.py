@@ -6,15 +6,16 @@ As one row of the table, a comparison took 140 cells and more (a verdict that re
 names it, in both sessions): at 80 columns `ratio in A [` was all there was of session A, and B
 was two screens to the right (issue 57). A card needs the width of one session's figures, and
 the main comparisons come first, so that at 80x24 every figure of both sessions that decides is
-on screen. The cells are the table's own (`tui.analysis.compare_markdown` makes them), laid out,
-never recomputed; a line longer than the screen wraps, never cut.
+on screen. The cells are the table's own (`analysis.shifts.shift_table`, handed over as data in
+the backend's `CompareView`), picked by key, never recomputed and never taken apart; a line
+longer than the screen wraps, never cut.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import Group
@@ -23,70 +24,30 @@ from textual.widgets import Static
 
 from workbench.tui.widgets.results_table import ROLE_ORDER, ROLE_STYLE, verdict_style
 
-SIDES = ("A", "B")
+if TYPE_CHECKING:  # the table comes built; NumPy loads with the first comparison, not before
+    from workbench.analysis.shifts import ShiftTable
 
-
-def _twin(header: str) -> str:
-    """The header of session B's column beside session A's ``header``."""
-    return re.sub(r"\bA\b", "B", header)
-
-
-def _label(header: str) -> str:
-    """A per-session column's header without its session: "ratio in A [CI]" → "ratio [CI]",
-    "verdicts A/B" → "verdicts"."""
-    return re.sub(r"\s*\b(in )?(A/B|A)\b:?", "", header).strip()
-
-
-def _halves(cell: str) -> list[str]:
-    """A cell of a column "… A/B" as its A half and its B half: split at the one "/" outside
-    parentheses (a verdict's "(rests on …)" names blocks, never a "/")."""
-    depth, cut = 0, []
-    for i, ch in enumerate(cell):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if ch == "/" and depth == 0:
-            cut.append(i)
-    return [cell[: cut[0]].strip(), cell[cut[0] + 1 :].strip()] if len(cut) == 1 else [cell]
+# a card's first line: the pair's columns, by key (the comparison's name first)
+JOINT = ("comparison", "shift", "interval", "changed")
+# then a line per session: its columns, by key, in the same order for A and for B
+SIDES = (("A", ("ratio_a", "verdict_a")), ("B", ("ratio_b", "verdict_b")))
 
 
 @dataclass(frozen=True)
-class Layout:
-    """Which of the table's columns go on a card's first line (``joint``), which on its A and
-    B lines (``sides``: per label, the column of A and that of B, or one "A/B" column twice)."""
+class Card:
+    """One comparison's card: its role and its cells by key (those of `JOINT` and `SIDES`)."""
 
-    joint: tuple[int, ...]
-    sides: tuple[tuple[str, int, int], ...]
+    role: str
+    cells: Mapping[str, str]
 
-    @classmethod
-    def of(cls, header: list[str]) -> Layout | None:
-        """The layout of a table whose ``header`` has columns per session ("… A …" beside the
-        same with B, or "… A/B"), else None: not a shift table."""
-        joint, sides, taken = [], [], set()
-        for i, h in enumerate(header[1:], 1):
-            if i in taken:
-                continue
-            twin = _twin(h)
-            if twin != h and "A/B" not in h and twin in header:
-                j = header.index(twin)
-                sides.append((_label(h), i, j))
-                taken.add(j)
-            elif re.search(r"\bA/B\b", h):
-                sides.append((_label(h), i, i))
-            else:
-                joint.append(i)
-        return cls(tuple(joint), tuple(sides)) if sides else None
 
-    def side_cells(self, row: list[str]) -> tuple[list[str], list[str]]:
-        """A's cells and B's, in the order of ``sides``."""
-        a, b = [], []
-        for _, i, j in self.sides:
-            if i == j:
-                halves = _halves(row[i])
-                a.append(halves[0])
-                b.append(halves[-1] if len(halves) == 2 else "")
-            else:
-                a.append(row[i])
-                b.append(row[j])
-        return a, b
+def card_cells(table: ShiftTable, roles: Mapping[str, str]) -> list[Card]:
+    """The cards of ``table``'s rows, the main comparisons first, then the confirmations, then
+    the rest; within a role, the table's order."""
+    keys = (*JOINT, *(k for _, side in SIDES for k in side))
+    laid = [{k: table.cell(row, k) for k in keys} for row in table.rows]
+    made = [Card(roles.get(cells["comparison"], ""), cells) for cells in laid]
+    return sorted(made, key=lambda c: (ROLE_ORDER.get(c.role, 2), c.role))
 
 
 def _padded(cells: list[str], widths: list[int], styles: list[str], lead: str = "") -> Text:
@@ -101,44 +62,36 @@ def _padded(cells: list[str], widths: list[int], styles: list[str], lead: str = 
     return line
 
 
-def cards(rows: list[list[str]], roles: Mapping[str, str]) -> Group | None:
-    """The cards of a shift table (``rows``: the header first), grouped by role, the main
-    comparisons first; None where the table has no columns per session."""
-    header, *body = rows
-    body = [r + [""] * (len(header) - len(r)) for r in body]
-    layout = Layout.of(header)
-    if layout is None:
-        return None
-    joint = [0, *layout.joint]
-    sided = [layout.side_cells(r) for r in body]
-    labels = [label for label, _, _ in layout.sides]
-    # each column as wide as its widest cell, the legend's included
-    jw = [max(cell_len(r[i]) for r in [header, *body]) for i in joint]
+def cards(table: ShiftTable, roles: Mapping[str, str]) -> Group:
+    """The cards of ``table`` (`card_cells`) under one line of the pair's headers and one of a
+    session's labels, grouped by role."""
+    laid = card_cells(table, roles)
+    heads = [table.header(k) for k in JOINT]
+    # a session's columns are labelled once, by A's labels (B's columns hold the same figures)
+    labels = [table.label(k) for k in SIDES[0][1]]
+    # each column as wide as its widest cell, its header or label included
+    jw = [
+        max(cell_len(h), *(cell_len(c.cells[k]) for c in laid))
+        for h, k in zip(heads, JOINT, strict=True)
+    ]
     sw = [
-        max([cell_len(labels[k])] + [cell_len(c[s][k]) for c in sided for s in (0, 1)])
-        for k in range(len(labels))
+        max(cell_len(label), *(cell_len(c.cells[side[n]]) for c in laid for _, side in SIDES))
+        for n, label in enumerate(labels)
     ]
     lines = [
-        _padded([header[i] for i in joint], jw, ["dim"] * len(joint)),
+        _padded(heads, jw, ["dim"] * len(heads)),
         _padded(labels, sw, ["dim"] * len(labels), lead="  "),
     ]
-
-    def rank(n: int) -> tuple[int, str]:  # by role, the table's order within one
-        role = roles.get(body[n][0], "")
-        return ROLE_ORDER.get(role, 2), role
-
-    order = sorted(range(len(body)), key=rank)
     group = None
-    for n in order:
-        row, sides = body[n], sided[n]
-        role = roles.get(row[0], "")
-        if role != group:
-            lines.append(Text(role or "other", "bold dim underline"))
-            group = role
-        first = [ROLE_STYLE.get(role) or "bold"] + [""] * len(layout.joint)
-        lines.append(_padded([row[i] for i in joint], jw, first))
-        for side, cells in zip(SIDES, sides, strict=True):
-            lines.append(_padded(cells, sw, [verdict_style(c) for c in cells], lead=f"{side} "))
+    for card in laid:
+        if card.role != group:
+            lines.append(Text(card.role or "other", "bold dim underline"))
+            group = card.role
+        first = [ROLE_STYLE.get(card.role) or "bold"] + [""] * (len(JOINT) - 1)
+        lines.append(_padded([card.cells[k] for k in JOINT], jw, first))
+        for name, side in SIDES:
+            cells = [card.cells[k] for k in side]
+            lines.append(_padded(cells, sw, [verdict_style(c) for c in cells], lead=f"{name} "))
     return Group(*lines)
 
 
