@@ -303,3 +303,16 @@ def test_a_damaged_config_spells_no_command_and_the_report_says_so(tmp_path):
     (copy / "session.json").write_text(json.dumps(meta))
     first = "\n".join(render_report(copy).splitlines()[:ANSWER_LINES])
     assert "- Reproduce: not rebuilt, the recorded config spells no command (TypeError" in first
+
+
+def test_a_default_run_reproduces_as_the_plain_command(monkeypatch, tmp_path):
+    """Today's default `workbench ab`, its config round-tripped through JSON as session.json
+    holds it: the command is the plain one with its placement seed (not `--reference batch`
+    for the method check's comparisons, nor `--warmup-sets ''` for a list read back)."""
+    import json
+
+    monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
+    argv = ("workbench", "ab", "--placement-seed", "7")
+    cfg = json.loads(json.dumps(_rebuilt(argv).session_config()))
+    assert any(c.endswith(f"/{defaults.CHECK_TIMING}") for c in cfg["comparisons"])
+    assert rerun(cfg).text() == "workbench ab --placement-seed 7"

@@ -16,6 +16,8 @@ import pytest
 from workbench.analysis import compare_sessions, shifts
 from workbench.cli import main
 from workbench.store.session import load_session
+
+pytest.importorskip("textual")  # the TUI's face (the GPU machine has no textual)
 from workbench.tui.analysis import compare_view
 from workbench.tui.widgets.shift_cards import JOINT, SIDES, card_cells, cards
 

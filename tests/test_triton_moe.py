@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from workbench.core import defaults
 from workbench.core.errors import BadArgument
 from workbench.data import layouts
 from workbench.data.shapes import PRESETS, Shape
@@ -391,7 +392,15 @@ def test_gpu_ab_with_the_triton_peer(tmp_path, capsys):
     )  # fmt: skip
     out = capsys.readouterr()
     assert code == 0, out.err
-    cmps = {c["id"]: c for c in json.loads(out.out)["comparisons"]}
+    every = {c["id"]: c for c in json.loads(out.out)["comparisons"]}
+    # each main comparison and its method check (docs/DESIGN.md §5.11), timed on its arms
+    check = defaults.CHECK_TIMING
+    assert set(every) == {"w13/hot", "w2/hot", f"w13/hot/{check}", f"w2/hot/{check}"}
+    for k in ("w13", "w2"):
+        c = every[f"{k}/hot/{check}"]
+        assert c["role"] == "method" and c["b"] == "triton-moe"
+        assert c["a_ms"] > 0 and c["b_ms"] > 0
+    cmps = {cid: c for cid, c in every.items() if c["role"] == "main"}
     assert set(cmps) == {"w13/hot", "w2/hot"}
     for c in cmps.values():
         assert c["b"] == "triton-moe" and c["gate"]["gated"] and c["gate"]["ok"]

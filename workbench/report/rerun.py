@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from workbench.analysis.words import TIMING_WORDS
 from workbench.core import defaults
 from workbench.data.shapes import DEFAULT_PRESET, PRESETS
 from workbench.measure.abba import ProtocolConfig
@@ -55,6 +56,13 @@ def _csv(xs: Iterable[Any] | Any) -> str:
     return ",".join(str(x) for x in xs) if isinstance(xs, (list, tuple)) else str(xs)
 
 
+def _same(recorded: Any, today: Any) -> bool:
+    """A recorded value (JSON: lists) equals today's default (tuples)."""
+    if isinstance(recorded, (list, tuple)) and isinstance(today, (list, tuple)):
+        return list(recorded) == list(today)
+    return recorded == today
+
+
 def _num(x: Any) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
@@ -84,7 +92,7 @@ def _protocol(cfg: Mapping[str, Any], unmatched: list[str]) -> list[str]:
     if "warmup_blocks" not in p:  # a session before the warm-up block
         out += ["--warmup-blocks", "0"]
     for key, value in p.items():
-        if key == "placement_seed" or value == {**today, **AS_TODAY}.get(key, ...):
+        if key == "placement_seed" or _same(value, {**today, **AS_TODAY}.get(key, ...)):
             continue
         if key in ADAPTIVE_ONLY and not p.get("adaptive"):
             continue
@@ -119,9 +127,12 @@ def _run(cfg: Mapping[str, Any], unmatched: list[str]) -> list[str]:
 
 def _references(cfg: Mapping[str, Any]) -> list[str]:
     """The reference arms, read off the comparison ids ("w13/hot/b4-scalar"): a session of
-    any age names them there, whatever its ``reference`` field held."""
-    main = {str(c) for c in cfg.get("comparisons") or [] if str(c).count("/") == 1}
-    arms = [str(c).split("/")[2] for c in cfg.get("comparisons") or [] if str(c).count("/") == 2]
+    any age names them there, whatever its ``reference`` field held. A method check's id
+    ("w13/hot/batch") names a timing method, not an arm: every ab runs it."""
+    ids = [str(c) for c in cfg.get("comparisons") or []]
+    main = {c for c in ids if c.count("/") == 1}
+    arms = [c.split("/")[2] for c in ids if c.count("/") == 2]
+    arms = [x for x in arms if x not in TIMING_WORDS]
     refs = list(dict.fromkeys(arms))
     if not main or refs == list(defaults.REFERENCES):
         return []
