@@ -272,13 +272,33 @@ def test_no_method_effect_no_disagreement(monkeypatch, tmp_path, capsys):
 
 
 @pytest.mark.slow  # renders a report of each kind of committed session
+def _has_method_role(sess) -> bool:
+    return any(c.get("role") == "method" for c in sess.comparisons)
+
+
 def test_committed_sessions_have_no_method_check():
     """Sessions before the check read as they did: no cell, no line, no section."""
     from fixtures_sessions import representative_sessions
 
-    for path in representative_sessions():
-        sess = load_session(path)
+    before = [s for s in map(load_session, representative_sessions()) if not _has_method_role(s)]
+    assert before, "no committed session before the method check"
+    for sess in before:
         an = analyse(sess)
         assert an.method_checks() == []
         assert "Timing methods" not in render_report(sess)
         assert all("by timer" not in e for r in an.recommendations.values() for e in r.evidence)
+
+
+def test_committed_sessions_with_the_check_show_it():
+    """The committed sessions timed with the method check (the H100 runs of 2026-12-07) give
+    one cell per main hot comparison of w13 and w2, and the report's section names them."""
+    from fixtures_sessions import representative_sessions
+
+    after = [s for s in map(load_session, representative_sessions()) if _has_method_role(s)]
+    assert after, "no committed session with a method check"
+    for sess in after:
+        checks = analyse(sess).method_checks()
+        assert sorted((c.kernel, c.set) for c in checks) == [("w13", "hot"), ("w2", "hot")]
+        text = render_report(sess)
+        assert "Timing methods" in text
+        assert all(len(c.readings) >= 2 for c in checks)

@@ -261,7 +261,14 @@ class ReplayBackend(EngineBackend):
         writer = SessionWriter(
             self.sessions_root,
             "replay",
-            config={**config.to_dict(), "shape": src.config.get("shape"), "m": 0.01},
+            # the source's minimum effect and verdict rule (config "labels"): the same samples
+            # read by another rule may rest on other blocks
+            config={
+                **config.to_dict(),
+                "shape": src.config.get("shape"),
+                "m": src.config.get("m", 0.01),
+                **{k: src.config[k] for k in ("labels",) if k in src.config},
+            },
             provenance={"replay_of": src.name},
             environment=src.environment,
         )
