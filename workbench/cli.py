@@ -7,6 +7,7 @@ defines HELP, add_arguments(parser) and run(args) -> int. Heavy imports happen i
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import signal
@@ -86,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """The parser ``main`` parses with, built once per process: building it imports every
+    command module and adds some 250 arguments (15 ms), and one process may run many commands
+    (the tests, a script over sessions). Parsing leaves it unchanged: its defaults are constants."""
+    return build_parser()
+
+
 def _reader_left() -> int:
     """`workbench ... | head`: the reader has what it wanted. Say nothing, and point stdout at
     /dev/null so that the interpreter's own flush at exit cannot raise again (what the Python
@@ -124,7 +133,7 @@ def _main(argv: list[str] | None) -> int:
     command = "workbench"
     prepare_streams()  # a closed or non-UTF-8 stdout or stderr, once for every command
     try:
-        parser = build_parser()
+        parser = _parser()
         args = parse(parser, argv)
         if args.command is None:
             args = parse(parser, ["tui", *(argv or [])])
