@@ -11,6 +11,16 @@ from pathlib import Path
 
 import pytest
 
+# One thread of BLAS and OpenMP per test process. The command runs a process per core
+# (pytest-xdist, -n auto) and the engine's worker processes beside them; numpy's and torch's
+# CPU pools each start a thread per core and spin while they wait, so two test processes on two
+# cores ran four spinning threads: a simulated-device test took 32 s beside a copy of itself
+# and 11 s with one thread each (benchmarks/results/test_suite.md). Set before numpy or torch is
+# imported here, and inherited by the xdist workers, the engine's spawned workers and the
+# subprocesses; a value already in the environment is kept.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 
 def _cuda_available() -> bool:
     try:
