@@ -165,3 +165,30 @@ def test_the_nine_default_runs_give_the_committed_components():
                 )  # fmt: skip
     w2r = {c.level: c for c in rows["w2/rotating"].components().components}
     assert w2r["worker"].low == 0 and 0.04 < w2r["worker"].high * 100 < 0.07
+
+
+def test_a_fit_is_kept_for_the_same_pairs_and_redone_for_others(monkeypatch):
+    """One process that pools the same sessions again fits them once (fit_components' cache);
+    a changed ratio, label or level is another fit, and the kept one equals a fresh one."""
+    from workbench.analysis import components
+
+    rng = np.random.default_rng(55)
+    g = _design(rng, runs_per_board=(3,), workers=2, blocks=2, pairs=2)
+    y = list(_simulate(rng, g, {"board": 0, "run": 0.1, "worker": 0.1, "block": 0.2, "pair": 0.1}))
+    calls = []
+    real = components._fit
+    monkeypatch.setattr(components, "_fit_cached", components.functools.lru_cache(8)(
+        lambda key: calls.append(key) or real(key)))  # fmt: skip
+    first = fit_components(y, g, intervals=False)
+    again = fit_components(list(y), {k: list(v) for k, v in g.items()}, intervals=False)
+    assert again is first and len(calls) == 1  # equal inputs: no second fit
+
+    def sds(fit):  # without intervals low and high are NaN, which equals nothing
+        return [(c.level, c.sd) for c in fit.components], fit.mean, fit.groups
+
+    assert sds(first) == sds(real(calls[0]))  # what is kept is what a fit gives
+    other = fit_components([y[0] * 1.5, *y[1:]], g, intervals=False)
+    relabelled = fit_components(y, {**g, "block": [b + 1 for b in g["block"]]}, intervals=False)
+    fewer = fit_components(y, {k: v for k, v in g.items() if k != "block"}, intervals=False)
+    assert len(calls) == 4 and sds(other) != sds(first) and sds(fewer) != sds(first)
+    assert sds(relabelled) == sds(first)  # a relabelling is a new key, the same fit

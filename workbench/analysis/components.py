@@ -150,11 +150,7 @@ def fit_components(
         float(conf),
         bool(intervals),
     )
-    try:
-        hash(key)
-    except TypeError:  # a label that cannot be hashed: fit without the cache
-        return _fit(key)
-    return _fit_cached(key)
+    return _fit_cached(key)  # labels are hashable: _codes indexes them by a dict
 
 
 def _fit(key: tuple) -> Fit:
