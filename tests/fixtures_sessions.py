@@ -302,6 +302,7 @@ def real_sessions() -> list[Path]:
     return sorted(d for d in root.iterdir() if (d / "session.json").is_file())
 
 
+@functools.cache  # read at collection by both representative_sessions and sessions_to_plot
 def session_signature(path: Path) -> tuple:
     """What decides which code paths loading, analysing and plotting a session take: its mode,
     whether it is an A/A, its status and kernels, the fields its protocol recorded (they grew over the protocol's versions)

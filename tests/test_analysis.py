@@ -176,6 +176,7 @@ def test_runner_records_the_reports_recommendation(device, capsys, tmp_path, arm
 
 
 @pytest.mark.parametrize("path", real_sessions(), ids=lambda p: p.name)
+@pytest.mark.slow  # 10 s of the fast lane on the 2-core machine
 def test_committed_h200_sessions_recompute_what_they_recorded(path):
     """Every committed H200 session: the recommendation and the calibration resolution its runner
     stored equal what the analysis model recomputes from its journal."""
@@ -229,6 +230,7 @@ def rule_copies(trees: dict[str, ast.Module]) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # 2 s of the fast lane on the 2-core machine
 def test_the_reader_rule_has_one_implementation():
     """Only workbench/analysis/recommend.py decides which comparisons count and combines their
     verdicts; the runner, report, plots, pool, sessions commands and TUI call it."""

@@ -102,6 +102,7 @@ def _coverage(method, seed):
     [(_t_interval, True), (_z_interval, False), (_twice_too_wide, False)],
     ids=["t-over-blocks", "z-interval", "twice-too-wide"],
 )
+@pytest.mark.slow  # 7 s of the fast lane on the 2-core machine
 def test_coverage_has_two_sides(method, honest):
     # the true ratio lies in the block-level median of the block's centre: the median of two
     # pairs is their mean, so the block summaries are normal and the t-interval is exact
@@ -112,6 +113,7 @@ def test_coverage_has_two_sides(method, honest):
 # ---- A/A on the block path ----
 
 
+@pytest.mark.slow  # 3 s of the fast lane on the 2-core machine
 def test_aa_false_positive_rate_on_the_block_path():
     # A/A: true ratio 1; each block a fresh placement that moves the ratio by 0.1 % (SD)
     rng = np.random.default_rng(31)
@@ -147,10 +149,12 @@ def _flag_rate(make, seed, runs=DIAG_RUNS):
     [_first_block_offset, lambda rng: _first_block_offset(rng, -1), _drift],
     ids=["first-block-offset", "mirror-offset", "drift"],
 )
+@pytest.mark.slow  # 3 s of the fast lane on the 2-core machine
 def test_diagnostic_flags_the_measured_patterns(make):
     assert _flag_rate(make, seed=41) >= 0.90
 
 
+@pytest.mark.slow  # 3 s of the fast lane on the 2-core machine
 def test_diagnostic_rarely_flags_exchangeable_blocks():
     rate = _flag_rate(_exchangeable, seed=43, runs=1000)
     assert rate <= 0.05, rate
@@ -336,6 +340,7 @@ def test_coverage_judges_each_difference_by_both_intervals():
     assert three.coverage_note() is None
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_pool_of_the_fresh_default_runs_names_w2_rotating(capsys):
     """The six default runs at e414c6c: W2 rotating agrees in 3 of 6 (p = 0.00075 against
     simulated honest pools; 0.0022 by the binomial rule before), the one main or confirm row

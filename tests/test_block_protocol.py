@@ -86,6 +86,7 @@ IDS = ["fresh-copy", "cold-op", "before-rotating", "before-rotating-hot-only"]
 
 
 @pytest.mark.parametrize(("mechanism", "old", "new"), MECHANISMS, ids=IDS)
+@pytest.mark.slow  # 4 s of the fast lane on the 2-core machine
 def test_each_first_block_mechanism_is_removed_by_its_switch(
     device, monkeypatch, capsys, tmp_path, mechanism, old, new
 ):
@@ -173,6 +174,7 @@ def test_bad_protocol_switch_values_are_named(device, capsys, tmp_path):
         assert code == 2 and "--warmup-sets" in err and bad in err, err
 
 
+@pytest.mark.slow  # 3 s of the fast lane on the 2-core machine
 def test_aa_false_positives_on_the_block_path(device, monkeypatch, capsys, tmp_path):
     """A/A through the engine with blocks: both arms read the same banks, but each captured
     graph gets its own speed (0.2 % SD), so a block's A/A ratio is off 1 by a factor the pairs

@@ -56,6 +56,7 @@ def _cases() -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("i", range(len(_cases())))
+@pytest.mark.slow  # 14 s of the fast lane on the 2-core machine
 def test_wilcoxon_p_matches_scipy(i: int) -> None:
     d = _cases()[i]
     want = _scipy_p(d)

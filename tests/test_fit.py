@@ -60,6 +60,7 @@ def _fits(lines: list[str], width: int) -> None:
 
 @pytest.mark.parametrize("width", [80, 140])
 @pytest.mark.parametrize("name", [H100, OLD, AA])
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_show_fits_and_keeps_each_main_answer_whole(capsys, name, width):
     lines = _out(capsys, "sessions", "show", name, *ROOT, "--width", str(width))
     _fits(lines, width)
@@ -75,6 +76,7 @@ def test_show_fits_and_keeps_each_main_answer_whole(capsys, name, width):
 
 
 @pytest.mark.parametrize("width", [80, 140])
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_compare_fits_and_keeps_both_answers_whole(capsys, width):
     lines = _out(capsys, "sessions", "compare", H100, H200, *ROOT, "--width", str(width))
     _fits(lines, width)
@@ -87,6 +89,7 @@ def test_compare_fits_and_keeps_both_answers_whole(capsys, width):
 
 
 @pytest.mark.parametrize("width", [80, 140])
+@pytest.mark.slow  # 4 s of the fast lane on the 2-core machine
 def test_list_fits_and_names_what_it_left_out(capsys, width):
     lines = _out(capsys, "sessions", "list", *ROOT, "--width", str(width))
     _fits(lines, width)
@@ -98,6 +101,7 @@ def test_list_fits_and_names_what_it_left_out(capsys, width):
     assert "recommendation" in lines[0]
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_piped_rows_are_whole_and_wide_is_the_same(capsys):
     """Piped (capsys is no terminal), as before: every column, whatever the width; --wide
     prints the same on a terminal."""

@@ -84,6 +84,7 @@ def _chi2_on_claimed_intervals(pc: PooledComparison) -> float:
     return float(sps.chi2.sf(np.sum(w * (means - grand) ** 2), len(means) - 1))
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_the_boards_test_keeps_its_level_whatever_the_runs_intervals_say():
     rng = np.random.default_rng(4805)
     same = [_pool(rng, board_sd=0.0, ci_scale=0.3) for _ in range(POOLS)]  # too narrow CIs
@@ -230,6 +231,7 @@ def test_pool_and_export_say_it_and_refuse_one_board_for_the_model(nine, capsys,
     assert len(err.splitlines()) == 1 and "rests on one board (GPU-dbafddd4, 4 session(s))" in err
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_no_word_for_a_model_from_one_board_or_from_two_models(tmp_path, capsys):
     from fixtures_sessions import write_session
 

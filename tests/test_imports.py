@@ -14,6 +14,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -133,6 +135,7 @@ def full_graph() -> dict[str, set[str]]:
     return graph
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_every_module_is_in_a_layer_package():
     graph = import_graph(REPO / "workbench")
     loose = sorted(
@@ -233,6 +236,7 @@ def test_caller_finder_finds_a_planted_orphan():
     assert modules_without_a_caller(g) == ["workbench.core.unused"]
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_every_module_has_a_caller_in_the_package():
     """No module of the package is imported by tests alone: the CLI's command table and the TUI's
     by-name loads count (full_graph), the entry points are cli and __main__."""

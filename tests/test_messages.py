@@ -125,6 +125,7 @@ def speak(**sim) -> None:
     worker_proc.run_job = run_job
 
 
+@pytest.mark.slow  # 7 s of the fast lane on the 2-core machine
 def test_every_kind_crosses_a_spawned_worker_of_the_process_pool(tmp_path, monkeypatch):
     cfg = config.make_config(
         resolve_shape(hidden=64, inter=128, experts=8, top_k=2, tp=1), reference=False,

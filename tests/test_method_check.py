@@ -276,6 +276,7 @@ def _has_method_role(sess) -> bool:
     return any(c.get("role") == "method" for c in sess.comparisons)
 
 
+@pytest.mark.slow  # 3 s of the fast lane on the 2-core machine
 def test_committed_sessions_have_no_method_check():
     """Sessions before the check read as they did: no cell, no line, no section."""
     from fixtures_sessions import representative_sessions
@@ -289,6 +290,7 @@ def test_committed_sessions_have_no_method_check():
         assert all("by timer" not in e for r in an.recommendations.values() for e in r.evidence)
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_committed_sessions_with_the_check_show_it():
     """The committed sessions timed with the method check (the H100 runs of 2026-12-07) give
     one cell per main hot comparison of w13 and w2, and the report's section names them."""

@@ -476,6 +476,7 @@ CHECKERS = [
 
 
 @pytest.mark.parametrize("checker", CHECKERS, ids=lambda c: c.__name__)
+@pytest.mark.slow  # 5 s of the fast lane on the 2-core machine
 def test_each_rule_has_one_home(checker):
     ts = trees()
     assert len(ts) > 50, "workbench/ not read"
@@ -666,6 +667,7 @@ def slow_lane_lists(ts: dict[str, ast.Module]) -> list[str]:
     return sorted(out)
 
 
+@pytest.mark.slow  # 2 s of the fast lane on the 2-core machine
 def test_the_slow_lane_is_declared_by_marks_alone():
     ts = {
         p.relative_to(REPO).as_posix(): ast.parse(p.read_text())

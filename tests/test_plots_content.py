@@ -79,6 +79,7 @@ def _ratio_axes_checks(ax, an) -> None:
     ]
 
 
+@pytest.mark.slow  # 2 s of the fast lane on the 2-core machine
 def test_every_figure_kind_is_made(an, figs):
     kinds = {"summary", "ratios", "distributions", "nvml"}
     kinds |= {f"samples_{r.id.replace('/', '-')}" for r in an.by_role("main", "confirm", "aa")}

@@ -15,9 +15,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 import scipy.stats as sps
 
 from workbench.analysis.pool import PooledComparison
+
+pytestmark = pytest.mark.slow  # simulated pools, 2-3 s a test on the 2-core machine
 
 UNITS = 6  # workers per run
 

@@ -60,6 +60,7 @@ def test_pool_needs_two_sessions(tmp_path):
         pool_sessions([a])
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_cli_pool_json(capsys):
     _real()
     code = cli.main(["sessions", "pool", *H200_RUNS, "--root", str(REPO / "sessions"), "--json"])

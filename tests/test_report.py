@@ -188,6 +188,7 @@ def test_numbers_match_the_journal_synthetic(synthetic):
 
 
 @pytest.mark.parametrize("path", representative_sessions(), ids=lambda p: p.name)
+@pytest.mark.slow  # 18 s of the fast lane on the 2-core machine
 def test_numbers_match_the_journal_real(path):
     _check_numbers(path)
 

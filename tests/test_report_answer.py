@@ -69,6 +69,7 @@ def _fmt(x: float) -> str:
 
 
 @pytest.mark.parametrize("path", SESSIONS)
+@pytest.mark.slow  # 5 s of the fast lane on the 2-core machine
 def test_every_table_is_well_formed(path):
     text, _, _ = _report(path)
     lines = text.splitlines()
@@ -236,6 +237,7 @@ PROTOCOL_KEYS = ("pairs", "blocks", "placement_seed", "adaptive", "budget_s", "w
 
 
 @pytest.mark.parametrize("path", SESSIONS)
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_the_command_reproduces_the_recorded_config(path, tmp_path, monkeypatch):
     """The rebuilt command, run through the CLI's parser, makes the session's configuration:
     its comparisons, shape, protocol and workers (a checkpoint's folder is not committed)."""

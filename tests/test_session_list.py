@@ -124,6 +124,7 @@ def test_pool_skips_a_bad_session_with_one_warning(root, capsys, tmp_path):
     assert rc == 2 and "at least 2 loadable sessions, got 1 of 2" in err
 
 
+@pytest.mark.slow  # 2 s of the fast lane on the 2-core machine
 def test_tui_browser_shows_commit_sources_stale_and_recommendation(root, tmp_path):
     pytest.importorskip("textual")
     from tui_backend_double import ReplayBackend

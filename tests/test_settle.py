@@ -135,6 +135,7 @@ def ab(capsys, tmp_path, seed: int, *extra) -> tuple[int, dict | None, str]:
     return code, (json.loads(out.out) if out.out.strip() else None), out.err
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_a_first_look_that_decides_stops_there(device, capsys, tmp_path):
     # W13 hot on the simulated device: 5 % faster, its interval far below 1 - m
     code, s, err = ab(capsys, tmp_path, 1, "--kernel", "w13", "--set", "hot", "--settle")

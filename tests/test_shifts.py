@@ -82,6 +82,7 @@ def test_the_faces_use_the_tables_columns():
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: p[0][-10:] + ".." + p[1][-10:])
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_the_cli_and_the_tui_show_the_same_cells(capsys, pair):
     cli, tui = cli_cells(capsys, *pair), tui_cells(*pair)
     assert list(cli) == [s.id for s in diff(*pair).shifts] and len(cli) > 10

@@ -59,6 +59,7 @@ def _stale_in_every_tool(tmp_path: Path, capsys) -> dict[str, dict[str, bool]]:
     return out
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_every_tool_says_stale_by_the_one_rule(tmp_path, capsys):
     said = _stale_in_every_tool(tmp_path, capsys)
     assert all(v == {COVERED: False, OLD: True} for v in said.values()), said
@@ -67,6 +68,7 @@ def test_every_tool_says_stale_by_the_one_rule(tmp_path, capsys):
     assert "same device code" in st.text() and "STALE" not in st.text()
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_a_rule_without_the_record_makes_every_tool_call_it_stale(tmp_path, capsys, monkeypatch):
     """Plant: the equivalence record ignored. Every tool then marks the covered session STALE,
     which shows that none keeps a rule of its own."""

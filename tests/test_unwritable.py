@@ -76,6 +76,7 @@ def test_write_whole_names_the_path_and_leaves_nothing(read_only):
     assert list(read_only.iterdir()) == []
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_plot_into_a_read_only_folder(read_only, capsys, session):
     code = cli.main(["plot", session, "--out", str(read_only), "--format", "png"])
     _one_line(capsys, code, read_only)

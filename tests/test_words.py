@@ -82,6 +82,7 @@ def _methods(an) -> set[str]:
     return {r.verdict.method for r in an.results if r.verdict.n}
 
 
+@pytest.mark.slow  # 3 s of the fast lane on the 2-core machine
 def test_the_committed_kinds_use_every_method():
     """Every method a session's verdict can have; "boards" is a pool's (analysis.fleet), whose
     words test_a_model_pool_and_its_export_word_the_interval_over_boards checks."""
@@ -90,6 +91,7 @@ def test_the_committed_kinds_use_every_method():
 
 
 @pytest.mark.parametrize("path", KINDS, ids=lambda p: p.name)
+@pytest.mark.slow  # 7 s of the fast lane on the 2-core machine
 def test_every_renderer_words_the_method_the_session_used(path, capsys):
     s, an = _analysed(path)
     used = _methods(an)
@@ -125,6 +127,7 @@ def test_a_report_worded_from_a_wrong_method_is_caught(path, monkeypatch):
     assert mislabels(render_report(s), _methods(real)) != []
 
 
+@pytest.mark.slow  # 2 s of the fast lane on the 2-core machine
 def test_the_tui_view_words_its_method():
     from workbench.tui.analysis import view_from_session
 
@@ -163,6 +166,7 @@ def test_verdicts_stored_with_their_reason_still_load_and_get_their_code():
         assert "None" not in said and said.split(";")[0] == words.reason(r.verdict).split(";")[0]
 
 
+@pytest.mark.slow  # 2 s of the fast lane on the 2-core machine
 def test_pool_says_for_how_many_boards_its_interval_holds(capsys):
     runs = [
         REPO_SESSIONS / n for n in ("20261204T034541Z_default-r2", "20261204T034742Z_default-r3")
@@ -177,6 +181,7 @@ def test_pool_says_for_how_many_boards_its_interval_holds(capsys):
     )
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_a_model_pool_and_its_export_word_the_interval_over_boards(tmp_path, capsys):
     """Sessions of two boards: `sessions pool` says for how many boards of which model its
     interval holds, and export words the model's verdicts by the interval over boards, and by no

@@ -226,6 +226,7 @@ def test_model_emits_journal_samples_that_pair_ratios_reads_back():
      (H200_W2, 1000, 31_007), (H200_PROCESS, 1000, 31_008)],
     ids=["normal", "t5", "board", "w2-hot", "process"],
 )  # fmt: skip
+@pytest.mark.slow  # 6 s of the fast lane on the 2-core machine
 def test_worker_interval_covers_the_true_ratio_95_percent(c, runs, seed):
     if runs is None:
         prs, cis, true_log = default_runs()
@@ -244,6 +245,7 @@ def test_worker_interval_covers_the_true_ratio_95_percent(c, runs, seed):
         assert SINGLE_PROCESS not in reason(v)
 
 
+@pytest.mark.slow  # 3 s of the fast lane on the 2-core machine
 def test_single_process_interval_of_the_same_blocks_fails_coverage():
     """The mutant of today: 12 blocks in one process, the t-interval over blocks (11 dof),
     which never samples the process effect that every block shares."""
@@ -398,6 +400,7 @@ def label_rule(hot, rot) -> str:
     return "scalar" if labels == {"SAME"} else "inconclusive"
 
 
+@pytest.mark.slow  # 2 s of the fast lane on the 2-core machine
 def test_recommendation_at_exactly_1_plus_m_never_flips():
     vs = boundary_runs(1.0 + M)
     decisions = [recommend_run(h, r) for h, r in vs]
@@ -409,6 +412,7 @@ def test_recommendation_at_exactly_1_plus_m_never_flips():
     assert {label_rule(h, r) for h, r in vs} == {"scalar", "inconclusive"}
 
 
+@pytest.mark.slow  # 1 s of the fast lane on the 2-core machine
 def test_recommendation_at_exactly_1_minus_m_keeps_its_majority():
     vs = boundary_runs(1.0 - M)
     decisions = [recommend_run(h, r) for h, r in vs]
