@@ -132,6 +132,9 @@ def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any, overlap: bo
             info["overlap"] = {"context_s": early_context(), "before_go": before_go, "at": at}
         except BaseException as e:  # reported once there is a job, as a failed import is
             early = e
+    # Until its job comes this process touches only what is its own (``go``, ``jobs``), never
+    # the run's shared ``stop`` or ``out``: a spare the run does not need is ended by the
+    # parent at once (ProcessPool.end), which must not leave a shared lock held.
     job: WorkerJob | None = None
     while job is None:
         if go.wait(0.1):
@@ -139,7 +142,7 @@ def worker_main(setup: Any, out: Any, go: Any, stop: Any, jobs: Any, overlap: bo
                 job = jobs.get(timeout=5.0)
             except queue.Empty:
                 return
-        elif stop.is_set() or not _parent_alive():
+        elif not _parent_alive():
             return
     info["wait_s"] = time.monotonic() - t0 - info["import_s"]  # imported, waiting for its turn
     if job.index < 0:  # a spare the run did not need
