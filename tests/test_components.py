@@ -192,3 +192,9 @@ def test_a_fit_is_kept_for_the_same_pairs_and_redone_for_others(monkeypatch):
     fewer = fit_components(y, {k: v for k, v in g.items() if k != "block"}, intervals=False)
     assert len(calls) == 4 and sds(other) != sds(first) and sds(fewer) != sds(first)
     assert sds(relabelled) == sds(first)  # a relabelling is a new key, the same fit
+    # the interval's level and whether there are intervals are part of the key too
+    wide, narrow = (fit_components(y, g, conf=c) for c in (0.95, 0.5))
+    assert len(calls) == 6 and all(
+        math.isfinite(c.high) or c.high == math.inf for c in wide.components
+    )
+    assert [c.high for c in narrow.components] != [c.high for c in wide.components]
