@@ -234,3 +234,25 @@ def test_overlap_run_records_each_workers_early_context(device, monkeypatch, cap
     code = cli.main(["ab", *SMALL, *FAST, "--single-process", "--overlap", "--no-plots"])
     assert code == EXIT_BAD_ARGS
     assert "--overlap needs local worker processes" in capsys.readouterr().err
+
+
+def _slow_setup() -> None:
+    """A worker's setup (``call_setup``) that takes a minute, as a spare's imports in progress."""
+    time.sleep(60)
+
+
+def test_a_spare_the_run_did_not_need_is_ended_at_once_not_waited_for():
+    """ProcessPool.end ends a spare that got no job (here one still in its imports, which take
+    60 s) instead of giving it a job to refuse once they are done: the end comes in seconds and
+    the spare dies by the parent's SIGTERM, having touched nothing of the run's."""
+    import signal
+    import types
+
+    cfg = types.SimpleNamespace(workers=2)  # start() reads the workers alone
+    p = pool.ProcessPool(cfg, setup=("test_workers:_slow_setup", {}))
+    p.start([pool.GPU("0", 0, "Simulated GPU")])
+    (spare,) = p.spares.values()
+    t0 = time.monotonic()
+    p.end()
+    assert time.monotonic() - t0 < 20  # the spare's imports would have taken 60 s
+    assert spare.proc.exitcode == -signal.SIGTERM
