@@ -263,9 +263,9 @@ def main() -> int:
     a = ap.parse_args()
     floor_ext = None
     if not a.no_floor:
-        from floor_inproc import load_extension
+        from floor_inproc import load_probe
 
-        floor_ext = load_extension()
+        floor_ext = load_probe()
     shape = PRESETS[a.preset]
     props = torch.cuda.get_device_properties(0)
     l2 = l2_bytes(0)
