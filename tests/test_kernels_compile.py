@@ -1,4 +1,4 @@
-"""Compile tier (marker compile): every variant builds with torch JIT + ninja for the H200's sm_90,
+"""Compile tier (marker compile): every variant builds with nvcc alone for the H200's sm_90,
 loads without a GPU, reports its ptxas resources, rejects every invalid argument before launch, and
 compiles for sm_70 through NVRTC 12 + ptxas 12. Needs nvcc (and torch for the tensors), no GPU."""
 
