@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 import signal
-import time
+import threading
 from pathlib import Path
 
 import matplotlib.figure
@@ -113,16 +113,23 @@ def test_ab_interrupted_while_drawing_plots_keeps_the_complete_session(
 class _Child:
     """Compiler step of a build: writes a build into its folder. The `at`-th call is Ctrl-C as a
     terminal sends it: SIGINT to the process (Python raises KeyboardInterrupt in the main thread,
-    wherever it waits) and to the compiler, which dies (a BuildError in this build's thread)."""
+    wherever it waits) and to the compiler, which dies (a BuildError in this build's thread) once
+    the main thread has taken the interrupt: a fixed half second for it to react once lost the
+    race on a loaded machine (the build then failed, exit 4)."""
 
     def __init__(self, at: int) -> None:
         self.calls, self.at = 0, at
+        self.interrupted = threading.Event()
+
+    def handler(self, signum, frame):
+        self.interrupted.set()
+        signal.default_int_handler(signum, frame)  # KeyboardInterrupt, as Python's own handler
 
     def __call__(self, v, arch, max_jobs, out):
         self.calls += 1
         if self.calls == self.at:
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.5)  # the compiler takes a moment to die; the main thread reacts first
+            self.interrupted.wait(30)
             raise BuildError(f"build of {v.name} failed: killed by SIGINT")
         name = build.build_name(v, arch)
         (out / f"{name}.so").write_bytes(b"\x7fELF")
@@ -135,9 +142,14 @@ class _Child:
 def test_build_keeps_the_finished_builds(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("WORKBENCH_CACHE", str(tmp_path))
     monkeypatch.setattr(build, "target_arch", lambda: "9.0")
-    monkeypatch.setattr(build, "_build_in_child", _Child(at=2))
-    code = cli.main(["build", "--kernel", "w2", "--no-calib", "--jobs", "1"])
-    assert code == 130
+    child = _Child(at=2)
+    monkeypatch.setattr(build, "_build_in_child", child)
+    previous = signal.signal(signal.SIGINT, child.handler)
+    try:
+        code = cli.main(["build", "--kernel", "w2", "--no-calib", "--jobs", "1"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert child.interrupted.is_set() and code == 130
     line = _one_interrupt_line(capsys.readouterr().err)
     assert (
         line == "workbench build: interrupted; 1 of 3 variant(s) built or cached stay in the cache"
