@@ -37,20 +37,11 @@ def _whole_file_slow(item) -> bool:
     return any(m.name in ("slow", "compile") for m in marks)
 
 
-def pytest_configure(config):
-    # pytest-xdist (>= 3.8) hands out whole files (--dist loadfile) in the collection order below
-    # only when its reordering is off: by default it hands them out by their number of tests,
-    # most first, so the long files of few tests (the README in a venv, the lab build, the
-    # sim-noise pool) came last and one worker ran on for 18 s after the other had finished
-    # (benchmarks/results/test_suite.md). Set here, not in addopts: an older xdist has no such
-    # option and keeps its own order.
-    if hasattr(config.option, "loadscopereorder"):
-        config.option.loadscopereorder = False
-
-
 def pytest_collection_modifyitems(config, items):
     # The files marked slow or compile as a whole run first, the rest after them (each file's
-    # tests in their order): the many short files then even out the workers' ends.
+    # tests in their order): pytest-xdist hands out whole files (--dist loadfile) in this order,
+    # and the many short files then even out the workers' ends, where two long files last in
+    # alphabetical order (the wheel, the workers) left one core idle for half a minute.
     items.sort(key=lambda item: not _whole_file_slow(item))  # stable: files stay whole
     # The slow lane is declared by marks alone (`pytestmark = pytest.mark.slow` in a file, or
     # `@pytest.mark.slow` on a test: tests/test_one_home.py), never by a list of files here.
