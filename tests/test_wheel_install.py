@@ -119,6 +119,7 @@ def base_distributions(wheel: Path) -> list:
     from importlib import metadata
 
     from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
 
     with zipfile.ZipFile(wheel) as z:
         (name,) = (n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
@@ -129,7 +130,7 @@ def base_distributions(wheel: Path) -> list:
         req = Requirement(todo.pop())
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
             continue  # an extra's, or another platform's or Python's
-        key = req.name.lower().replace("_", "-")
+        key = canonicalize_name(req.name)
         if key in found:
             continue
         found[key] = dist = metadata.distribution(req.name)
