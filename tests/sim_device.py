@@ -13,6 +13,7 @@ import os
 import sys
 import types
 import weakref
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,8 +146,6 @@ class ArmNoise:
 
 def _fixed(level: str, sd: float, key: tuple[str, str, str]) -> float:
     """The board's or this process's factor of one (kernel, set, variant) (SD ``sd``)."""
-    import zlib
-
     if sd == 0.0:
         return 1.0
     if level == "board":
@@ -467,9 +466,21 @@ class FakeBuild:
         return {"variant": self.variant.name, "cache_hit": True, "log": "", "ptxas": {}}
 
 
-def install(monkeypatch):
+def seed_of_test() -> int | None:
+    """The seed of the running test's draws: its pytest node id (less the phase that
+    $PYTEST_CURRENT_TEST appends) with $WORKBENCH_SIM_SEED (default 0; set another to draw anew);
+    None outside a test. A test reads the same noise in every run, alone or beside others."""
+    test = os.environ.get("PYTEST_CURRENT_TEST")
+    if not test:
+        return None
+    node = test.rsplit(" (", 1)[0]
+    return zlib.crc32(f"{os.environ.get('WORKBENCH_SIM_SEED', '0')}:{node}".encode())
+
+
+def install(monkeypatch, fresh: bool = False):
     """Put the simulated GPU in place (undone with `monkeypatch`); returns the list of variants
-    that get built."""
+    that get built. Its noise and placements are drawn from the running test's seed
+    (``seed_of_test``); ``fresh``: from fresh entropy, as a spawned worker's new process does."""
     from workbench.kernels import build
     from workbench.kernels.ops import make_inputs
 
@@ -563,6 +574,9 @@ def install(monkeypatch):
     MEMORY.update(live=0, peak=0, epoch=MEMORY["epoch"] + 1)
     global PLACEMENT_RNG
     PLACEMENT_RNG = np.random.default_rng(np.random.SeedSequence().entropy)
+    seed = None if fresh else seed_of_test()
+    if seed is not None:
+        reseed(seed)
     return built
 
 
@@ -597,7 +611,7 @@ def install_in_worker(
 
     global MODEL
     MODEL = model
-    install(pytest.MonkeyPatch())
+    install(pytest.MonkeyPatch(), fresh=True)  # its environment names the parent's test
     FAULTY.update(faulty)
     PARAM_FACTOR.clear()
     PARAM_FACTOR.update(param_factor or {})
