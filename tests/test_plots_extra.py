@@ -20,7 +20,6 @@ from workbench.plots import (
     _write,
     parse_floor,
     plot_replicates,
-    plot_session,
     read_floor_file,
     session_figures,
 )
@@ -121,9 +120,10 @@ def test_calibration_without_summary_draws_both_panels_from_the_journal(tmp_path
 
 
 def test_no_calibration_figure_without_calibration(tmp_path):
+    # the figures plot_session draws (tests/test_session_fuzz.py draws them all)
     sess = write_session(tmp_path / "s", seed=3, slug="ab")
-    names = {f.name for f in plot_session(sess, tmp_path / "p", formats=("svg",))}
-    assert not any("calibration" in n or "floor" in n for n in names)
+    names = [n for n, _ in session_figures(analyse(load_session(sess)))]
+    assert "ratios" in names and not any("calibration" in n or "floor" in n for n in names)
 
 
 # ---------------------------------------------------------------------------------- floor
@@ -168,7 +168,9 @@ def test_floor_figure_states_each_median_against_the_floor(tmp_path):
 
 
 def test_plot_cli_floor_and_replicates(tmp_path, capsys):
+    # the floor and the replicates only (--figure): every figure of a session is the fuzz's
     argv = ["plot", str(DEFAULT), str(REPLICATE), str(CALIBRATE), "--out", str(tmp_path)]
+    argv += ["--figure", "floor,replicates"]
     assert main([*argv, "--format", "svg", "--floor-file", str(FLOOR_FILE)]) == 0
     cap = capsys.readouterr()
     listed = cap.out.split()
@@ -178,6 +180,43 @@ def test_plot_cli_floor_and_replicates(tmp_path, capsys):
     assert f"{CALIBRATE.name} timed no w13/hot" in cap.err
     rep = tmp_path / f"replicates_{DEFAULT.name}+2.svg"
     assert str(rep) in listed and sorted(listed) == sorted(str(p) for p in tmp_path.iterdir())
+
+
+def test_figure_draws_only_the_kinds_asked_for(tmp_path, capsys):
+    from workbench.plots import KINDS, kind_of
+
+    figures = {
+        p: [n for n, _ in session_figures(analyse(load_session(p)))] for p in (DEFAULT, REPLICATE)
+    }
+    assert {kind_of(n) for ns in figures.values() for n in ns} == set(KINDS) - {
+        "calibration",
+        "floor",
+        "replicates",
+    }
+    assert kind_of("samples_step-rotating-confirm") == "samples"
+    argv = ["plot", str(DEFAULT), str(REPLICATE), "--out", str(tmp_path), "--format", "svg"]
+    assert main([*argv, "--figure", "ratios,nvml"]) == 0
+    listed = capsys.readouterr().out.split()
+    want = [str(tmp_path / f"{p.name}_{n}.svg") for p, ns in figures.items() for n in ns
+            if n in ("ratios", "nvml")]  # fmt: skip
+    assert len(want) == 4 and listed == want  # and no replicates: not asked for
+    assert sorted(listed) == sorted(str(p) for p in tmp_path.iterdir())
+    # what cannot be drawn is refused in one line, before or without writing anything
+    for extra, says in (
+        (["--figure", "ratio"], "choose from summary, ratios,"),
+        (["--figure", "floor"], "give the floor"),
+        (["--figure", ""], "choose from"),
+    ):
+        assert main([*argv, "--out", str(tmp_path / "bad"), *extra]) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert says in err and len(err.splitlines()) == 1, (extra, err)
+    one = ["plot", str(DEFAULT), "--out", str(tmp_path / "bad")]
+    assert main([*one, "--figure", "replicates"]) == 2
+    assert "two sessions or more" in capsys.readouterr().err
+    assert main([*one, "--figure", "calibration"]) == 2  # a default session has none
+    err = capsys.readouterr().err.strip()
+    assert f"{DEFAULT.name} has no figure of that kind" in err and len(err.splitlines()) == 1
+    assert not list((tmp_path / "bad").glob("*.*"))
 
 
 def test_replicates_draw_each_sessions_median_and_ci():

@@ -55,6 +55,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FMT[,FMT]",
         help="comma-separated formats: png, svg, pdf (default: png,svg)",
     )
+    p.add_argument(
+        "--figure",
+        metavar="KIND[,KIND]",
+        help="draw only these kinds of figure: summary, ratios, distributions, nvml, "
+        "calibration, floor, samples, replicates (default: every figure)",
+    )
     floor = p.add_mutually_exclusive_group()
     floor.add_argument(
         "--floor-us",
@@ -76,6 +82,23 @@ def parse_formats(text: str) -> tuple[str, ...]:
     if bad or not fs:
         raise BadArgument(f"--format {text!r}: choose from {', '.join(FORMATS)}")
     return fs
+
+
+def parse_kinds(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """--figure's kinds (None: every figure), checked against what the command line can draw."""
+    from workbench.plots import KINDS
+
+    if args.figure is None:
+        return None
+    ks = tuple(k.strip().lower() for k in args.figure.split(",") if k.strip())
+    bad = [k for k in ks if k not in KINDS]
+    if bad or not ks:
+        raise BadArgument(f"--figure {args.figure!r}: choose from {', '.join(KINDS)}")
+    if "floor" in ks and args.floor_us is None and args.floor_file is None:
+        raise BadArgument("--figure floor: give the floor (--floor-us or --floor-file)")
+    if "replicates" in ks and len(args.sessions) < 2:
+        raise BadArgument("--figure replicates: give two sessions or more")
+    return ks
 
 
 def _floor(args: argparse.Namespace):
@@ -103,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.plots import floor_keys_missing, iter_plots, iter_replicates
 
     formats = parse_formats(args.format)
+    kinds = parse_kinds(args)
     not_stdout(args.out, "--out", "the figures are files in a folder")
     writable_dir(args.out, "--out")  # the pre-flight: before any session is read
     floor, source = _floor(args)
@@ -124,10 +148,10 @@ def run(args: argparse.Namespace) -> int:
                         "no floor panel for it",
                         file=sys.stderr,
                     )
-            for path in iter_plots(an, out, formats, floor, source):
+            for path in iter_plots(an, out, formats, floor, source, kinds):
                 print(path)
                 written += 1
-        if len(sessions) > 1:
+        if len(sessions) > 1 and (kinds is None or "replicates" in kinds):
             from workbench.plots.replicates import source_groups
 
             groups = source_groups(sessions)
@@ -148,4 +172,7 @@ def run(args: argparse.Namespace) -> int:
         # every file listed above is complete (written to a temporary name, then renamed)
         print(f"workbench plot: interrupted; {written} file(s) written to {out}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if written == 0:  # only --figure can leave nothing to draw
+        names = ", ".join(s.path.name for s in sessions)
+        raise BadArgument(f"--figure {args.figure}: {names} has no figure of that kind")
     return 0

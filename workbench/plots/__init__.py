@@ -12,6 +12,9 @@ Files are named after the session folder, ``<session>_<kind>.<fmt>``:
 * ``floor`` (given a floor): µs per call of each arm against the streaming floor;
 * ``samples_<kernel>-<set>``: samples in time order (A and B alternating) over the SM clock.
 
+``kinds`` (``workbench plot --figure``) draws only the figures of those kinds (``KINDS``: the
+names above, ``samples`` for every samples figure, ``replicates``); the default draws them all.
+
 Several sessions (replicate runs) add ``replicates_<first session>+<n-1>.<fmt>``: each session's
 ratio and CI side by side per comparison. Dense layers are rasterized (``rasterized=True``) so an
 SVG stays under 500 KB. Modules by concern: _common (style, saving), ratios (+ summary),
@@ -43,12 +46,15 @@ from workbench.store.plot_files import existing_plots, plot_name
 from workbench.store.session import Session, load_session
 
 __all__ = [
-    "COLOR_A", "COLOR_B", "COLOR_FLAG", "DPI", "FORMATS", "VERDICT_COLORS", "existing_plots",
-    "floor_keys_missing", "iter_plots", "iter_replicates", "parse_floor", "plot_name",
+    "COLOR_A", "COLOR_B", "COLOR_FLAG", "DPI", "FORMATS", "KINDS", "VERDICT_COLORS", "existing_plots",
+    "floor_keys_missing", "iter_plots", "iter_replicates", "kind_of", "parse_floor", "plot_name",
     "plot_replicates", "plot_session", "read_floor_file", "session_figures",
 ]  # fmt: skip
 
 Floor = dict[tuple[str, str], float]
+# the kinds of figure, in the order a session's are drawn; a samples figure's kind is "samples"
+KINDS = ("summary", "ratios", "distributions", "nvml", "calibration", "floor", "samples",
+         "replicates")  # fmt: skip
 STYLE = {"font.size": 9, "axes.titlesize": 10, "svg.fonttype": "none"}
 # a figure is laid out once, then its layout engine is removed (_common.settle): no rc may
 # bring one back
@@ -84,10 +90,16 @@ def _write(jobs: list[tuple[str, Callable[[], Any]]], out: Path, fs: tuple[str, 
                 plt.close(fig)  # pyplot keeps every open figure alive otherwise
 
 
+def kind_of(name: str) -> str:
+    """The kind (``KINDS``) of a session figure's name: ``samples_w13-hot`` is a samples figure."""
+    return name.split("_", 1)[0]
+
+
 def session_figures(
-    an: Analysis, floor: Floor | None = None, floor_source: str = ""
+    an: Analysis, floor: Floor | None = None, floor_source: str = "", kinds: Any = None
 ) -> list[tuple[str, Callable[[], Any]]]:
-    """The figures of one analysed session: (kind, draw) pairs, ``draw()`` making the figure."""
+    """The figures of one analysed session: (name, draw) pairs, ``draw()`` making the figure;
+    ``kinds``: only the figures of those kinds (default all)."""
     from workbench.plots.calibration import fig_calibration
     from workbench.plots.distributions import fig_distributions
     from workbench.plots.floor import fig_floor
@@ -106,7 +118,7 @@ def session_figures(
         jobs.append(("floor", lambda: fig_floor(an, floor, floor_source or "given")))
     for r in an.by_role("main", "confirm", "aa", "calibration"):
         jobs.append((f"samples_{file_slug(r.id)}", lambda r=r: fig_samples(an, r)))
-    return jobs
+    return [j for j in jobs if kinds is None or kind_of(j[0]) in kinds]
 
 
 SessionLike = str | os.PathLike | Session | Analysis
@@ -126,17 +138,19 @@ def iter_plots(
     formats: tuple[str, ...] | list[str] = ("png", "svg"),
     floor: Floor | None = None,
     floor_source: str = "",
+    kinds: Any = None,
 ) -> Iterator[Path]:
     """Draw every figure of a session (its folder, its Session, or its Analysis) into
     ``out_dir``, yielding each file once it is complete (so an interrupted caller knows what
     is on disk). ``floor``: {(kernel, set): µs per call} adds the floor figure where the
-    session timed one of those; ``floor_source`` says where the numbers come from."""
+    session timed one of those; ``floor_source`` says where the numbers come from; ``kinds``:
+    only the figures of those kinds (``KINDS``; default all)."""
     fs = _check_formats(formats)
     an = _analysis(session_path)
     s = an.session
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = session_figures(an, floor, floor_source)
+    jobs = session_figures(an, floor, floor_source, kinds)
     yield from _write([(f"{s.path.name}_{kind}", draw) for kind, draw in jobs], out, fs)
 
 
