@@ -32,9 +32,10 @@ def test_report_and_plot_take_the_bare_names_sessions_show_takes(
     sessions, tmp_path, capsys, command
 ):
     name = next(sessions.glob("*_newer")).name
+    # plot draws one figure (the names are what is checked): every form, as for report
     extra = ["--no-plots"] if command == "report" else ["--out", str(tmp_path / "p")]
-    # plot draws every figure of the session each time: one name form there (one resolver)
-    forms = (name, "newer", name[:15] + "Z_new") if command == "report" else (name[:15] + "Z_new",)
+    extra += ["--figure", "ratios", "--format", "svg"] if command == "plot" else []
+    forms = (name, "newer", name[:15] + "Z_new")
     for arg in forms:
         rc = main([command, arg, "--root", str(sessions), *extra])
         out, err = capsys.readouterr()
