@@ -105,14 +105,30 @@ def _expected(journal: list[dict], cmp_id: str) -> dict:
         half = sps.t.ppf(0.975, y.size - 1) * y.std(ddof=1) / np.sqrt(y.size)
         exp["median"] = float(np.exp(y.mean()))
         exp["ci"] = (np.exp(y.mean() - half), np.exp(y.mean() + half))
-        exp["p"] = float(sps.wilcoxon(np.log(ratios)).pvalue) if n >= 6 else None
+        exp["p"] = _signed_rank_p(np.log(ratios)) if n >= 6 else None
         return exp
     # distribution-free CI: order statistics x_(k), x_(n+1-k), largest k with coverage >= 95 %
     ks = [k for k in range(1, n // 2 + 1) if 1 - 2 * sps.binom.cdf(k - 1, n, 0.5) >= 0.95]
     if ks:
         exp["ci"] = (ratios[max(ks) - 1], ratios[n - max(ks)])
-        exp["p"] = float(sps.wilcoxon(np.log(ratios)).pvalue)
+        exp["p"] = _signed_rank_p(np.log(ratios))
     return exp
+
+
+def _signed_rank_p(logs: np.ndarray) -> float:
+    """scipy's signed-rank p. Where scipy runs its permutation test (13 pairs or fewer with
+    ties or zeros), its 2^n sign flips through a Python statistic took 27 s of this file's 36 s:
+    the same null is enumerated here at once (zeros dropped, average ranks, both tails)."""
+    nz = logs[logs != 0]
+    if logs.size <= 13 and (nz.size < logs.size or np.unique(np.abs(nz)).size < nz.size):
+        ranks = sps.rankdata(np.abs(nz))
+        observed = ranks[nz > 0].sum()
+        signs = (np.arange(2**nz.size)[:, None] >> np.arange(nz.size)) & 1
+        null = signs @ ranks
+        tol = 1e-12 * max(observed, 1.0)
+        tails = np.mean(null <= observed + tol), np.mean(null >= observed - tol)
+        return float(min(1.0, 2 * min(tails)))
+    return float(sps.wilcoxon(logs).pvalue)
 
 
 def _body(md: str) -> str:
