@@ -282,7 +282,7 @@ def test_killed_writer_keeps_every_finished_sample(tmp_path, sig, status):
         assert path.is_dir(), path
         time.sleep(0.3)  # let the sampler write a few NVML lines
         os.kill(proc.pid, sig)
-        proc.wait(timeout=20)
+        proc.wait(timeout=120)  # a hang guard: under a loaded CI machine's fsyncs 20 s ran out once
     finally:
         if proc.poll() is None:
             proc.kill()

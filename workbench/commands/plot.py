@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         # every file listed above is complete (written to a temporary name, then renamed)
         print(f"workbench plot: interrupted; {written} file(s) written to {out}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if written == 0:  # only --figure can leave nothing to draw
+    if kinds is not None and written == 0:  # only --figure can leave nothing to draw
         names = ", ".join(s.path.name for s in sessions)
         raise BadArgument(f"--figure {args.figure}: {names} has no figure of that kind")
     return 0
