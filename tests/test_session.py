@@ -274,15 +274,19 @@ CHILD = textwrap.dedent(
 )
 def test_killed_writer_keeps_every_finished_sample(tmp_path, sig, status):
     n = 11  # two full pairs and three samples of a third
+    # started as from a shell, Ctrl-C at its default: a pytest-xdist worker runs with SIGINT
+    # ignored, which a child inherits (and Python then installs no KeyboardInterrupt handler),
+    # so this case hung whenever no earlier test of that worker had restored the default
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path), str(n)], stdout=subprocess.PIPE, text=True
-    )
+        [sys.executable, "-c", CHILD, str(tmp_path), str(n)], stdout=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )  # fmt: skip
     try:
         path = Path(proc.stdout.readline().strip())
         assert path.is_dir(), path
         time.sleep(0.3)  # let the sampler write a few NVML lines
         os.kill(proc.pid, sig)
-        proc.wait(timeout=120)  # a hang guard: under a loaded CI machine's fsyncs 20 s ran out once
+        proc.wait(timeout=20)
     finally:
         if proc.poll() is None:
             proc.kill()
