@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import html
 import io
 import json
 import math
@@ -251,15 +250,9 @@ def test_list_shows_every_good_session_beside_the_bad(root: Path) -> None:
     assert all(name in out for name in (*GOOD, *REAL))
 
 
-def screen_text(app) -> str:
-    """The characters on the app's screen (from its SVG screenshot)."""
-    svg = app.export_screenshot()
-    return html.unescape("\n".join(re.findall(r">([^<>]*)</text>", svg))).replace("\xa0", " ")
-
-
 def test_tui_browser_shows_every_good_session_beside_the_bad(root: Path, tmp_path: Path) -> None:
     pytest.importorskip("textual")
-    from tui_backend_double import ReplayBackend
+    from tui_backend_double import ReplayBackend, screen_lines
 
     from workbench.tui.app import WorkbenchApp
     from workbench.tui.widgets.results_view import ResultsView
@@ -293,7 +286,7 @@ def test_tui_browser_shows_every_good_session_beside_the_bad(root: Path, tmp_pat
                 await settle(pilot)
                 view = app.query_one(ResultsView).view
                 assert view is not None and view.info.name == case.name, case.name
-                shown = screen_text(app)
+                shown = "\n".join(screen_lines(app))
                 assert "w13" in shown or not view.rows, case.name  # the results are on screen
                 assert bad_text_numbers(shown, (case.name,)) == [], case.name
             assert app.is_running

@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("textual")
 
 from textual.widgets._footer import FooterKey  # noqa: E402
-from tui_backend_double import make_app, settle  # noqa: E402
+from tui_backend_double import make_app, screen_lines, settle  # noqa: E402
 
 from workbench.store import provenance  # noqa: E402
 from workbench.tui.widgets.recommendation import RecommendationPanel, short_arms  # noqa: E402
@@ -51,11 +51,6 @@ def add_committed(roots) -> None:
     is read in full at the first listing)."""
     for name in (R1, R2, R2_LATER, LONG_SLUG):
         shutil.copytree(REPO / "sessions" / name, roots[1] / name)
-
-
-def screen_lines(app) -> list[str]:
-    """The screen as painted, one string per line."""
-    return [strip.text for strip in app.screen._compositor.render_strips()]
 
 
 def footer_problems(app, size, keys) -> list[str]:
