@@ -21,7 +21,6 @@ torch is imported inside the methods that need it, so this module loads on a CPU
 from __future__ import annotations
 
 import dataclasses
-import math
 import secrets
 import threading
 import time
@@ -30,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workbench.analysis.calibration import calibration_summary
 from workbench.analysis.recommend import Recommendation
 from workbench.analysis.words import look_text, undecided_text
 from workbench.core import defaults
@@ -51,6 +49,7 @@ from workbench.run.pool import Outcome, Pool, ProcessPool
 from workbench.run.progress import ProgressEvent
 from workbench.run.rounds import AB_WORK, Round, Work
 from workbench.run.settings import RunSettings
+from workbench.run.summary import run_summary
 
 NO_GPU_MESSAGE = (
     "no usable GPU ({why}). Timing needs an NVIDIA GPU with a CUDA build of torch. "
@@ -505,68 +504,13 @@ class Runner:
         return RunResult(status, self.session.path, self.summary(status, an), an)
 
     def summary(self, status: str, an: Any = None) -> dict[str, Any]:
-        """The run's summary, computed from its journal by the analysis every reader of a
-        session shares (``an``, else read now; one data path: `ab` prints what `sessions
-        show` prints)."""
-        calls = self.cfg.calls
+        """The run's summary (workbench.run.summary), computed from its journal by the analysis
+        every reader of a session shares (``an``, else read now; one data path: `ab` prints
+        what `sessions show` prints)."""
         an = self.analysis() if an is None else an
-        # the comparisons measured so far (one that an interruption left unstarted has no pairs)
-        comparisons = (
-            [] if an is None else [r.to_dict() for r in an.results if r.verdict.n > 0 or r.gates]
-        )
         if an is not None and an.recommendations:
             self.recommendations = an.recommendations
-        out: dict[str, Any] = {
-            "status": status,
-            "session": None if self.session is None else str(self.session.path),
-            "shape": self.cfg.shape.to_dict(),
-            "calls": calls,
-            "replays": self.cfg.replays,
-            "m": self.cfg.m,
-            "workers": self.cfg.workers,
-            "comparisons": comparisons,
-            "recommendations": {k: r.to_dict() for k, r in self.recommendations.items()},
-            "memory": self.memory,
-            "flagged": sum(c["flagged"] for c in comparisons),
-            "excluded": sum(c["excluded"] for c in comparisons),
-            "notes": list(self.notes),
-            "nvml": self.nvml_status,
-            "phases": self.phase_totals(),
-            "worker_records": list(self.workers),
-            "timeline": dict(self.timeline),
-            "fault": self.fault,
-        }
-        checks = [] if an is None else an.method_checks()
-        if checks:  # the hot cells timed by a second method (docs/DESIGN.md §5.11)
-            out["method_checks"] = [c.to_dict() for c in checks]
-        if self.looks:  # `ab --settle`: each look's workers, labels and why it stopped
-            out["settle"] = [look._asdict() for look in self.looks]
-        if self.cfg.mode == "calibrate":
-            out["calibration"] = calibration_summary(out["comparisons"], self.cfg.m, self.clock_mhz)
-        out.update(self.work.summary(self))  # a tune's sweep
-        return json_safe(out)
-
-    def phase_totals(self) -> dict[str, float]:
-        """Seconds per phase over the run's processes (docs/DESIGN.md §5.10)."""
-        out = dict(self.phases)
-        for w in self.workers:
-            for k, v in (w.get("phases") or {}).items():
-                if isinstance(v, (int, float)):
-                    out[k] = out.get(k, 0.0) + float(v)
-        return out
-
-
-def json_safe(x: Any) -> Any:
-    """``x`` with non-finite floats as None and tuples as lists (strict JSON for --json)."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, Mapping):
-        return {str(k): json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    if isinstance(x, Path):
-        return str(x)
-    return x
+        return run_summary(self, status, an)
 
 
 def run_session(
