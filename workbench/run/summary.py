@@ -8,17 +8,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workbench.analysis.calibration import calibration_summary
 
-if TYPE_CHECKING:
-    from workbench.run.runner import Runner
 
-
-def run_summary(runner: Runner, status: str, an: Any) -> dict[str, Any]:
-    """The summary of ``runner``'s run as it stands, ``status`` its ending, ``an`` the analysis
-    of its journal (None before the session exists), as strict JSON (``json_safe``)."""
+def run_summary(runner: Any, status: str, an: Any) -> dict[str, Any]:
+    """The summary of ``runner``'s run as it stands (a workbench.run.runner.Runner, not
+    imported: it imports this module), ``status`` its ending, ``an`` the analysis of its journal
+    (None before the session exists), as strict JSON (``json_safe``)."""
     cfg = runner.cfg
     # the comparisons measured so far (one that an interruption left unstarted has no pairs)
     comparisons = (
