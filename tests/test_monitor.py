@@ -12,7 +12,15 @@ from dataclasses import dataclass
 import pytest
 
 from workbench.measure import monitor as mon
-from workbench.measure.monitor import FLAG_MASK, Monitor, Reading, Window, throttle_names
+from workbench.measure.monitor import (
+    FLAG_MASK,
+    Monitor,
+    Reading,
+    Window,
+    others_changed,
+    shared_reading,
+    throttle_names,
+)
 
 
 @dataclass
@@ -72,6 +80,11 @@ def make_fake_pynvml(rng_seed: int = 0, old_api: bool = False, no_power: bool = 
     m.nvmlSystemGetDriverVersion = lambda: "580.00"
     m.nvmlSystemGetCudaDriverVersion = lambda: 13000
     m.nvmlDeviceGetPowerManagementLimit = lambda h: 700_000
+    # the compute processes: (pid, device bytes or None) each, as NVML's list gives them
+    state["procs"] = []
+    m.nvmlDeviceGetComputeRunningProcesses = lambda h: [
+        types.SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in state["procs"]
+    ]
 
     def shutdown():
         state["shutdown"] = True
@@ -192,6 +205,41 @@ def test_memory_used_reads_now(fake):
     assert m.memory_used() - before == 123 << 20
 
 
+def test_processes_and_who_else_changed_memory(fake):
+    """Each way another process can change the device's used memory inside a bank window is
+    counted, and this process's own change never is: listed under its pid, or (a container's
+    PID namespace) under another, as the one change there is."""
+    import random
+
+    rnd = random.Random(int(time.time()))
+    own, a, b, c = rnd.sample(range(100, 1 << 22), 4)
+    gib = 1 << 30
+    m = Monitor()
+    assert m.processes() is None  # an empty list: NVML does not see this process, so none
+    fake["procs"] = [(own, 2 * gib), (a, 5 * gib), (b, gib)]
+    before = m.processes()
+    assert before == {own: 2 * gib, a: 5 * gib, b: gib}
+    grown = {**before, own: 3 * gib}  # only this process allocated
+    assert others_changed(before, grown, own) == 0
+    assert others_changed(before, {**grown, a: 6 * gib}, own) == 1  # another grew
+    assert others_changed(before, {**grown, a: 4 * gib, b: 0}, own) == 2  # two freed
+    assert others_changed(before, {**grown, c: gib}, own) == 1  # one came
+    assert others_changed(before, {own: 3 * gib, a: 5 * gib}, own) == 1  # one went
+    assert others_changed(before, before, own) == 0
+    # not listed under its own pid: this process is the one change, the rest are others
+    assert others_changed(before, grown, own + 1) == 0
+    assert others_changed(before, {**grown, a: 6 * gib}, own + 1) == 1
+    # NVML could not tell
+    fake["procs"] = [(own, None), (a, 5 * gib)]
+    assert m.processes() == {own: None, a: 5 * gib}
+    assert others_changed(m.processes(), grown, own) is None
+    assert others_changed(None, grown, own) is None and others_changed(before, None) is None
+    # a record's reading: another's change makes it shared; none, or not known, leaves it its own
+    assert shared_reading({"others": 1}) and shared_reading({"others": 3})
+    assert not shared_reading({"others": 0}) and not shared_reading({"others": None})
+    assert not shared_reading({})
+
+
 def test_unavailable_on_this_machine(monkeypatch):
     # The real pynvml is installed here but there is no driver: NVML init fails.
     monkeypatch.delitem(sys.modules, "pynvml", raising=False)
@@ -201,6 +249,7 @@ def test_unavailable_on_this_machine(monkeypatch):
         pytest.skip("NVML is available here")
     assert m.reason.startswith("NVML unavailable: ")
     assert m.read() is None and m.memory_used() is None and m.latest() is None
+    assert m.processes() is None
     w = m.window(0, time.time())
     assert w == Window(0, None, None, 0)
     with m:  # starting and stopping without NVML is a no-op, not an error

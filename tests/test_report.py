@@ -320,6 +320,44 @@ def test_memory_allocated_in_steps_is_compared_per_bank(tmp_path):
     assert row[5] == "13,107,200 B (12.5 MiB)" and row[6] == "-4.0 %"
 
 
+def test_a_bank_window_other_processes_changed_is_not_measured(tmp_path):
+    """A memory record whose window saw other processes change GPU memory (``others``, by
+    NVML's process list) gives no measured saving: the report says why, `ab`'s lines say it
+    too, and a record without the key (every session before it) reads as before."""
+    from workbench.commands._tables import event_line, memory_table, saving_lines
+
+    page = 2 << 20
+    rows = {}
+    for others in (None, 0, 2):
+        w = SessionWriter(
+            tmp_path, f"mem{others}", config={"shape": PRESETS["qwen3.8-flash-next"].to_dict()}
+        )
+        recs = []
+        for layout, per in (("b4", 300), ("b3", 294)):
+            rec = dict(kernel="w2", layout=layout, banks=6, used_before=1000 * page,
+                       used_after=(1000 + 6 * per) * page, computed=6 * 10_000_000)  # fmt: skip
+            if others is not None:
+                rec["others"] = others
+            w.record("memory", **rec)
+            recs.append({**rec, "measured": rec["used_after"] - rec["used_before"],
+                         "computed_total": rec["computed"], "seconds": 0.5})  # fmt: skip
+        w.finish()
+        rows[others] = (_row(render_report(w.path), "W2 + weighted sum"), recs)
+    assert rows[None][0] == rows[0][0]
+    assert rows[0][0][4] == f"{6 * page:,} B (12.0 MiB)"
+    shared, recs = rows[2]
+    assert shared[4] == "other processes on the GPU" and shared[6] == "n/a"
+    assert "2 other process(es) changing GPU memory meanwhile" in event_line("memory", recs[0])
+    assert "other process" not in event_line("memory", rows[0][1][0])
+    assert "other processes changed GPU memory" in saving_lines(recs)[0]
+    assert "72.00 MiB measured (NVML)" in saving_lines(rows[0][1])[0]  # 6 pages x 6 banks
+    from rich.console import Console
+
+    console = Console(width=120, record=True)
+    console.print(memory_table(recs))
+    assert console.export_text().count("shared GPU") == 2
+
+
 def test_calibration_session(tmp_path):
     md = render_report(write_calibration_session(tmp_path, seed=9))
     verdicts = {}

@@ -134,8 +134,13 @@ def test_ab_end_to_end(tmp_path, capsys):
     # read b4 50 MiB against b3 64.25 MiB on an H100, so it only has to see the banks at all)
     assert mem[("w13", "b4")]["torch_allocated"] >= mem[("w13", "b3")]["torch_allocated"] > 0
     assert mem[("w13", "b4")]["bank_nbytes"] > mem[("w13", "b3")]["bank_nbytes"]
-    if mem[("w13", "b3")]["measured"] is not None:
-        assert mem[("w13", "b4")]["measured"] > 0 and mem[("w13", "b3")]["measured"] > 0
+    # NVML's used memory is the device's: in the GPU tier other tests' processes allocate and
+    # free beside this one, so a reading is held to seeing the banks only where no other
+    # process changed its memory meanwhile, and a reading that does not see them must say why
+    for m in mem.values():
+        assert "others" in m
+        if m["measured"] is not None:
+            assert m["measured"] > 0 or m["others"], m
     assert len(sess.nvml) > 0 or "unavailable" in s["nvml"]
 
 

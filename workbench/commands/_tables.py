@@ -8,6 +8,7 @@ from typing import Any
 
 from workbench.core.fmt import num
 from workbench.core.fmt import size as _mib
+from workbench.measure.monitor import shared_reading
 
 VERDICT_STYLE = {"FASTER": "green", "SLOWER": "red", "SAME": "cyan", "AMBIGUOUS": "yellow"}
 
@@ -36,8 +37,9 @@ def event_line(kind: str, data: Any) -> str | None:
     if kind == "memory":
         return (
             f"banks: {data['kernel']} {data['layout']} x{data['banks']}: NVML "
-            f"{_mib(data['measured'])} (computed {_mib(data['computed_total'])}, metadata "
-            f"{_mib(data['computed'])}) in {data['seconds']:.1f} s"
+            f"{_mib(data['measured'])}{_shared_note(data)} (computed "
+            f"{_mib(data['computed_total'])}, metadata {_mib(data['computed'])}) in "
+            f"{data['seconds']:.1f} s"
         )
     if kind == "comparison":
         ratio = data.get("working_set_l2_ratio")
@@ -155,6 +157,13 @@ def render_results(out, an: Any, width: int | None = -1, hint: str = "") -> None
         say(f"rule: {recs[0].rule}", "dim")
 
 
+def _shared_note(m: dict[str, Any]) -> str:
+    n = m.get("others") or 0
+    return (
+        f" with {n} other process(es) changing GPU memory meanwhile, not the banks' alone" * bool(n)
+    )
+
+
 def memory_table(memory: list[dict[str, Any]]):
     from rich import box
     from rich.table import Table
@@ -164,7 +173,8 @@ def memory_table(memory: list[dict[str, Any]]):
         t.add_column(c, justify="right")
     for m in memory:
         t.add_row(
-            m["kernel"], m["layout"], str(m["banks"]), _mib(m["measured"]),
+            m["kernel"], m["layout"], str(m["banks"]),
+            "shared GPU" if shared_reading(m) else _mib(m["measured"]),
             _mib(m["computed_total"]), _mib(m["computed"]),
         )  # fmt: skip
     return t
@@ -178,13 +188,15 @@ def saving_lines(memory: list[dict[str, Any]]) -> list[str]:
         if {"b4", "b3"} <= set(per) and per["b4"]["banks"] == per["b3"]["banks"]:
             b4, b3 = per["b4"], per["b3"]
             computed = b4["computed"] - b3["computed"]
+            shared = shared_reading(b4) or shared_reading(b3)
             measured = (
                 None
-                if b4["measured"] is None or b3["measured"] is None
+                if shared or b4["measured"] is None or b3["measured"] is None
                 else b4["measured"] - b3["measured"]
             )
+            how = "NVML: other processes changed GPU memory meanwhile" if shared else "NVML"
             out.append(
-                f"{kernel}: 3-byte metadata saves {_mib(measured)} measured (NVML) vs "
+                f"{kernel}: 3-byte metadata saves {_mib(measured)} measured ({how}) vs "
                 f"{_mib(computed)} computed over {b3['banks']} bank(s)"
             )
     return out

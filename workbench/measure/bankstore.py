@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch
 
 from workbench.core.errors import WorkbenchError
 from workbench.data.capacity import expert_footprint
+from workbench.measure.monitor import others_changed
 from workbench.measure.plan import bank_seed
 
 DEVICE = "cuda"
@@ -61,6 +63,7 @@ class BankStore:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()  # cached blocks would hide the allocation from NVML
         mon = self.e.monitor
+        procs = mon.processes()
         before, t_before, t0 = mon.memory_used(), torch.cuda.memory_allocated(), time.perf_counter()
         derived = 0
         for i in range(len(have), n):
@@ -74,6 +77,7 @@ class BankStore:
         torch.cuda.synchronize()
         torch.cuda.empty_cache()  # drop temporaries of the generation, keep the banks
         after = mon.memory_used()
+        others = others_changed(procs, mon.processes(), os.getpid())
         meta = fp.meta(layout)
         rec = {
             "kernel": kernel,
@@ -83,6 +87,8 @@ class BankStore:
             "used_before": before,
             "used_after": after,
             "measured": None if before is None or after is None else after - before,
+            # other processes whose GPU memory changed in the window: NVML's change is theirs too
+            "others": others,
             "computed": need * shape.experts * meta,
             "computed_total": total,
             "bank_nbytes": sum(int(b.nbytes) for b in have[len(have) - need :]),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -71,6 +71,39 @@ def throttle_names(bits: int | None) -> list[str]:
     return [name for bit, name in THROTTLE_NAMES.items() if bits & bit] + (
         [f"0x{bits & ~0x7FF:x}"] if bits & ~0x7FF else []
     )
+
+
+def _bytes(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def others_changed(
+    before: Mapping[int, int | None] | None,
+    after: Mapping[int, int | None] | None,
+    own: int | None = None,
+) -> int | None:
+    """How many other processes' device memory changed between two ``Monitor.processes``
+    readings around this process's allocations (docs/DESIGN.md §6, "Memory"): each process that came,
+    went or changed, this one (``own``, its pid) left out; where NVML lists this process under
+    another PID (a container's), less one for it. 0: a change of the device's used memory is
+    this process's alone. None: NVML could not tell (no list, or a process's memory not
+    reported)."""
+    if before is None or after is None:
+        return None
+    pids = set(before) | set(after)
+    if any(before.get(p, 0) is None or after.get(p, 0) is None for p in pids):
+        return None
+    changed = {p for p in pids if p not in before or p not in after or before[p] != after[p]}
+    if own in pids:
+        return len(changed - {own})
+    return max(len(changed) - 1, 0)
+
+
+def shared_reading(record: Mapping[str, Any]) -> bool:
+    """Whether a bank memory record's NVML change is not its banks' alone: other processes'
+    GPU memory changed in its window (its ``others``, ``others_changed``). A record without it
+    (sessions before it was kept) or where NVML could not tell is read as before, as its own."""
+    return bool(record.get("others"))
 
 
 @dataclass(frozen=True)
@@ -199,6 +232,17 @@ class Monitor:
             return None
         mem = self._try(lambda: self._nvml.nvmlDeviceGetMemoryInfo(self._handle))
         return None if mem is None else int(mem.used)
+
+    def processes(self) -> dict[int, int | None] | None:
+        """Every process with a compute context on the device now, by NVML: pid -> its device
+        memory in bytes (None where NVML does not say); None without NVML, or where the list is
+        empty (this process holds a context, so NVML cannot see the processes here)."""
+        if not self.available:
+            return None
+        procs = self._try(lambda: self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle))
+        if not procs:
+            return None
+        return {int(p.pid): _bytes(getattr(p, "usedGpuMemory", None)) for p in procs}
 
     def device_info(self) -> dict[str, Any]:
         """Static facts for provenance: name, UUID, driver, NVML's CUDA version, max clocks."""

@@ -31,6 +31,7 @@ from workbench.analysis.words import (
 )
 from workbench.core.fmt import MIB, change_pct, interval, nbytes, num, signed_pct
 from workbench.core.vocab import KERNEL_CHOICES, KERNELS, SETS
+from workbench.measure.monitor import shared_reading
 from workbench.report.rerun import session_rerun
 from workbench.store import counters
 from workbench.store.listing import find_session
@@ -207,6 +208,9 @@ class MemoryRow:
     banks: dict[str, int]  # layout -> banks allocated in all
     used: dict[str, int | None]  # layout -> NVML used bytes added in all (None: no NVML)
     computed: dict[str, int | None]  # layout -> metadata bytes in those banks
+    # other processes changed GPU memory while some of them were made (bankstore's "others"):
+    # their NVML figures are not the banks' alone, so none is used
+    shared: bool = False
 
     def per_bank(self, what: dict[str, int | None]) -> float | None:
         if any(what.get(k) is None or not self.banks.get(k) for k in ("b4", "b3")):
@@ -225,11 +229,17 @@ def memory_rows(session: Session) -> list[MemoryRow]:
         row.banks[lay] = row.banks.get(lay, 0) + int(m.get("banks") or 1)
         before, after = m.get("used_before"), m.get("used_after")
         delta = None if before is None or after is None else int(after) - int(before)
+        if shared_reading(m):
+            row.shared, delta = True, None
         prev = row.used.get(lay, 0)
         row.used[lay] = None if delta is None or prev is None else prev + delta
         comp, prev_c = m.get("computed"), row.computed.get(lay, 0)
         row.computed[lay] = None if comp is None or prev_c is None else prev_c + int(comp)
     return [r for r in rows.values() if set(r.banks) == {"b4", "b3"}]
+
+
+def _no_reading(r: MemoryRow) -> str:
+    return "other processes on the GPU" if r.shared else "NVML unavailable"
 
 
 def _memory(an: Analysis) -> list[str]:
@@ -244,7 +254,7 @@ def _memory(an: Analysis) -> list[str]:
         body.append(
             [KERNEL_TITLES.get(r.kernel, r.kernel), f"{r.banks['b4']} / {r.banks['b3']}"]
             + [nbytes(r.used["b4"]), nbytes(r.used["b3"])]
-            + [nbytes(meas) if meas is not None else "NVML unavailable", nbytes(comp), diff]
+            + [nbytes(meas) if meas is not None else _no_reading(r), nbytes(comp), diff]
         )
     if body:
         header = ["kernel", "banks b4 / b3", "NVML Δused b4", "NVML Δused b3"]

@@ -236,6 +236,7 @@ RECORDS: dict[str, dict[str, tuple[bool, Check]]] = {
         "used_before": (OPT, BYTES),
         "used_after": (OPT, BYTES),
         "computed": (OPT, BYTES),
+        "others": (OPT, nullable(integer(0, MAX_COUNT))),  # other processes on the GPU meanwhile
     },
     "note": {"t": (REQ, _t), "text": (REQ, any_text)},
     "block": {  # one block's placement (docs/DESIGN.md §5.5)
