@@ -487,7 +487,6 @@ def test_each_rule_has_one_home(checker):
 # ------------------------------------------------------------------ planted copies
 
 
-
 def test_each_checker_has_one_planted_copy():
     assert sorted(PLANTED) == sorted(c.__name__ for c in CHECKERS)
 
