@@ -30,6 +30,7 @@ FAST = ["--calls", "4", "--replays", "5", "--blocks", "3", "--pairs", "2"]
 FASTEST = (("unroll", 4), ("max_warps", 16))  # 10 % faster than the default (5, 16)
 EQUAL = (("unroll", 6), ("max_warps", 16))  # costs exactly what the default does
 SLOW = (("unroll", 3), ("max_warps", 16))  # 5 % slower
+BLOCKS_FOR_SAME = 8
 
 
 @pytest.fixture
@@ -46,7 +47,8 @@ def key(params):
 
 
 def run_tune(tmp_path, unroll=(3, 4, 5, 6), top=2, workers=1, cancel=None, events=None,
-             kernel="w13", overrides=None, ray=None, confirm_workers=1, faulty=()):  # fmt: skip
+             kernel="w13", overrides=None, ray=None, confirm_workers=1, faulty=(),
+             blocks=3):  # fmt: skip
     """``confirm_workers`` > 1 confirms in worker processes; ``faulty``: variants that fault
     the GPU in those workers only (the parent screens)."""
     shape = resolve_shape(**SHAPE)
@@ -58,7 +60,7 @@ def run_tune(tmp_path, unroll=(3, 4, 5, 6), top=2, workers=1, cancel=None, event
     tc = tuner.TuneConfig(kernel, "b3-scalar", cands, screen_pairs=2, top=top, workers=workers,
                           setup=setup, ray=ray)  # fmt: skip
     cfg = tuner.make_run_config(shape, tc, calls=4, replays=5,
-                                protocol=ProtocolConfig(pairs=2, blocks=3),
+                                protocol=ProtocolConfig(pairs=2, blocks=blocks),
                                 sessions_dir=str(tmp_path / "sessions"),
                                 workers=confirm_workers)  # fmt: skip
     r = tuner.tune_runner(cfg, tc, cancel=cancel, events=events)
@@ -74,7 +76,7 @@ def name(params):
 
 
 def test_screen_and_confirm_find_the_fastest_and_read_the_equal_one_same(device, tmp_path):
-    res = run_tune(tmp_path)
+    res = run_tune(tmp_path, blocks=BLOCKS_FOR_SAME)
     t = res.summary["tune"]
     assert res.status == "complete"
     assert t["ranked"][0] == name(FASTEST)  # the screen ranks the known-fastest first
