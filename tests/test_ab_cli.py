@@ -17,6 +17,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import sim_device
+import sim_interrupt
 import torch
 from sim_device import FUSED_PEER_US, PEER_US, SM_MHZ, FakeFusedPeer, FakeKernelOp, FakePeer
 
@@ -359,7 +360,9 @@ def test_cancel_keeps_the_session_as_interrupted(device, tmp_path):
 def test_keyboard_interrupt_keeps_the_session(device, monkeypatch, capsys, tmp_path):
     argv = ["ab", *SMALL, *FAST, "--no-plots"]
     whole = tmp_path / "whole"
-    sim_device.interrupt_late(monkeypatch, lambda: cli.main([*argv, "--sessions-dir", str(whole)]))
+    sim_interrupt.interrupt_late(
+        monkeypatch, lambda: cli.main([*argv, "--sessions-dir", str(whole)])
+    )
     capsys.readouterr()
     code = cli.main([*argv, "--sessions-dir", str(tmp_path / "cut")])
     assert code == 130

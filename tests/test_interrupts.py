@@ -18,6 +18,7 @@ import matplotlib.figure
 import matplotlib.image
 import pytest
 import sim_device
+import sim_interrupt
 from fixtures_sessions import REPO
 
 from workbench import cli
@@ -49,7 +50,7 @@ def test_measuring_commands_keep_the_session(device, monkeypatch, capsys, tmp_pa
     extra = ["--spins", "0,40,400"] if command == "calibrate" else []
     argv = [command, *SMALL, *FAST, *extra, "--no-plots", "--sessions-dir"]
     whole = str(tmp_path / "whole")
-    sim_device.interrupt_late(monkeypatch, lambda: cli.main([*argv, whole]))
+    sim_interrupt.interrupt_late(monkeypatch, lambda: cli.main([*argv, whole]))
     capsys.readouterr()
     code = cli.main([*argv, str(tmp_path / "cut")])
     err = capsys.readouterr().err
@@ -65,7 +66,7 @@ def test_measuring_commands_keep_the_session(device, monkeypatch, capsys, tmp_pa
 def test_sigterm_keeps_the_session_as_interrupted(device, monkeypatch, capsys, tmp_path):
     """``timeout`` or ``kill`` mid-measurement: as Ctrl-C, never a session left "running"."""
     argv = ["ab", *SMALL, *FAST, "--no-plots", "--sessions-dir"]
-    sim_device.interrupt_late(
+    sim_interrupt.interrupt_late(
         monkeypatch, lambda: cli.main([*argv, str(tmp_path / "whole")]), signum=signal.SIGTERM
     )
     capsys.readouterr()

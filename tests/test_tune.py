@@ -12,6 +12,7 @@ import threading
 
 import pytest
 import sim_device
+import sim_interrupt
 from sim_device import FakeKernelOp
 
 from workbench import cli
@@ -212,7 +213,7 @@ def test_cli_keyboard_interrupt_exits_130_and_keeps_the_session(
     argv = ["tune", "--kernel", "w13", "--param", "unroll=3,4,6", "--param", "max_warps=16",
             *SMALL, *FAST, "--no-plots", "--sessions-dir"]  # fmt: skip
     whole = str(tmp_path / "whole")
-    sim_device.interrupt_late(monkeypatch, lambda: cli.main([*argv, whole]))  # into the screen
+    sim_interrupt.interrupt_late(monkeypatch, lambda: cli.main([*argv, whole]))  # into the screen
     capsys.readouterr()
     sessions = tmp_path / "sessions"
     code = cli.main([*argv, str(sessions)])
